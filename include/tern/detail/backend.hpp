@@ -1,0 +1,45 @@
+// tern/detail/backend.hpp
+//
+// The interface between the loop and a kernel I/O mechanism (io_uring or epoll).
+//
+// The loop owns the run queue and the timer wheel; a backend owns only the kernel side. It starts operations,
+// cancels them, and in poll() submits what was started, waits at most the given time, and hands every finished
+// operation back through io_context::complete(). One virtual call per operation is the price of choosing the
+// backend at run time; it is small next to the syscall work either side does.
+//
+// Contract:
+// - start(op): begins op. Returns true if op finished synchronously (op.res is set and op is not queued); the
+//   awaiter then resumes without suspending. Otherwise op is pending on op.desc and will be completed later.
+// - cancel(op): op is pending; make it complete soon with -ECANCELED (or with its real result if it already
+//   finished in the kernel). Never completes op synchronously inside the call.
+// - before_close(desc): called when a descriptor with pending operations is closed, before the fd is closed, so
+//   that no operation can later run on a reused fd number.
+// - wake(): any thread; makes a blocked poll() return.
+#pragma once
+
+#include <cstdint>
+
+#include "tern/detail/io_op.hpp"
+
+namespace tern {
+enum class backend_kind;
+}
+
+namespace tern::detail {
+
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual backend_kind kind() const noexcept = 0;
+  virtual void attach(descriptor& d) = 0;  // a new fd joins the loop (epoll: registered once, for its life)
+  virtual bool start(io_op& op) noexcept = 0;
+  virtual void cancel(io_op& op) noexcept = 0;
+  virtual void before_close(descriptor& d) noexcept = 0;
+  // Submits, waits up to timeout_ns (negative: no limit; 0: do not block), and completes finished operations.
+  virtual void poll(std::int64_t timeout_ns) = 0;
+  virtual void wake() noexcept = 0;
+  // True when poll() would have kernel work to do without blocking (submissions queued, or operations in flight).
+  virtual bool busy() const noexcept = 0;
+};
+
+}  // namespace tern::detail

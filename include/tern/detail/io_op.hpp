@@ -1,0 +1,77 @@
+// tern/detail/io_op.hpp
+//
+// The state of one I/O operation, and of the descriptor it works on.
+//
+// An io_op lives inside its awaiter, hence inside the suspended coroutine's frame: starting an operation never
+// allocates. It is a work_item, so a completion is queued on the loop without a callback object. Both backends
+// fill in res (a byte count, a new fd, 0, or -errno) and queue the op; the awaiter then reads res.
+//
+// A descriptor is the per-fd state shared by the socket object and the backend. It is pooled by the io_context and
+// stays put while the socket object that owns it moves. It keeps the list of the fd's pending operations, which
+// serves three purposes: close() and cancel() find every pending operation of the fd, the epoll backend retries
+// them when readiness arrives, and a closed descriptor is recycled only once its last operation has completed
+// (an io_uring completion may arrive after close()).
+#pragma once
+
+#include <cstdint>
+#include <sys/socket.h>
+
+#include "tern/detail/work_queue.hpp"
+
+namespace tern {
+class io_context;
+}
+
+namespace tern::detail {
+
+enum class op_code : std::uint8_t { recv, send, accept, connect, read, write };
+
+// Which readiness an operation waits for under epoll.
+inline bool waits_for_input(op_code c) noexcept {
+  return c == op_code::recv || c == op_code::accept || c == op_code::read;
+}
+
+struct descriptor;
+
+struct io_op : resume_item {
+  enum class state : std::uint8_t { idle, pending, cancelling, done };
+
+  io_context* ctx = nullptr;
+  descriptor* desc = nullptr;
+  io_op* prev_pending = nullptr;  // in desc->pending
+  io_op* next_pending = nullptr;
+  void* buf = nullptr;            // recv/send/read/write buffer; accept/connect: sockaddr
+  std::uint32_t len = 0;          // buffer length; connect: sockaddr length
+  socklen_t addr_len = 0;         // accept: in/out sockaddr length
+  int res = 0;
+  op_code code = op_code::recv;
+  state st = state::idle;
+};
+
+struct descriptor {
+  int fd = -1;
+  bool closing = false;        // close() ran while operations were still pending
+  bool epoll_registered = false;
+  io_op* pending_head = nullptr;
+  io_op* pending_tail = nullptr;
+  descriptor* next_free = nullptr;
+
+  bool has_pending() const noexcept { return pending_head != nullptr; }
+
+  void link(io_op* op) noexcept {
+    op->next_pending = nullptr;
+    op->prev_pending = pending_tail;
+    if (pending_tail != nullptr) pending_tail->next_pending = op; else pending_head = op;
+    pending_tail = op;
+  }
+
+  void unlink(io_op* op) noexcept {
+    if (op->prev_pending != nullptr) op->prev_pending->next_pending = op->next_pending;
+    else pending_head = op->next_pending;
+    if (op->next_pending != nullptr) op->next_pending->prev_pending = op->prev_pending;
+    else pending_tail = op->prev_pending;
+    op->prev_pending = op->next_pending = nullptr;
+  }
+};
+
+}  // namespace tern::detail

@@ -1,0 +1,112 @@
+// tern/detail/work_queue.hpp
+//
+// The loop's units of work and the two queues that hold them.
+//
+// A work_item is an intrusive node with a function pointer: coroutine resumptions, I/O completions, timer expiries
+// and posted handlers all derive from it, so queueing never allocates and running an item is one indirect call.
+//
+// - work_queue: the loop-local FIFO (single thread, no atomics).
+// - remote_inbox: posts from other threads. Producers push onto a lock-free LIFO list with one CAS; the loop takes
+//   the whole list with one exchange and reverses it to restore FIFO order. Taking everything at once means the
+//   consumer never contends with producers node by node, and there is no ABA problem because nodes are never popped
+//   individually.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+
+namespace tern::detail {
+
+struct work_item {
+  using run_fn = void (*)(work_item*);
+  using discard_fn = void (*)(work_item*) noexcept;
+  work_item* next = nullptr;
+  run_fn run = nullptr;
+  // Set only for items that own themselves (posted handlers): frees the item without running it, for a loop that
+  // is destroyed with work still queued. Items embedded in coroutine frames leave it null.
+  discard_fn discard = nullptr;
+};
+
+// A work item that resumes a coroutine.
+struct resume_item : work_item {
+  std::coroutine_handle<> handle;
+  resume_item() noexcept { run = &resume; }
+  static void resume(work_item* w) { static_cast<resume_item*>(w)->handle.resume(); }
+};
+
+class work_queue {
+ public:
+  bool empty() const noexcept { return head_ == nullptr; }
+
+  void push_back(work_item* w) noexcept {
+    w->next = nullptr;
+    if (tail_ == nullptr) {
+      head_ = tail_ = w;
+    } else {
+      tail_->next = w;
+      tail_ = w;
+    }
+  }
+
+  // Appends a chain already linked through next (first..last).
+  void append(work_item* first, work_item* last) noexcept {
+    if (tail_ == nullptr) {
+      head_ = first;
+    } else {
+      tail_->next = first;
+    }
+    tail_ = last;
+  }
+
+  work_item* pop_front() noexcept {
+    work_item* w = head_;
+    if (w != nullptr) {
+      head_ = w->next;
+      if (head_ == nullptr) tail_ = nullptr;
+    }
+    return w;
+  }
+
+ private:
+  work_item* head_ = nullptr;
+  work_item* tail_ = nullptr;
+};
+
+class remote_inbox {
+ public:
+  // Any thread. Returns true when the inbox was empty before, a hint that the consumer may need a wake-up.
+  bool push(work_item* w) noexcept {
+    work_item* old = head_.load(std::memory_order_relaxed);
+    do {
+      w->next = old;
+      // release: the consumer's acquire exchange must see the item's contents and its next link.
+    } while (!head_.compare_exchange_weak(old, w, std::memory_order_release, std::memory_order_relaxed));
+    return old == nullptr;
+  }
+
+  // Loop thread only: a cheap check before paying for the exchange.
+  bool maybe_nonempty() const noexcept { return head_.load(std::memory_order_relaxed) != nullptr; }
+
+  // Loop thread only: moves everything posted so far to q, oldest first.
+  bool drain_into(work_queue& q) noexcept {
+    if (!maybe_nonempty()) return false;
+    work_item* list = head_.exchange(nullptr, std::memory_order_acquire);
+    if (list == nullptr) return false;
+    work_item* last = list;
+    work_item* prev = nullptr;
+    while (list != nullptr) {
+      work_item* next = list->next;
+      list->next = prev;
+      prev = list;
+      list = next;
+    }
+    q.append(prev, last);
+    last->next = nullptr;
+    return true;
+  }
+
+ private:
+  std::atomic<work_item*> head_{nullptr};
+};
+
+}  // namespace tern::detail

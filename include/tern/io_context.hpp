@@ -1,0 +1,233 @@
+// tern/io_context.hpp
+//
+// io_context: one event loop, run by one thread at a time.
+//
+// The loop owns a local run queue (coroutines to resume, handlers to call), an inbox for work posted from other
+// threads, a timer wheel, and a backend (io_uring or epoll) for the kernel side. One turn of the loop:
+//   1. move the inbox into the run queue;
+//   2. run up to batch_limit queued items (newly queued items wait for the next turn, so I/O is never starved);
+//   3. submit and reap I/O: without blocking if work is queued, otherwise blocking until the next timer is due;
+//      the backend is skipped entirely when it has nothing in flight and nothing would block;
+//   4. fire the timers that are due.
+// A poster from another thread pays for a wake-up (eventfd) only when the loop has announced that it is going to
+// sleep (the sleeping_ flag, checked Dekker-style with seq_cst fences on both sides).
+//
+// The loop is single-threaded by construction: everything except post(), stop() and wake-ups must be called on the
+// thread running it. run() returns when it is stopped or runs out of work: nothing queued, no operation pending,
+// no timer armed, and no work_guard alive.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "tern/detail/backend.hpp"
+#include "tern/detail/frame_pool.hpp"
+#include "tern/detail/timer_wheel.hpp"
+#include "tern/detail/work_queue.hpp"
+
+namespace tern {
+
+template <class T>
+class task;
+
+// Which kernel interface a loop uses.
+enum class backend_kind { automatic, io_uring, epoll };
+
+// "io_uring", "epoll" or "automatic".
+const char* to_string(backend_kind k) noexcept;
+
+struct io_context_options {
+  // automatic: io_uring where the kernel allows it, else epoll; TERN_BACKEND=epoll|io_uring overrides automatic.
+  backend_kind backend = backend_kind::automatic;
+  // io_uring submission queue size (the completion queue is twice that).
+  unsigned ring_entries = 1024;
+};
+
+namespace detail {
+// Posted handler: the callable lives in a pooled block next to its queue node.
+template <class F>
+struct posted final : work_item {
+  F fn;
+  explicit posted(F&& f) : fn(std::move(f)) { init(); }
+  explicit posted(const F& f) : fn(f) { init(); }
+  void init() noexcept {
+    run = &invoke;
+    discard = &drop;
+  }
+  static void drop(work_item* w) noexcept {
+    auto* self = static_cast<posted*>(w);
+    self->~posted();
+    frame_pool::deallocate(self, sizeof(posted));
+  }
+  static void invoke(work_item* w) {
+    auto* self = static_cast<posted*>(w);
+    F local(std::move(self->fn));
+    self->~posted();
+    frame_pool::deallocate(self, sizeof(posted));
+    local();
+  }
+};
+
+// Intrusive list node of a spawned root task, so the context can destroy what is still suspended when it dies.
+struct spawn_link {
+  spawn_link* prev = nullptr;
+  spawn_link* next = nullptr;
+  virtual void abandon() noexcept = 0;
+
+ protected:
+  ~spawn_link() = default;
+};
+}  // namespace detail
+
+class io_context {
+ public:
+  // Creates a loop with default options.
+  io_context();
+  // Creates a loop; throws std::system_error if the requested backend cannot be set up.
+  explicit io_context(io_context_options opts);
+  // Destroys every still-suspended spawned task, then the backend.
+  ~io_context();
+  io_context(const io_context&) = delete;
+  io_context& operator=(const io_context&) = delete;
+
+  // Runs the loop until stop() or until it runs out of work; returns the number of items run.
+  std::size_t run();
+  // Runs at most one item, blocking until one is ready (or the loop is out of work); returns 0 or 1.
+  std::size_t run_one();
+  // Runs the items that are ready now, without blocking; returns how many ran.
+  std::size_t poll();
+  // Makes run() return as soon as the current item finishes. Any thread.
+  void stop() noexcept;
+  // True after stop() until restart().
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_relaxed); }
+  // Clears the stopped state so that run() may be called again.
+  void restart() noexcept { stopped_.store(false, std::memory_order_relaxed); }
+
+  // Queues f() to run on the loop. Any thread; never runs f inline.
+  template <class F>
+  void post(F&& f) {
+    using P = detail::posted<std::decay_t<F>>;
+    auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
+    enqueue(p);
+  }
+
+  // Runs f() inline if called from within this loop's run on its thread, else posts it.
+  template <class F>
+  void dispatch(F&& f) {
+    if (current_ == this) {
+      std::forward<F>(f)();
+    } else {
+      post(std::forward<F>(f));
+    }
+  }
+
+  // Runs t on this loop until it completes; returns its value or rethrows its exception.
+  template <class T>
+  T block_on(task<T> t);
+
+  // The backend this loop uses (never automatic).
+  backend_kind backend() const noexcept { return kind_; }
+
+  // The loop running on the calling thread, or nullptr.
+  static io_context* current() noexcept { return current_; }
+
+  // Sets the handler for exceptions that escape detached tasks (default: print to stderr).
+  void set_exception_handler(std::function<void(std::exception_ptr)> h) { exception_handler_ = std::move(h); }
+
+  // Keeps run() from returning for lack of work while it lives.
+  class work_guard {
+   public:
+    explicit work_guard(io_context& ctx) noexcept : ctx_(&ctx) { ctx_->guards_.fetch_add(1, std::memory_order_relaxed); }
+    work_guard(work_guard&& o) noexcept : ctx_(std::exchange(o.ctx_, nullptr)) {}
+    work_guard(const work_guard&) = delete;
+    work_guard& operator=(const work_guard&) = delete;
+    ~work_guard() { reset(); }
+    // Releases the guard; the loop may then run out of work. Any thread.
+    void reset() noexcept {
+      if (ctx_ != nullptr) {
+        if (ctx_->guards_.fetch_sub(1, std::memory_order_acq_rel) == 1) ctx_->wake_if_sleeping();
+        ctx_ = nullptr;
+      }
+    }
+
+   private:
+    io_context* ctx_;
+  };
+  work_guard make_work_guard() noexcept { return work_guard(*this); }
+
+  // ---- Internal interface used by tern's awaiters and I/O objects; not part of the API. ----
+
+  // Runs like run() but also returns as soon as *done becomes true.
+  void run_until(const bool* done);
+
+  // Queues w on the local run queue (loop thread only).
+  void schedule(detail::work_item* w) noexcept { run_queue_.push_back(w); }
+  // Queues w from any thread.
+  void enqueue(detail::work_item* w) noexcept {
+    if (current_ == this) {
+      run_queue_.push_back(w);
+    } else {
+      enqueue_remote(w);
+    }
+  }
+  // Backend-facing: op has finished with op.res; unlink it from its descriptor and queue its awaiter.
+  void complete(detail::io_op& op) noexcept;
+  // Starts op; returns true if it finished synchronously.
+  bool start(detail::io_op& op) noexcept;
+  // Requests cancellation of a pending op.
+  void cancel(detail::io_op& op) noexcept;
+  // An op that was never completed is being destroyed with its frame (context teardown only).
+  void forget(detail::io_op& op) noexcept;
+
+  detail::timer_wheel& timers() noexcept { return timers_; }
+  detail::backend& backend_impl() noexcept { return *backend_; }
+  static std::uint64_t now_ns() noexcept {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  }
+  detail::descriptor* open_descriptor(int fd);
+  void close_descriptor(detail::descriptor* d) noexcept;
+  void report_exception(std::exception_ptr e) noexcept;
+  void link_spawned(detail::spawn_link* s) noexcept;
+  void unlink_spawned(detail::spawn_link* s) noexcept;
+
+ private:
+  // How many items a turn runs before it looks at I/O again.
+  static constexpr std::size_t batch_limit = 256;
+
+  class scope;
+  std::size_t run_loop(const bool* done);
+  bool has_work() const noexcept;
+  void enqueue_remote(detail::work_item* w) noexcept;
+  void wake_if_sleeping() noexcept;
+  // Polls I/O and timers once; blocks only if allowed and nothing is queued.
+  void poll_io(bool may_block);
+  std::int64_t timer_timeout_ns() const noexcept;
+  void free_descriptor(detail::descriptor* d) noexcept;
+
+  detail::work_queue run_queue_;
+  detail::remote_inbox inbox_;
+  detail::timer_wheel timers_;
+  std::unique_ptr<detail::backend> backend_;
+  backend_kind kind_;
+  std::size_t pending_ops_ = 0;
+  detail::descriptor* free_descriptors_ = nullptr;
+  detail::spawn_link* spawned_ = nullptr;
+  std::function<void(std::exception_ptr)> exception_handler_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<std::size_t> guards_{0};
+
+  static constinit thread_local io_context* current_;
+};
+
+}  // namespace tern

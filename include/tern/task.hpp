@@ -1,0 +1,171 @@
+// tern/task.hpp
+//
+// task<T>: the coroutine type of tern.
+//
+// A task is lazy: calling a task-returning function allocates its frame (from the per-thread frame pool) and runs
+// nothing. co_await starts it; when it finishes, final_suspend transfers control straight back to the awaiter
+// (symmetric transfer), so a chain of any depth of synchronously completing tasks runs in constant stack. The value
+// or the exception is stored in the promise and handed to the awaiter by await_resume.
+//
+// A task is move-only and owns its frame: destroying a task that has not finished destroys the suspended frame.
+// A task can also become the root of a spawned coroutine (see spawn.hpp); then final_suspend notifies its
+// spawn_state instead of resuming an awaiter.
+#pragma once
+
+#include <coroutine>
+#include <exception>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "tern/detail/frame_pool.hpp"
+
+namespace tern {
+
+template <class T = void>
+class task;
+
+namespace detail {
+
+// What a spawned root task reports to when it finishes (spawn.hpp).
+struct root_hook {
+  virtual void on_root_done() noexcept = 0;
+
+ protected:
+  ~root_hook() = default;
+};
+
+class promise_base : public pooled_frame {
+ public:
+  struct final_awaiter {
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+      promise_base& p = h.promise();
+      if (p.continuation_) return p.continuation_;
+      if (p.root_ != nullptr) p.root_->on_root_done();  // may destroy this frame
+      return std::noop_coroutine();
+    }
+    void await_resume() const noexcept {}
+  };
+
+  std::suspend_always initial_suspend() const noexcept { return {}; }
+  final_awaiter final_suspend() const noexcept { return {}; }
+  void unhandled_exception() noexcept { exception_ = std::current_exception(); }
+
+  void set_continuation(std::coroutine_handle<> c) noexcept { continuation_ = c; }
+  void set_root(root_hook* r) noexcept { root_ = r; }
+  const std::exception_ptr& exception() const noexcept { return exception_; }
+
+ protected:
+  void rethrow_if_exception() {
+    if (exception_) std::rethrow_exception(exception_);
+  }
+
+  std::coroutine_handle<> continuation_;
+  root_hook* root_ = nullptr;
+  std::exception_ptr exception_;
+};
+
+template <class T>
+class promise final : public promise_base {
+ public:
+  promise() noexcept {}
+  ~promise() {
+    if (has_value_) value_.~T();
+  }
+  task<T> get_return_object() noexcept;
+
+  template <class U>
+    requires std::is_convertible_v<U&&, T>
+  void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+    ::new (static_cast<void*>(std::addressof(value_))) T(std::forward<U>(v));
+    has_value_ = true;
+  }
+
+  T take() {
+    rethrow_if_exception();
+    return std::move(value_);
+  }
+
+ private:
+  union {
+    T value_;
+  };
+  bool has_value_ = false;
+};
+
+template <>
+class promise<void> final : public promise_base {
+ public:
+  task<void> get_return_object() noexcept;
+  void return_void() noexcept {}
+  void take() { rethrow_if_exception(); }
+};
+
+}  // namespace detail
+
+template <class T>
+class [[nodiscard]] task {
+ public:
+  using promise_type = detail::promise<T>;
+  using handle_type = std::coroutine_handle<promise_type>;
+  using value_type = T;
+
+  task() noexcept = default;
+  explicit task(handle_type h) noexcept : h_(h) {}
+  task(task&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+  task& operator=(task&& o) noexcept {
+    if (this != &o) {
+      reset();
+      h_ = std::exchange(o.h_, {});
+    }
+    return *this;
+  }
+  task(const task&) = delete;
+  task& operator=(const task&) = delete;
+  ~task() { reset(); }
+
+  // True if this task owns a coroutine.
+  bool valid() const noexcept { return static_cast<bool>(h_); }
+  // True once the coroutine has run to completion.
+  bool done() const noexcept { return h_ && h_.done(); }
+
+  struct awaiter {
+    handle_type h;
+    bool await_ready() const noexcept { return !h || h.done(); }
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+      h.promise().set_continuation(awaiting);
+      return h;
+    }
+    T await_resume() { return h.promise().take(); }
+  };
+
+  // Starts the task and suspends the awaiter until it finishes; yields its value or rethrows its exception.
+  awaiter operator co_await() && noexcept { return awaiter{h_}; }
+  awaiter operator co_await() & noexcept { return awaiter{h_}; }
+
+  // Gives up ownership of the frame (used by spawn).
+  handle_type release() noexcept { return std::exchange(h_, {}); }
+  handle_type handle() const noexcept { return h_; }
+
+ private:
+  void reset() noexcept {
+    if (h_) h_.destroy();
+    h_ = {};
+  }
+
+  handle_type h_;
+};
+
+namespace detail {
+template <class T>
+task<T> promise<T>::get_return_object() noexcept {
+  return task<T>(std::coroutine_handle<promise<T>>::from_promise(*this));
+}
+inline task<void> promise<void>::get_return_object() noexcept {
+  return task<void>(std::coroutine_handle<promise<void>>::from_promise(*this));
+}
+}  // namespace detail
+
+}  // namespace tern

@@ -1,0 +1,185 @@
+// tern/timer.hpp
+//
+// Timers on the loop's timing wheel: sleep_for, sleep_until, and a re-armable timer object.
+//
+// Each wait is an awaiter that carries its own wheel node and queue node, so arming, cancelling and firing never
+// allocate and never make a syscall. A wait completes with an empty error_code when its deadline passes (never
+// before it) and with operation_canceled when it is cancelled. The wheel only queues fired waits; the coroutine
+// resumes from the run queue like any other completion.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <system_error>
+
+#include "tern/detail/timer_wheel.hpp"
+#include "tern/detail/work_queue.hpp"
+#include "tern/io_context.hpp"
+
+namespace tern {
+
+// The clock of every deadline in tern.
+using clock = std::chrono::steady_clock;
+
+class timer;
+
+namespace detail {
+
+inline std::uint64_t to_ns(clock::time_point tp) noexcept {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(tp.time_since_epoch()).count();
+  return ns < 0 ? 0 : static_cast<std::uint64_t>(ns);
+}
+
+inline std::uint64_t deadline_after(clock::duration d) noexcept {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  std::uint64_t now = io_context::now_ns();
+  if (ns <= 0) return now;
+  std::uint64_t sum = now + static_cast<std::uint64_t>(ns);
+  return sum < now ? ~std::uint64_t{0} >> 1 : sum;  // saturate far-future deadlines
+}
+
+// One pending wait on the wheel. Cancellable while suspended; see cancel.hpp.
+class timer_wait : public resume_item, public timer_node {
+ public:
+  timer_wait(io_context& ctx, std::uint64_t deadline_ns) noexcept : ctx_(&ctx) {
+    this->deadline_ns = deadline_ns;
+    fire = &on_fire;
+  }
+  timer_wait(const timer_wait& o) noexcept : resume_item(), timer_node(), ctx_(o.ctx_), owner_(o.owner_) {
+    deadline_ns = o.deadline_ns;
+    fire = &on_fire;
+  }
+  timer_wait& operator=(const timer_wait&) = delete;
+  ~timer_wait() { disarm(); }
+
+  bool await_ready() const noexcept { return deadline_ns <= io_context::now_ns(); }
+  bool await_suspend(std::coroutine_handle<> h) noexcept;
+  std::error_code await_resume() const noexcept {
+    return canceled_ ? std::make_error_code(std::errc::operation_canceled) : std::error_code{};
+  }
+
+  // Completes the wait now with operation_canceled (no effect if it already completed).
+  void cancel() noexcept {
+    if (!linked()) return;
+    ctx_->timers().remove(this);
+    canceled_ = true;
+    unlink_owner();
+    ctx_->schedule(this);
+  }
+
+ private:
+  friend class tern::timer;
+
+  static void on_fire(timer_node* n) noexcept {
+    auto* self = static_cast<timer_wait*>(n);
+    self->unlink_owner();
+    self->ctx_->schedule(self);
+  }
+
+  void disarm() noexcept {
+    if (linked()) ctx_->timers().remove(this);
+    unlink_owner();
+  }
+  void unlink_owner() noexcept;
+
+  io_context* ctx_;
+  tern::timer* owner_ = nullptr;  // the timer object whose cancel() reaches this wait, if any
+  timer_wait* prev_wait_ = nullptr;
+  timer_wait* next_wait_ = nullptr;
+  bool canceled_ = false;
+};
+
+}  // namespace detail
+
+// A deadline that coroutines can wait on. Several may wait at once; cancel() or re-arming completes them all with
+// operation_canceled. Lives on one loop; must outlive its pending waits.
+class timer {
+ public:
+  // A timer on ctx, initially expired.
+  explicit timer(io_context& ctx) noexcept : ctx_(&ctx) {}
+  timer(const timer&) = delete;
+  timer& operator=(const timer&) = delete;
+  ~timer() { cancel(); }
+
+  // Sets the deadline to now + d; cancels pending waits. Returns how many were cancelled.
+  std::size_t expires_after(clock::duration d) noexcept {
+    std::size_t n = cancel();
+    deadline_ns_ = detail::deadline_after(d);
+    return n;
+  }
+  // Sets the deadline to tp; cancels pending waits. Returns how many were cancelled.
+  std::size_t expires_at(clock::time_point tp) noexcept {
+    std::size_t n = cancel();
+    deadline_ns_ = detail::to_ns(tp);
+    return n;
+  }
+  // The current deadline.
+  clock::time_point expiry() const noexcept {
+    return clock::time_point(std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(deadline_ns_)));
+  }
+
+  // Awaitable: waits for the deadline; yields std::error_code (operation_canceled if cancelled).
+  detail::timer_wait wait() noexcept {
+    detail::timer_wait w(*ctx_, deadline_ns_);
+    w.owner_ = this;
+    return w;
+  }
+
+  // Completes every pending wait with operation_canceled; returns how many there were.
+  std::size_t cancel() noexcept {
+    std::size_t n = 0;
+    while (waits_ != nullptr) {
+      waits_->cancel();  // unlinks it from waits_
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  friend class detail::timer_wait;
+  io_context* ctx_;
+  std::uint64_t deadline_ns_ = 0;
+  detail::timer_wait* waits_ = nullptr;
+};
+
+namespace detail {
+
+inline bool timer_wait::await_suspend(std::coroutine_handle<> h) noexcept {
+  handle = h;
+  if (!ctx_->timers().insert(this)) return false;  // due already (within the current tick)
+  if (owner_ != nullptr) {
+    next_wait_ = owner_->waits_;
+    if (next_wait_ != nullptr) next_wait_->prev_wait_ = this;
+    owner_->waits_ = this;
+  }
+  return true;
+}
+
+inline void timer_wait::unlink_owner() noexcept {
+  if (owner_ == nullptr) return;
+  if (prev_wait_ != nullptr) prev_wait_->next_wait_ = next_wait_;
+  else if (owner_->waits_ == this) owner_->waits_ = next_wait_;
+  if (next_wait_ != nullptr) next_wait_->prev_wait_ = prev_wait_;
+  prev_wait_ = next_wait_ = nullptr;
+  owner_ = nullptr;
+}
+
+}  // namespace detail
+
+// Awaitable: suspends the calling coroutine for d on the current loop; yields std::error_code.
+inline detail::timer_wait sleep_for(clock::duration d) noexcept {
+  return detail::timer_wait(*io_context::current(), detail::deadline_after(d));
+}
+
+// Awaitable: suspends the calling coroutine until tp on the current loop; yields std::error_code.
+inline detail::timer_wait sleep_until(clock::time_point tp) noexcept {
+  return detail::timer_wait(*io_context::current(), detail::to_ns(tp));
+}
+
+// Same, on a given loop.
+inline detail::timer_wait sleep_for(io_context& ctx, clock::duration d) noexcept {
+  return detail::timer_wait(ctx, detail::deadline_after(d));
+}
+
+}  // namespace tern

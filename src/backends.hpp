@@ -1,0 +1,14 @@
+// Factories of the two backends (private to the library).
+#pragma once
+
+#include <memory>
+
+#include "tern/detail/backend.hpp"
+
+namespace tern::detail {
+
+// Throws std::system_error if the kernel refuses every ring configuration.
+std::unique_ptr<backend> make_io_uring_backend(io_context& ctx, unsigned entries);
+std::unique_ptr<backend> make_epoll_backend(io_context& ctx);
+
+}  // namespace tern::detail

@@ -1,0 +1,174 @@
+// epoll backend.
+//
+// Readiness model with the same observable behaviour as the io_uring backend. Every fd is registered once, for its
+// whole life, edge-triggered for input and output (no epoll_ctl per operation). An operation first tries its
+// syscall without blocking; only on EAGAIN does it wait on the descriptor's pending list, and each readiness edge
+// retries the waiting operations of that direction in order. A completed retry is queued on the loop like an
+// io_uring completion, so user code never runs inside the event scan.
+//
+// epoll_pwait2 gives the wait a nanosecond timeout, so timers are as precise as on io_uring. Other threads wake a
+// blocked wait through an eventfd registered with a null data pointer.
+#include <cerrno>
+#include <cstdint>
+#include <ctime>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <system_error>
+#include <unistd.h>
+
+#include "backends.hpp"
+#include "tern/io_context.hpp"
+
+namespace tern::detail {
+namespace {
+
+int errno_result(long rc) noexcept { return rc < 0 ? -errno : static_cast<int>(rc); }
+
+class epoll_backend final : public backend {
+ public:
+  explicit epoll_backend(io_context& ctx) : ctx_(ctx) {
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) throw std::system_error(errno, std::system_category(), "epoll_create1");
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0) {
+      int e = errno;
+      ::close(epfd_);
+      throw std::system_error(e, std::system_category(), "eventfd");
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.ptr = nullptr;
+    ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  }
+
+  ~epoll_backend() override {
+    ::close(wake_fd_);
+    ::close(epfd_);
+  }
+
+  backend_kind kind() const noexcept override { return backend_kind::epoll; }
+
+  void attach(descriptor& d) override {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = &d;
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, d.fd, &ev) < 0) {
+      throw std::system_error(errno, std::system_category(), "epoll_ctl");
+    }
+    d.epoll_registered = true;
+  }
+
+  bool start(io_op& op) noexcept override {
+    int r = attempt(op, false);
+    if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINPROGRESS) {
+      op.res = r;
+      ++waiting_;
+      return false;
+    }
+    op.res = r;
+    return true;
+  }
+
+  void cancel(io_op& op) noexcept override {
+    op.res = -ECANCELED;
+    --waiting_;
+    ctx_.complete(op);
+  }
+
+  void before_close(descriptor&) noexcept override {}
+
+  void poll(std::int64_t timeout_ns) override {
+    timespec ts{};
+    timespec* tsp = nullptr;
+    if (timeout_ns >= 0) {
+      ts.tv_sec = timeout_ns / 1'000'000'000;
+      ts.tv_nsec = timeout_ns % 1'000'000'000;
+      tsp = &ts;
+    }
+    int n = ::epoll_pwait2(epfd_, events_, max_events, tsp, nullptr);
+    for (int i = 0; i < n; ++i) {
+      auto* d = static_cast<descriptor*>(events_[i].data.ptr);
+      if (d == nullptr) {
+        std::uint64_t value;
+        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &value, sizeof value);
+        continue;
+      }
+      dispatch(*d, events_[i].events);
+    }
+  }
+
+  void wake() noexcept override {
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+
+  bool busy() const noexcept override { return waiting_ != 0; }
+
+ private:
+  static constexpr int max_events = 256;
+
+  void dispatch(descriptor& d, std::uint32_t ev) noexcept {
+    const bool in = (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    const bool out = (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0;
+    for (io_op* op = d.pending_head; op != nullptr;) {
+      io_op* next = op->next_pending;  // complete() unlinks op
+      if (op->st == io_op::state::pending && (waits_for_input(op->code) ? in : out)) {
+        int r = attempt(*op, true);
+        if (r != -EAGAIN && r != -EWOULDBLOCK) {
+          op->res = r;
+          --waiting_;
+          ctx_.complete(*op);
+        }
+      }
+      op = next;
+    }
+  }
+
+  // One non-blocking try of op's syscall; returns the result or -errno. A connect that is under way answers
+  // -EINPROGRESS the first time and is then checked through SO_ERROR.
+  static int attempt(io_op& op, bool retry) noexcept {
+    const int fd = op.desc->fd;
+    for (;;) {
+      int r = 0;
+      switch (op.code) {
+        case op_code::recv: r = errno_result(::recv(fd, op.buf, op.len, MSG_NOSIGNAL)); break;
+        case op_code::send: r = errno_result(::send(fd, op.buf, op.len, MSG_NOSIGNAL)); break;
+        case op_code::read: r = errno_result(::read(fd, op.buf, op.len)); break;
+        case op_code::write: r = errno_result(::write(fd, op.buf, op.len)); break;
+        case op_code::accept:
+          r = errno_result(::accept4(fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+          break;
+        case op_code::connect:
+          r = retry ? connect_result(fd) : errno_result(::connect(fd, static_cast<const sockaddr*>(op.buf), op.len));
+          break;
+      }
+      if (r != -EINTR) return r;
+    }
+  }
+
+  static int connect_result(int fd) noexcept {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return -errno;
+    if (err != 0) return -err;
+    sockaddr_storage peer{};
+    socklen_t plen = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) < 0) {
+      return errno == ENOTCONN ? -EAGAIN : -errno;  // not finished yet: keep waiting
+    }
+    return 0;
+  }
+
+  io_context& ctx_;
+  int epfd_ = -1;
+  int wake_fd_ = -1;
+  std::size_t waiting_ = 0;
+  epoll_event events_[max_events];
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_epoll_backend(io_context& ctx) { return std::make_unique<epoll_backend>(ctx); }
+
+}  // namespace tern::detail

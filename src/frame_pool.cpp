@@ -1,0 +1,28 @@
+// Slow path of the frame pool: first use on a thread, and release of the cached blocks at thread exit.
+#include "tern/detail/frame_pool.hpp"
+
+namespace tern::detail {
+
+constinit thread_local frame_pool::lists frame_pool::lists_{};
+
+struct frame_pool_cleanup {
+  bool armed = false;
+  ~frame_pool_cleanup() {
+    for (auto& head : frame_pool::lists_.heads) {
+      while (head != nullptr) {
+        frame_pool::free_block* next = head->next;
+        ::operator delete(head);
+        head = next;
+      }
+    }
+  }
+};
+
+void* frame_pool::refill(std::size_t c) {
+  // A thread_local with a destructor is registered on first use; touching it here keeps that cost off the fast path.
+  static thread_local frame_pool_cleanup cleanup;
+  cleanup.armed = true;
+  return ::operator new((c + 1) * granularity);
+}
+
+}  // namespace tern::detail

@@ -1,0 +1,314 @@
+// The loop: turn structure, sleeping/wake protocol, work accounting and teardown (see io_context.hpp).
+#include "tern/io_context.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <system_error>
+#include <unistd.h>
+
+#include "backends.hpp"
+
+namespace tern {
+
+constinit thread_local io_context* io_context::current_ = nullptr;
+
+const char* to_string(backend_kind k) noexcept {
+  switch (k) {
+    case backend_kind::io_uring: return "io_uring";
+    case backend_kind::epoll: return "epoll";
+    case backend_kind::automatic: break;
+  }
+  return "automatic";
+}
+
+// Marks the calling thread as running this loop for the duration of a run call (restores the previous one, so a
+// loop may be run from inside another loop's handler).
+class io_context::scope {
+ public:
+  explicit scope(io_context* c) noexcept : prev_(current_) { current_ = c; }
+  ~scope() { current_ = prev_; }
+  scope(const scope&) = delete;
+  scope& operator=(const scope&) = delete;
+
+ private:
+  io_context* prev_;
+};
+
+namespace {
+backend_kind resolve(backend_kind requested) {
+  if (requested != backend_kind::automatic) return requested;
+  if (const char* env = std::getenv("TERN_BACKEND")) {
+    if (std::strcmp(env, "epoll") == 0) return backend_kind::epoll;
+    if (std::strcmp(env, "io_uring") == 0) return backend_kind::io_uring;
+  }
+  return backend_kind::automatic;
+}
+}  // namespace
+
+io_context::io_context() : io_context(io_context_options{}) {}
+
+io_context::io_context(io_context_options opts) : timers_(now_ns()) {
+  backend_kind want = resolve(opts.backend);
+  if (want == backend_kind::epoll) {
+    backend_ = detail::make_epoll_backend(*this);
+  } else if (want == backend_kind::io_uring) {
+    backend_ = detail::make_io_uring_backend(*this, opts.ring_entries);
+  } else {
+    try {
+      backend_ = detail::make_io_uring_backend(*this, opts.ring_entries);
+    } catch (const std::system_error&) {
+      backend_ = detail::make_epoll_backend(*this);  // io_uring disabled or unavailable on this kernel
+    }
+  }
+  kind_ = backend_->kind();
+  exception_handler_ = [](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "tern: unhandled exception in a detached task: %s\n", ex.what());
+    } catch (...) {
+      std::fprintf(stderr, "tern: unhandled exception of unknown type in a detached task\n");
+    }
+  };
+}
+
+io_context::~io_context() {
+  scope s(this);
+  // 1. Queued items are still valid here: free the handlers that own themselves, skip coroutine resumptions.
+  inbox_.drain_into(run_queue_);
+  while (detail::work_item* w = run_queue_.pop_front()) {
+    if (w->discard != nullptr) w->discard(w);
+  }
+  // 2. Destroy every spawned task still suspended. Its frame's destructors close sockets and disarm timers, which
+  //    may queue completions that point into the frames being destroyed, so the queue is dropped unread after.
+  while (spawned_ != nullptr) spawned_->abandon();
+  run_queue_ = detail::work_queue{};
+  inbox_.drain_into(run_queue_);
+  while (detail::work_item* w = run_queue_.pop_front()) {
+    if (w->discard != nullptr) w->discard(w);
+  }
+  // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight.
+  backend_.reset();
+  while (free_descriptors_ != nullptr) {
+    detail::descriptor* next = free_descriptors_->next_free;
+    delete free_descriptors_;
+    free_descriptors_ = next;
+  }
+}
+
+bool io_context::has_work() const noexcept {
+  return !run_queue_.empty() || pending_ops_ != 0 || timers_.size() != 0 ||
+         guards_.load(std::memory_order_relaxed) != 0 || inbox_.maybe_nonempty();
+}
+
+std::size_t io_context::run() {
+  static constexpr bool never_done = false;
+  return run_loop(&never_done);
+}
+
+void io_context::run_until(const bool* done) { run_loop(done); }
+
+std::size_t io_context::run_loop(const bool* done) {
+  scope s(this);
+  std::size_t n = 0;
+  while (!stopped() && !*done) {
+    inbox_.drain_into(run_queue_);
+    std::size_t ran = 0;
+    while (ran < batch_limit) {
+      detail::work_item* w = run_queue_.pop_front();
+      if (w == nullptr) break;
+      ++ran;
+      w->run(w);
+      if (stopped() || *done) break;
+    }
+    n += ran;
+    if (stopped() || *done) break;
+    if (!has_work()) break;
+    poll_io(true);
+  }
+  return n;
+}
+
+std::size_t io_context::run_one() {
+  scope s(this);
+  while (!stopped()) {
+    inbox_.drain_into(run_queue_);
+    if (detail::work_item* w = run_queue_.pop_front()) {
+      w->run(w);
+      return 1;
+    }
+    if (!has_work()) return 0;
+    poll_io(true);
+  }
+  return 0;
+}
+
+std::size_t io_context::poll() {
+  scope s(this);
+  poll_io(false);
+  inbox_.drain_into(run_queue_);
+  // Only what is ready now: items queued by these handlers wait for the next call.
+  detail::work_queue ready = std::exchange(run_queue_, detail::work_queue{});
+  std::size_t n = 0;
+  while (detail::work_item* w = ready.pop_front()) {
+    ++n;
+    w->run(w);
+    if (stopped()) {
+      while (detail::work_item* rest = ready.pop_front()) run_queue_.push_back(rest);
+      break;
+    }
+  }
+  return n;
+}
+
+void io_context::stop() noexcept {
+  stopped_.store(true, std::memory_order_relaxed);
+  wake_if_sleeping();
+}
+
+std::int64_t io_context::timer_timeout_ns() const noexcept {
+  std::uint64_t tick = timers_.next_expiry_tick();
+  if (tick == detail::timer_wheel::never) return -1;
+  std::uint64_t due = tick << detail::timer_wheel::tick_shift;
+  std::uint64_t now = now_ns();
+  return due > now ? static_cast<std::int64_t>(due - now) : 0;
+}
+
+void io_context::poll_io(bool may_block) {
+  const bool has_timers = timers_.size() != 0;
+  if (!may_block || !run_queue_.empty()) {
+    if (backend_->busy()) backend_->poll(0);
+  } else {
+    std::int64_t timeout = has_timers ? timer_timeout_ns() : -1;
+    if (timeout != 0) {
+      // Announce the sleep, then look once more: a poster either sees sleeping_ and wakes us, or we see its item.
+      sleeping_.store(true, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (inbox_.maybe_nonempty() || stopped() ||
+          (guards_.load(std::memory_order_relaxed) == 0 && pending_ops_ == 0 && !has_timers)) {
+        timeout = 0;
+      }
+    }
+    if (timeout != 0 || backend_->busy()) backend_->poll(timeout);
+    sleeping_.store(false, std::memory_order_relaxed);
+  }
+  if (has_timers) timers_.advance(now_ns());
+}
+
+void io_context::enqueue_remote(detail::work_item* w) noexcept {
+  inbox_.push(w);
+  wake_if_sleeping();
+}
+
+void io_context::wake_if_sleeping() noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_relaxed) && sleeping_.exchange(false, std::memory_order_relaxed)) {
+    backend_->wake();
+  }
+}
+
+bool io_context::start(detail::io_op& op) noexcept {
+  op.ctx = this;
+  if (backend_->start(op)) {
+    op.st = detail::io_op::state::done;
+    return true;
+  }
+  op.st = detail::io_op::state::pending;
+  op.desc->link(&op);
+  ++pending_ops_;
+  return false;
+}
+
+void io_context::complete(detail::io_op& op) noexcept {
+  detail::descriptor* d = op.desc;
+  d->unlink(&op);
+  op.st = detail::io_op::state::done;
+  --pending_ops_;
+  run_queue_.push_back(&op);
+  if (d->closing && !d->has_pending()) free_descriptor(d);
+}
+
+void io_context::cancel(detail::io_op& op) noexcept {
+  if (op.st != detail::io_op::state::pending) return;
+  op.st = detail::io_op::state::cancelling;
+  backend_->cancel(op);
+}
+
+void io_context::forget(detail::io_op& op) noexcept {
+  if (op.st != detail::io_op::state::pending && op.st != detail::io_op::state::cancelling) return;
+  detail::descriptor* d = op.desc;
+  d->unlink(&op);
+  op.st = detail::io_op::state::done;
+  --pending_ops_;
+  if (d->closing && !d->has_pending()) free_descriptor(d);
+}
+
+detail::descriptor* io_context::open_descriptor(int fd) {
+  detail::descriptor* d = free_descriptors_;
+  if (d != nullptr) {
+    free_descriptors_ = d->next_free;
+    *d = detail::descriptor{};
+  } else {
+    d = new detail::descriptor{};
+  }
+  d->fd = fd;
+  try {
+    backend_->attach(*d);
+  } catch (...) {
+    free_descriptor(d);
+    throw;
+  }
+  return d;
+}
+
+void io_context::close_descriptor(detail::descriptor* d) noexcept {
+  if (d->has_pending()) {
+    for (detail::io_op* op = d->pending_head; op != nullptr;) {
+      detail::io_op* next = op->next_pending;  // an epoll cancel unlinks op at once
+      cancel(*op);
+      op = next;
+    }
+    backend_->before_close(*d);
+  }
+  ::close(d->fd);
+  d->fd = -1;
+  if (d->has_pending()) {
+    d->closing = true;  // recycled by complete() when the last operation finishes
+  } else {
+    free_descriptor(d);
+  }
+}
+
+void io_context::free_descriptor(detail::descriptor* d) noexcept {
+  d->next_free = free_descriptors_;
+  free_descriptors_ = d;
+}
+
+void io_context::report_exception(std::exception_ptr e) noexcept {
+  try {
+    if (exception_handler_) {
+      exception_handler_(std::move(e));
+      return;
+    }
+  } catch (...) {
+  }
+  std::fprintf(stderr, "tern: unhandled exception in a detached task\n");
+}
+
+void io_context::link_spawned(detail::spawn_link* s) noexcept {
+  s->prev = nullptr;
+  s->next = spawned_;
+  if (spawned_ != nullptr) spawned_->prev = s;
+  spawned_ = s;
+}
+
+void io_context::unlink_spawned(detail::spawn_link* s) noexcept {
+  if (s->prev != nullptr) s->prev->next = s->next; else spawned_ = s->next;
+  if (s->next != nullptr) s->next->prev = s->prev;
+  s->prev = s->next = nullptr;
+}
+
+}  // namespace tern

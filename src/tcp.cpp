@@ -1,0 +1,218 @@
+// TCP sockets and acceptors: the synchronous parts (socket setup, options, close) and the completion side of
+// accept and connect. The asynchronous operations themselves are awaiters in tcp.hpp.
+#include "tern/net/tcp.hpp"
+
+#include <cerrno>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace tern::net {
+
+namespace {
+
+std::error_code last_error() noexcept { return {errno, std::system_category()}; }
+
+// Under epoll every fd is non-blocking (operations try the syscall first). Under io_uring fds stay blocking:
+// the ring polls internally, and a blocking fd keeps connect() inside the ring instead of answering EINPROGRESS.
+int socket_flags(io_context& ctx) noexcept {
+  return SOCK_STREAM | SOCK_CLOEXEC | (ctx.backend() == backend_kind::epoll ? SOCK_NONBLOCK : 0);
+}
+
+// Wraps a new fd in a descriptor of ctx; closes the fd if the backend refuses it.
+io_result<tern::detail::descriptor*> adopt(io_context& ctx, int fd) noexcept {
+  try {
+    return {{}, ctx.open_descriptor(fd)};
+  } catch (const std::system_error& e) {
+    ::close(fd);
+    return {e.code(), nullptr};
+  } catch (...) {
+    ::close(fd);
+    return {std::make_error_code(std::errc::not_enough_memory), nullptr};
+  }
+}
+
+void cancel_all(io_context& ctx, tern::detail::descriptor* d) noexcept {
+  if (d == nullptr) return;
+  for (tern::detail::io_op* op = d->pending_head; op != nullptr;) {
+    tern::detail::io_op* next = op->next_pending;
+    ctx.cancel(*op);
+    op = next;
+  }
+}
+
+io_result<endpoint> name_of(int fd, bool peer) noexcept {
+  if (fd < 0) return {std::make_error_code(std::errc::bad_file_descriptor), {}};
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  int rc = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
+                : ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  if (rc < 0) return {last_error(), {}};
+  return {{}, endpoint(reinterpret_cast<sockaddr*>(&ss), len)};
+}
+
+}  // namespace
+
+const std::error_category& net_category() noexcept {
+  struct category final : std::error_category {
+    const char* name() const noexcept override { return "tern.net"; }
+    std::string message(int v) const override {
+      return v == static_cast<int>(error::eof) ? "end of stream: the peer closed the connection" : "unknown error";
+    }
+  };
+  static const category instance;
+  return instance;
+}
+
+// ---- awaiters ----
+
+namespace detail {
+
+io_result<tcp_socket> accept_awaiter::await_resume() {
+  io_context& ctx = *op_.ctx;
+  if (op_.res < 0) return {error(), tcp_socket(ctx)};
+  auto [ec, d] = adopt(ctx, op_.res);
+  if (ec) return {ec, tcp_socket(ctx)};
+  return {{}, tcp_socket(ctx, d)};
+}
+
+connect_awaiter::connect_awaiter(tcp_socket& s, const endpoint& ep) noexcept
+    : op_awaiter(*s.ctx_, s.desc_, tern::detail::op_code::connect, nullptr, 0), socket_(&s), peer_(ep) {
+  op_.buf = const_cast<sockaddr*>(peer_.data());
+  op_.len = peer_.size();
+}
+
+bool connect_awaiter::await_ready() noexcept {
+  if (op_.desc == nullptr) {
+    if (std::error_code ec = socket_->open(peer_.family())) {
+      op_.res = -ec.value();
+      return true;
+    }
+    op_.desc = socket_->desc_;
+  }
+  op_.res = 0;
+  return false;
+}
+
+}  // namespace detail
+
+// ---- tcp_socket ----
+
+tcp_socket& tcp_socket::operator=(tcp_socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    ctx_ = o.ctx_;
+    desc_ = std::exchange(o.desc_, nullptr);
+  }
+  return *this;
+}
+
+std::error_code tcp_socket::open(int family) {
+  if (desc_ != nullptr) return std::make_error_code(std::errc::already_connected);
+  int fd = ::socket(family, socket_flags(*ctx_), IPPROTO_TCP);
+  if (fd < 0) return last_error();
+  auto [ec, d] = adopt(*ctx_, fd);
+  desc_ = d;
+  return ec;
+}
+
+task<io_result<std::size_t>> tcp_socket::read_exact(mutable_buffer b) {
+  std::size_t done = 0;
+  while (done < b.size()) {
+    auto [ec, n] = co_await read_some(b + done);
+    if (ec) co_return io_result<std::size_t>{ec, done};
+    done += n;
+  }
+  co_return io_result<std::size_t>{{}, done};
+}
+
+task<io_result<std::size_t>> tcp_socket::write_all(const_buffer b) {
+  std::size_t done = 0;
+  while (done < b.size()) {
+    auto [ec, n] = co_await write_some(b + done);
+    if (ec) co_return io_result<std::size_t>{ec, done};
+    done += n;
+  }
+  co_return io_result<std::size_t>{{}, done};
+}
+
+std::error_code tcp_socket::shutdown(shutdown_how how) noexcept {
+  if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
+  if (::shutdown(desc_->fd, static_cast<int>(how)) < 0) return last_error();
+  return {};
+}
+
+void tcp_socket::close() noexcept {
+  if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
+}
+
+void tcp_socket::cancel() noexcept { cancel_all(*ctx_, desc_); }
+
+std::error_code tcp_socket::set_option(int level, int name, int value) noexcept {
+  if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
+  if (::setsockopt(desc_->fd, level, name, &value, sizeof value) < 0) return last_error();
+  return {};
+}
+
+std::error_code tcp_socket::set_no_delay(bool on) noexcept { return set_option(IPPROTO_TCP, TCP_NODELAY, on); }
+std::error_code tcp_socket::set_keep_alive(bool on) noexcept { return set_option(SOL_SOCKET, SO_KEEPALIVE, on); }
+std::error_code tcp_socket::set_send_buffer_size(int bytes) noexcept { return set_option(SOL_SOCKET, SO_SNDBUF, bytes); }
+std::error_code tcp_socket::set_receive_buffer_size(int bytes) noexcept {
+  return set_option(SOL_SOCKET, SO_RCVBUF, bytes);
+}
+
+io_result<endpoint> tcp_socket::local_endpoint() const noexcept { return name_of(native_handle(), false); }
+io_result<endpoint> tcp_socket::remote_endpoint() const noexcept { return name_of(native_handle(), true); }
+
+// ---- tcp_acceptor ----
+
+tcp_acceptor& tcp_acceptor::operator=(tcp_acceptor&& o) noexcept {
+  if (this != &o) {
+    close();
+    ctx_ = o.ctx_;
+    desc_ = std::exchange(o.desc_, nullptr);
+  }
+  return *this;
+}
+
+std::error_code tcp_acceptor::listen(const endpoint& ep, acceptor_options opts) {
+  if (desc_ != nullptr) return std::make_error_code(std::errc::already_connected);
+  int fd = ::socket(ep.family(), socket_flags(*ctx_), IPPROTO_TCP);
+  if (fd < 0) return last_error();
+  auto fail = [fd]() {
+    std::error_code ec = last_error();
+    ::close(fd);
+    return ec;
+  };
+  const int one = 1;
+  if (opts.reuse_address && ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0) return fail();
+  if (opts.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) return fail();
+  if (ep.is_v6()) {
+    const int v6only = opts.v6_only ? 1 : 0;
+    if (::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only) < 0) return fail();
+  }
+  if (::bind(fd, ep.data(), ep.size()) < 0) return fail();
+  if (::listen(fd, opts.backlog) < 0) return fail();
+  auto [ec, d] = adopt(*ctx_, fd);
+  desc_ = d;
+  return ec;
+}
+
+io_result<endpoint> tcp_acceptor::local_endpoint() const noexcept { return name_of(native_handle(), false); }
+
+void tcp_acceptor::close() noexcept {
+  if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
+}
+
+void tcp_acceptor::cancel() noexcept { cancel_all(*ctx_, desc_); }
+
+// ---- free functions ----
+
+task<io_result<tcp_socket>> connect(io_context& ctx, endpoint ep) {
+  tcp_socket s(ctx);
+  std::error_code ec = co_await s.connect(ep);
+  if (ec) co_return io_result<tcp_socket>{ec, tcp_socket(ctx)};
+  co_return io_result<tcp_socket>{{}, std::move(s)};
+}
+
+}  // namespace tern::net
