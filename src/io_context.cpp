@@ -147,6 +147,7 @@ std::size_t io_context::run_one() {
 }
 
 std::size_t io_context::poll() {
+  if (stopped()) return 0;
   scope s(this);
   poll_io(false);
   inbox_.drain_into(run_queue_);

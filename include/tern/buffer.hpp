@@ -24,6 +24,9 @@ concept mutable_byte_range = std::ranges::contiguous_range<R> && std::ranges::si
 template <class R>
 concept byte_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
                      byte_like<std::ranges::range_value_t<R>>;
+template <class R>
+concept char_literal = std::is_array_v<std::remove_reference_t<R>> &&
+                       std::is_same_v<std::remove_extent_t<std::remove_reference_t<R>>, const char>;
 }  // namespace detail
 
 // Writable memory: what a read fills.
@@ -57,8 +60,9 @@ class const_buffer {
   constexpr const_buffer(mutable_buffer b) noexcept : data_(b.data()), size_(b.size()) {}  // NOLINT
   constexpr const_buffer(std::string_view s) noexcept : data_(s.data()), size_(s.size()) {}  // NOLINT
   constexpr const_buffer(const char* s) noexcept : const_buffer(std::string_view(s)) {}      // NOLINT
+  // String literals take the const char* form above, so their terminating NUL is not sent.
   template <class R>
-    requires detail::byte_range<R> && (!std::is_convertible_v<R, std::string_view>)
+    requires detail::byte_range<R> && (!detail::char_literal<R>)
   constexpr const_buffer(R&& r) noexcept  // NOLINT: implicit by design
       : data_(std::ranges::data(r)), size_(std::ranges::size(r)) {}
 

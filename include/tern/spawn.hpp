@@ -38,8 +38,8 @@ class spawn_state final : public root_hook, public spawn_link {
     auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h);
     h.promise().set_root(s);
     ctx.link_spawned(s);
-    s->item_.handle = h;
-    ctx.enqueue(&s->item_);
+    s->start_.handle = h;
+    ctx.enqueue(&s->start_);
     return s;
   }
 
@@ -57,7 +57,10 @@ class spawn_state final : public root_hook, public spawn_link {
   }
 
   // A join is waiting: resume it when the task finishes.
-  void set_joiner(std::coroutine_handle<> h) noexcept { item_.handle = h; joined_ = true; }
+  void set_joiner(std::coroutine_handle<> h) noexcept {
+    joiner_.handle = h;
+    joined_ = true;
+  }
 
   // Takes the result (the handle is the only owner left) and frees everything.
   T take() {
@@ -79,7 +82,7 @@ class spawn_state final : public root_hook, public spawn_link {
       report_unobserved();
       release();
     } else if (joined_) {
-      ctx_->schedule(&item_);
+      ctx_->schedule(&joiner_);
     }
   }
 
@@ -104,7 +107,8 @@ class spawn_state final : public root_hook, public spawn_link {
 
   io_context* ctx_;
   handle_type h_;
-  resume_item item_;  // first the task's start, later the joiner's wake-up
+  resume_item start_;   // the task's first step (may still be queued when a join begins)
+  resume_item joiner_;  // the join's wake-up
   bool done_ = false;
   bool detached_ = false;
   bool joined_ = false;

@@ -59,6 +59,9 @@ class timer_wait : public resume_item, public timer_node {
     return canceled_ ? std::make_error_code(std::errc::operation_canceled) : std::error_code{};
   }
 
+  // The loop the wait runs on.
+  io_context& context() const noexcept { return *ctx_; }
+
   // Completes the wait now with operation_canceled (no effect if it already completed).
   void cancel() noexcept {
     if (!linked()) return;

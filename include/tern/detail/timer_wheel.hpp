@@ -15,8 +15,8 @@
 // Invariant (relative to elapsed_, the last tick processed): an entry with deadline d sits on the level of the
 // highest 6-bit digit in which d and elapsed_ differ, in the slot given by d's digit there. Every occupied slot
 // on a level therefore lies after elapsed_'s own slot on that level, and lower levels expire before higher ones.
-// Processing a slot sets elapsed_ to the slot's start and re-files its entries; those whose deadline has come
-// fire, the others drop to a lower level. Level 0 lists are kept in deadline order (insertion from the tail,
+// Processing a slot sets elapsed_ to the slot's start; a level-0 slot fires its entries, a higher slot re-files
+// them one level down or more (a due entry lands in elapsed_'s own level-0 slot and fires from there). Level 0 lists are kept in deadline order (insertion from the tail,
 // O(1) for the usual monotonic arrivals), so timers fire in exact deadline order even within one tick.
 //
 // Timers fire no earlier than their deadline: a deadline in nanoseconds maps to the first tick at or after it,
@@ -171,12 +171,12 @@ class timer_wheel {
     while (timer_node* n = expiring_.head) {
       unlink_from(expiring_, n);
       n->prev = n->next = nullptr;
-      if (n->deadline_tick <= elapsed_) {
+      if (level == 0) {
         n->where = timer_node::unlinked;
         --size_;
         n->fire(n);
       } else {
-        file(n);
+        file(n);  // due ones land in elapsed_'s own level-0 slot, in deadline order, and fire from there
       }
     }
   }
