@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that building, testing and benchmarking tern need.
+# Idempotent: when everything is installed it only queries dpkg and returns.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  clang-16 libc++-16-dev libc++abi-16-dev libclang-rt-16-dev lld-16
+  llvm-16
+  g++-12
+  liburing-dev
+  libasio-dev
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+  python3 python3-matplotlib
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "setup-deps: installing ${missing[*]}"
+if [[ $(id -u) -eq 0 ]]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "setup-deps: missing packages and not root, no sudo: install them as root: ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds tern and runs its tests in each configuration:
+#   release  clang-16, Release
+#   asan     clang-16, -O1, AddressSanitizer + UndefinedBehaviorSanitizer
+#   gcc      g++-12, -O2
+# TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json, e.g. tsan).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/setup-deps.sh
+
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+
+read -r -a presets <<<"${TERN_TEST_PRESETS:-release asan gcc}"
+if ((${#presets[@]} == 0)); then
+  echo "test.sh: TERN_TEST_PRESETS names no preset" >&2
+  exit 2
+fi
+
+for preset in "${presets[@]}"; do
+  echo
+  echo "================================================================================"
+  echo "== tern tests: preset '${preset}'"
+  echo "================================================================================"
+  start=$SECONDS
+  cmake --preset "$preset"
+  cmake --build --preset "$preset" -j2
+  ctest --preset "$preset"
+  echo "== preset '${preset}' passed in $((SECONDS - start)) s"
+done
+
+echo
+echo "test.sh: all presets passed: ${presets[*]}"
