@@ -50,7 +50,7 @@ backend_kind resolve(backend_kind requested) {
 
 io_context::io_context() : io_context(io_context_options{}) {}
 
-io_context::io_context(io_context_options opts) : timers_(now_ns()) {
+io_context::io_context(io_context_options opts) : timers_(now_ns()), loop_time_ns_(now_ns()) {
   backend_kind want = resolve(opts.backend);
   if (want == backend_kind::epoll) {
     backend_ = detail::make_epoll_backend(*this);
@@ -196,7 +196,10 @@ void io_context::poll_io(bool may_block) {
     if (timeout != 0 || backend_->busy()) backend_->poll(timeout);
     sleeping_.store(false, std::memory_order_relaxed);
   }
-  if (has_timers) timers_.advance(now_ns());
+  if (has_timers) {
+    loop_time_ns_ = now_ns();
+    timers_.advance(loop_time_ns_);
+  }
 }
 
 void io_context::enqueue_remote(detail::work_item* w) noexcept {

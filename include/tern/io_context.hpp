@@ -188,6 +188,8 @@ class io_context {
   void forget(detail::io_op& op) noexcept;
 
   detail::timer_wheel& timers() noexcept { return timers_; }
+  // The clock as last read by the loop (at most one turn old; never ahead of the real clock).
+  std::uint64_t loop_time_ns() const noexcept { return loop_time_ns_; }
   detail::backend& backend_impl() noexcept { return *backend_; }
   static std::uint64_t now_ns() noexcept {
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -220,6 +222,7 @@ class io_context {
   std::unique_ptr<detail::backend> backend_;
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
+  std::uint64_t loop_time_ns_;
   detail::descriptor* free_descriptors_ = nullptr;
   detail::spawn_link* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;

@@ -53,7 +53,12 @@ class timer_wait : public resume_item, public timer_node {
   timer_wait& operator=(const timer_wait&) = delete;
   ~timer_wait() { disarm(); }
 
-  bool await_ready() const noexcept { return deadline_ns <= io_context::now_ns(); }
+  // A deadline more than a tick past the loop's last clock reading cannot be due yet, so the common case
+  // (a deadline in the future) costs no clock read here; only near deadlines are checked against the clock.
+  bool await_ready() const noexcept {
+    if (deadline_ns > ctx_->loop_time_ns() + (std::uint64_t{1} << timer_wheel::tick_shift)) return false;
+    return deadline_ns <= io_context::now_ns();
+  }
   bool await_suspend(std::coroutine_handle<> h) noexcept;
   std::error_code await_resume() const noexcept {
     return canceled_ ? std::make_error_code(std::errc::operation_canceled) : std::error_code{};
