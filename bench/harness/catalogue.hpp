@@ -1,0 +1,72 @@
+// The catalogue of tern-bench: every scenario, its parameter sweep per profile, its metrics, and every
+// implementation with the worker executables that run it.
+//
+// The orchestrator and every worker link this one table, so a scenario's name, parameters and metric names
+// cannot drift apart between the process that plans a run and the process that measures it: a worker refuses to
+// report a metric that the catalogue does not define for its scenario.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tern_bench {
+
+enum class better { higher, lower };
+inline const char* to_string(better b) { return b == better::higher ? "higher" : "lower"; }
+
+struct metric_def {
+    std::string name;  // as in the JSON record: "ops_per_s", "p99_us"
+    std::string unit;  // "ops/s", "us", "ns"
+    better direction;
+};
+
+// A parameter value is an integer or a string; JSON records keep the distinction ({"size": 64, "config": "epoll"}).
+using param_value = std::variant<std::int64_t, std::string>;
+using param_list = std::vector<std::pair<std::string, param_value>>;
+
+std::string to_string(const param_value& v);
+std::string to_json(const param_list& p);                  // {"size": 64, "config": "epoll"}
+std::string to_display(const param_list& p);               // size=64 config=epoll
+const param_value* find_param(const param_list& p, std::string_view key);
+
+enum class profile { quick, full };
+
+struct scenario_def {
+    std::string name;      // "category/name"
+    std::string category;  // the part before '/'
+    std::string summary;   // one line: what is measured and how every implementation does it
+    std::vector<metric_def> metrics;
+    std::vector<param_list> quick_points;
+    std::vector<param_list> full_points;
+    bool timed = true;          // runs for --duration per repetition; otherwise a fixed amount of work
+    bool single_thread = true;  // its one thread is pinned to CPU 0 for every implementation
+    std::vector<std::string> impls;
+
+    const std::vector<param_list>& points(profile p) const { return p == profile::quick ? quick_points : full_points; }
+    const metric_def* find_metric(std::string_view metric) const;
+};
+
+// One way to run an implementation: a worker executable and the configuration it was compiled with.
+struct impl_variant {
+    std::string config;  // "" when the implementation has a single configuration; else added to params as "config"
+    std::string worker;  // executable name, a sibling of tern-bench
+};
+
+struct impl_def {
+    std::string id;  // "tern/io_uring", "asio/callbacks", "raw/liburing"
+    std::string summary;
+    std::vector<impl_variant> variants;
+    bool is_asio() const { return id.rfind("asio/", 0) == 0; }
+};
+
+const std::vector<scenario_def>& scenarios();
+const std::vector<impl_def>& implementations();
+const scenario_def* find_scenario(std::string_view name);
+const impl_def* find_impl(std::string_view id);
+std::vector<std::string> categories();
+
+}  // namespace tern_bench

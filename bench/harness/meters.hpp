@@ -1,0 +1,160 @@
+// Meters that run inside an event loop: they count work and cut it into the warm-up and repetition phases
+// without leaving the loop, so a loop, its connections and its timers are set up once per worker and every phase
+// measures the same warmed-up state.
+//
+// Each implementation calls the meter from its own handlers or coroutines; the meter owns the clock reads and
+// the reporting, so every implementation is timed by the same code.
+#pragma once
+
+#include "histogram.hpp"
+#include "worker.hpp"
+
+#include <array>
+#include <cstdint>
+#include <random>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tern_bench {
+
+inline std::uint64_t elapsed_ns(bench_clock::time_point a, bench_clock::time_point b) {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+inline bench_clock::duration to_duration(double seconds) {
+    return std::chrono::duration_cast<bench_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Counts operations through the phases; reports `metric` = operations per second of each measured phase.
+class ops_meter {
+public:
+    ops_meter(session& s, std::string metric) : s_(s), metric_(std::move(metric)), phases_(s.phases()) {}
+
+    // Starts the first phase; call right before the measured work starts.
+    void start() { begin_phase(bench_clock::now()); }
+
+    // Counts one operation. Returns false once every phase is over, and keeps returning false after that.
+    // The clock is read every 256 operations: cheap next to the work, and a phase overruns by at most 255 ops,
+    // which are counted and timed, so the rate is exact.
+    bool tick() {
+        if (done_) return false;
+        ++ops_;
+        if ((ops_ & 255) != 0) return true;
+        auto now = bench_clock::now();
+        if (now < end_) return true;
+        double secs = std::chrono::duration<double>(now - start_).count();
+        s_.report(phases_[current_], {{metric_, static_cast<double>(ops_) / secs}});
+        if (++current_ == phases_.size()) {
+            done_ = true;
+            return false;
+        }
+        begin_phase(now);
+        return true;
+    }
+
+    bool done() const { return done_; }
+
+private:
+    void begin_phase(bench_clock::time_point now) {
+        ops_ = 0;
+        start_ = now;
+        end_ = now + to_duration(phases_[current_].seconds);
+    }
+
+    session& s_;
+    std::string metric_;
+    std::vector<phase> phases_;
+    std::size_t current_ = 0;
+    std::uint64_t ops_ = 0;
+    bench_clock::time_point start_{};
+    bench_clock::time_point end_{};
+    bool done_ = false;
+};
+
+// Records round-trip latencies through the phases; reports mean, p50, p90, p99, p99.9 and max in us.
+class latency_meter {
+public:
+    explicit latency_meter(session& s) : s_(s), phases_(s.phases()) {}
+
+    void start() { begin_phase(bench_clock::now()); }
+
+    // Records one round trip from t0 to t1. Returns false once every phase is over.
+    bool record(bench_clock::time_point t0, bench_clock::time_point t1) {
+        if (done_) return false;
+        if (!phases_[current_].warmup) hist_.record(elapsed_ns(t0, t1));
+        if (t1 < end_) return true;
+        if (!phases_[current_].warmup) {
+            if (hist_.count() == 0) throw bench_failure("no round trip completed in a phase");
+            s_.report(phases_[current_], {{"mean_us", hist_.mean_ns() / 1e3},
+                                          {"p50_us", hist_.percentile_ns(0.50) / 1e3},
+                                          {"p90_us", hist_.percentile_ns(0.90) / 1e3},
+                                          {"p99_us", hist_.percentile_ns(0.99) / 1e3},
+                                          {"p99_9_us", hist_.percentile_ns(0.999) / 1e3},
+                                          {"max_us", static_cast<double>(hist_.max_ns()) / 1e3}});
+        }
+        if (++current_ == phases_.size()) {
+            done_ = true;
+            return false;
+        }
+        begin_phase(t1);
+        return true;
+    }
+
+    bool done() const { return done_; }
+
+private:
+    void begin_phase(bench_clock::time_point now) {
+        hist_.reset();
+        end_ = now + to_duration(phases_[current_].seconds);
+    }
+
+    session& s_;
+    std::vector<phase> phases_;
+    std::size_t current_ = 0;
+    latency_histogram hist_;
+    bench_clock::time_point end_{};
+    bool done_ = false;
+};
+
+// The bytes of round `r` of a ping-pong: a window into a fixed pseudo-random block that starts at a different
+// offset each round, so a stale or misplaced buffer cannot pass verification, and building and checking a
+// message costs one memcmp, the same for every implementation.
+class payload_pattern {
+public:
+    explicit payload_pattern(std::size_t size) : size_(size), bytes_(size + period) {
+        std::uint32_t x = 0x9e3779b9u;
+        for (auto& b : bytes_) {
+            x = x * 1664525u + 1013904223u;  // LCG: only needs to be irregular, not random
+            b = static_cast<unsigned char>(x >> 24);
+        }
+    }
+
+    std::size_t size() const { return size_; }
+    const unsigned char* round(std::uint64_t r) const { return bytes_.data() + r % period; }
+
+    // Throws bench_failure unless `data` holds exactly round r's bytes.
+    void verify(const void* data, std::uint64_t r, const char* side) const {
+        if (std::memcmp(data, round(r), size_) != 0)
+            throw bench_failure(std::string(side) + ": payload mismatch in round " + std::to_string(r));
+    }
+
+private:
+    static constexpr std::size_t period = 251;  // prime, so offsets do not line up with power-of-two sizes
+    std::size_t size_;
+    std::vector<unsigned char> bytes_;
+};
+
+// Delays for the "other live timers" of timers/schedule_cancel: uniform over 30..90 minutes from a fixed seed, so
+// every implementation gets the same set and the measured 1 h timer lands in the middle of them (neither the
+// earliest nor the latest, which some timer structures would favour).
+inline std::vector<std::chrono::nanoseconds> background_timer_delays(std::size_t n) {
+    std::mt19937_64 rng(20240601);
+    std::uniform_int_distribution<std::int64_t> minutes_ns(std::chrono::nanoseconds(std::chrono::minutes(30)).count(),
+                                                           std::chrono::nanoseconds(std::chrono::minutes(90)).count());
+    std::vector<std::chrono::nanoseconds> out(n);
+    for (auto& d : out) d = std::chrono::nanoseconds(minutes_ns(rng));
+    return out;
+}
+
+}  // namespace tern_bench

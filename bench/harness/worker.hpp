@@ -1,0 +1,98 @@
+// The worker side of tern-bench: one executable per implementation family runs one measurement point.
+//
+// The orchestrator starts a worker as a child process for each (scenario, parameters, implementation,
+// configuration) point, so that every implementation is measured the same way (own process, own peak RSS, Asio
+// configurations never share a binary). A worker:
+//   1. parses `--scenario S --impl I --param k=v... --duration D --warmup W --repeat R [--cpu C]`,
+//   2. pins itself to CPU C when asked (before any runtime object exists, so every thread it makes inherits it),
+//   3. runs one warm-up phase whose result is discarded, then R measured phases,
+//   4. prints one JSON line per measured phase on stdout: {"type": "rep", "index": 0, "metrics": {...}}, plus
+//      {"type": "info", ...} lines (resolved backend, affinity) and a final {"type": "done"}.
+// Any failure (a payload mismatch, an unexpected error code, a backend that is not the one asked for) is an
+// exception: the worker prints it on stderr and exits 1, and the orchestrator marks the point failed.
+#pragma once
+
+#include "catalogue.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tern_bench {
+
+using bench_clock = std::chrono::steady_clock;
+
+// Thrown by an implementation when the run is invalid (wrong payload, unexpected error); fails the point.
+struct bench_failure : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// One phase of a measurement: the warm-up (never reported) or one repetition.
+struct phase {
+    bool warmup = false;
+    int index = 0;         // repetition number; -1 for the warm-up
+    double seconds = 0;    // length of a timed phase; unused by fixed-work scenarios
+};
+
+using metric_values = std::vector<std::pair<std::string, double>>;
+
+struct run_request {
+    std::string scenario;
+    std::string impl;
+    std::map<std::string, std::string> params;
+    double duration_s = 1.0;
+    double warmup_s = 0.2;
+    int repeat = 3;
+    int cpu = -1;  // -1: not pinned
+};
+
+class session {
+public:
+    session(run_request req, const scenario_def& def) : req_(std::move(req)), def_(def) {}
+
+    const run_request& request() const { return req_; }
+    const scenario_def& scenario() const { return def_; }
+
+    std::int64_t param_int(const std::string& key) const;
+
+    // The warm-up first, then `repeat` repetitions.
+    std::vector<phase> phases() const;
+
+    // Reports a measured phase (a warm-up is ignored). Every metric of the scenario must be present.
+    void report(const phase& p, const metric_values& values);
+
+    // A fact about the run for the orchestrator (e.g. "backend": "io_uring").
+    void info(const std::string& key, const std::string& value);
+
+    // Runs `measure(phase)` for every phase and reports what it returns: the shape of scenarios that set up
+    // their loop afresh for each phase.
+    template <class F>
+    void for_each_phase(F&& measure) {
+        for (const phase& p : phases()) report(p, measure(p));
+    }
+
+private:
+    run_request req_;
+    const scenario_def& def_;
+};
+
+using impl_fn = void (*)(session&);
+
+struct impl_entry {
+    const char* scenario;
+    const char* impl;
+    impl_fn run;
+};
+
+// The whole main() of a worker executable: `entries` is what it implements, `worker` its name (for messages).
+int worker_main(int argc, char** argv, std::span<const impl_entry> entries, const char* worker);
+
+// Pins the calling thread to one CPU; throws bench_failure when the kernel refuses.
+void pin_to_cpu(int cpu);
+
+}  // namespace tern_bench

@@ -1,0 +1,72 @@
+// What every tern scenario shares: the io_context on the backend that the impl id names, checked.
+//
+// tern-bench-tern is one executable for both backends: the backend is a run-time option of io_context. The worker
+// asks for it explicitly (never `automatic`, so the environment cannot change it) and reports what the context
+// resolved to; a context that ended up on the other backend fails the run instead of reporting under the wrong
+// name.
+#pragma once
+
+#include "../harness/worker.hpp"
+
+#include <tern/tern.hpp>
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <system_error>
+
+namespace tern_bench::tern_impl {
+
+inline tern::backend_kind requested_backend(const session& s) {
+    const std::string& id = s.request().impl;
+    if (id == "tern/io_uring") return tern::backend_kind::io_uring;
+    if (id == "tern/epoll") return tern::backend_kind::epoll;
+    throw bench_failure("not a tern implementation: " + id);
+}
+
+inline tern::io_context_options options_for(const session& s) {
+    tern::io_context_options o;
+    o.backend = requested_backend(s);
+    return o;
+}
+
+// Reports the resolved backend and refuses a context that is not on the one asked for.
+inline void announce(session& s, const tern::io_context& ctx) {
+    s.info("backend", tern::to_string(ctx.backend()));
+    if (ctx.backend() != requested_backend(s))
+        throw bench_failure(std::string("asked for ") + s.request().impl + ", the context runs " +
+                            tern::to_string(ctx.backend()));
+}
+
+// Catches an exception escaping a detached task (a failed check in it): stops the loop, and run's caller
+// rethrows it, so the failure ends the run instead of being printed and forgotten. The handler shares ownership
+// of the slot, so it stays valid even if the context reports an exception while being destroyed after the trap.
+class exception_trap {
+public:
+    explicit exception_trap(tern::io_context& ctx) : first_(std::make_shared<std::exception_ptr>()) {
+        ctx.set_exception_handler([slot = first_, &ctx](std::exception_ptr e) {
+            if (!*slot) *slot = e;
+            ctx.stop();
+        });
+    }
+    void rethrow_if_any() const {
+        if (*first_) std::rethrow_exception(*first_);
+    }
+
+private:
+    std::shared_ptr<std::exception_ptr> first_;
+};
+
+// Throws bench_failure unless `ec` is `expected` (compared as conditions: an ECANCELED system error equals
+// std::errc::operation_canceled).
+inline void expect(const std::error_code& ec, std::errc expected, const char* what) {
+    if (ec != expected)
+        throw bench_failure(std::string(what) + ": expected '" + std::make_error_code(expected).message() + "', got '" +
+                            ec.message() + "'");
+}
+
+inline void expect_ok(const std::error_code& ec, const char* what) {
+    if (ec) throw bench_failure(std::string(what) + ": " + ec.message());
+}
+
+}  // namespace tern_bench::tern_impl

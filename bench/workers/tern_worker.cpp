@@ -1,0 +1,29 @@
+// Worker for tern/io_uring and tern/epoll: one executable, the backend chosen per run from the impl id.
+#include "../harness/worker.hpp"
+#include "../scenarios/registry.hpp"
+
+#include <array>
+
+namespace {
+
+using namespace tern_bench;
+namespace t = tern_bench::tern_impl;
+
+constexpr std::array entries = {
+    impl_entry{"dispatch/post", "tern/io_uring", t::dispatch_post},
+    impl_entry{"dispatch/post", "tern/epoll", t::dispatch_post},
+    impl_entry{"coro/spawn", "tern/io_uring", t::coro_spawn},
+    impl_entry{"coro/spawn", "tern/epoll", t::coro_spawn},
+    impl_entry{"coro/switch", "tern/io_uring", t::coro_switch},
+    impl_entry{"coro/switch", "tern/epoll", t::coro_switch},
+    impl_entry{"timers/schedule_cancel", "tern/io_uring", t::timers_schedule_cancel},
+    impl_entry{"timers/schedule_cancel", "tern/epoll", t::timers_schedule_cancel},
+    impl_entry{"timers/fire_rate", "tern/io_uring", t::timers_fire_rate},
+    impl_entry{"timers/fire_rate", "tern/epoll", t::timers_fire_rate},
+    impl_entry{"sockets/pingpong", "tern/io_uring", t::sockets_pingpong},
+    impl_entry{"sockets/pingpong", "tern/epoll", t::sockets_pingpong},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) { return worker_main(argc, argv, entries, "tern-bench-tern"); }
