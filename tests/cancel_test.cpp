@@ -1,0 +1,313 @@
+// Cancellation: with_timeout (the deadline wins / the operation wins), with_stop (stop requested before, during,
+// after, and from another thread), and the objects' own cancel(). A cancelled operation leaves its object usable.
+#include "net_support.hpp"
+
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace {
+
+using namespace tern_test;
+
+class cancel_test : public backend_test {};
+TERN_INSTANTIATE_BACKENDS(cancel_test);
+
+// Writes text to s after delay.
+tern::task<void> write_later(tern::net::tcp_socket& s, std::string text, std::chrono::milliseconds delay) {
+  (void)co_await tern::sleep_for(delay);
+  auto [ec, n] = co_await s.write_all(tern::const_buffer(std::string_view(text)));
+  EXPECT_OK(ec);
+  EXPECT_EQ(n, text.size());
+}
+
+TEST_P(cancel_test, with_timeout_on_silent_read_times_out_and_socket_still_works) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    char buf[64];
+    auto before = clock_type::now();
+    auto [ec, n] = co_await tern::with_timeout(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), 50ms);
+    EXPECT_EC(ec, std::errc::timed_out);
+    EXPECT_EQ(n, 0u);
+    EXPECT_GE(clock_type::now() - before, 50ms) << "the timeout fired early";
+
+    // The socket is intact: data written afterwards is read normally, nothing was lost or consumed.
+    auto writer = tern::spawn(ctx, write_later(server, "after timeout", 5ms));
+    auto [ec2, n2] = co_await tern::with_timeout(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), 10s);
+    EXPECT_OK(ec2);
+    EXPECT_EQ(std::string_view(buf, n2), "after timeout");
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_timeout_operation_wins) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    auto writer = tern::spawn(ctx, write_later(server, "in time", 10ms));
+    char buf[64];
+    // An hour-long deadline: if its timer outlived the operation, run() would not return and the test would fail.
+    auto [ec, n] = co_await tern::with_timeout(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), 1h);
+    EXPECT_OK(ec);
+    EXPECT_EQ(std::string_view(buf, n), "in time");
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_timeout_on_immediately_ready_read) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    auto [wec, wn] = co_await server.write_all(tern::const_buffer(std::string_view("ready")));
+    CO_ASSERT_OK(wec);
+    (void)co_await tern::sleep_for(5ms);
+    char buf[16];
+    auto [ec, n] = co_await tern::with_timeout(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), 1h);
+    EXPECT_OK(ec);
+    EXPECT_EQ(std::string_view(buf, n), "ready");
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_timeout_on_timer_wait) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    tern::timer t(ctx);
+    t.expires_after(1h);
+    auto before = clock_type::now();
+    std::error_code ec = co_await tern::with_timeout(t.wait(), 20ms);
+    EXPECT_EC(ec, std::errc::timed_out);
+    EXPECT_GE(clock_type::now() - before, 20ms);
+    EXPECT_EQ(t.cancel(), 0u) << "the timed-out wait must no longer be pending";
+
+    t.expires_after(5ms);
+    ec = co_await tern::with_timeout(t.wait(), 1h);
+    EXPECT_OK(ec) << "the operation finished first";
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_timeout_on_sleep) {
+  run_bounded(ctx, []() -> tern::task<void> {
+    std::error_code ec = co_await tern::with_timeout(tern::sleep_for(1h), 10ms);
+    EXPECT_EC(ec, std::errc::timed_out);
+    ec = co_await tern::with_timeout(tern::sleep_for(2ms), 1h);
+    EXPECT_OK(ec);
+  }());
+}
+
+TEST_P(cancel_test, with_deadline_on_silent_read) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    char buf[8];
+    const auto deadline = clock_type::now() + 30ms;
+    auto [ec, n] = co_await tern::with_deadline(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), deadline);
+    EXPECT_EC(ec, std::errc::timed_out);
+    EXPECT_EQ(n, 0u);
+    EXPECT_GE(clock_type::now(), deadline) << "the deadline fired early";
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_timeout_on_accept_then_accept_works) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    tern::net::tcp_acceptor acceptor(ctx);
+    auto ep = listen_loopback(acceptor);
+    auto [ec, s] = co_await tern::with_timeout(acceptor.accept(), 30ms);
+    EXPECT_EC(ec, std::errc::timed_out);
+    EXPECT_FALSE(s.is_open());
+
+    tern::net::tcp_socket client(ctx);
+    auto cec = co_await client.connect(ep);
+    CO_ASSERT_OK(cec);
+    auto [ec2, s2] = co_await tern::with_timeout(acceptor.accept(), 10s);
+    EXPECT_OK(ec2);
+    EXPECT_TRUE(s2.is_open());
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_on_timer_wait) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    std::stop_source source;
+    tern::timer t(ctx);
+    t.expires_after(1h);
+    auto stopper = tern::spawn(ctx, [](std::stop_source& s) -> tern::task<void> {
+      (void)co_await tern::sleep_for(10ms);
+      EXPECT_TRUE(s.request_stop());
+    }(source));
+    std::error_code ec = co_await tern::with_stop(t.wait(), source.get_token());
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    co_await std::move(stopper);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_on_read) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::stop_source source;
+    auto stopper = tern::spawn(ctx, [](std::stop_source& s) -> tern::task<void> {
+      (void)co_await tern::sleep_for(10ms);
+      s.request_stop();
+    }(source));
+    char buf[32];
+    auto [ec, n] = co_await tern::with_stop(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), source.get_token());
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(n, 0u);
+    co_await std::move(stopper);
+
+    // Still usable.
+    auto writer = tern::spawn(ctx, write_later(server, "still alive", 1ms));
+    auto [ec2, n2] = co_await tern::with_timeout(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), 10s);
+    EXPECT_OK(ec2);
+    EXPECT_EQ(std::string_view(buf, n2), "still alive");
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_already_requested_cancels_at_once) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    std::stop_source source;
+    source.request_stop();
+    tern::timer t(ctx);
+    t.expires_after(1h);
+    std::error_code ec = co_await tern::with_stop(t.wait(), source.get_token());
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(t.cancel(), 0u);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_operation_wins_and_later_stop_is_harmless) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    std::stop_source source;
+    std::error_code ec = co_await tern::with_stop(tern::sleep_for(2ms), source.get_token());
+    EXPECT_OK(ec);
+    // The stop callback must have been deregistered with the finished operation.
+    source.request_stop();
+    co_await tern::yield();
+    tern::timer t(ctx);
+    t.expires_after(1ms);
+    ec = co_await t.wait();
+    EXPECT_OK(ec);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_requested_from_another_thread) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::stop_source source;
+    std::thread other([&source] {
+      std::this_thread::sleep_for(30ms);
+      source.request_stop();
+    });
+    char buf[16];
+    auto [ec, n] = co_await tern::with_stop(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), source.get_token());
+    other.join();
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(n, 0u);
+  }(ctx));
+}
+
+TEST_P(cancel_test, socket_cancel_under_pending_read) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    auto canceller = tern::spawn(ctx, [](tern::net::tcp_socket& s) -> tern::task<void> {
+      (void)co_await tern::sleep_for(10ms);
+      s.cancel();
+    }(client));
+    char buf[16];
+    auto [ec, n] = co_await client.read_some(tern::mutable_buffer(buf, sizeof(buf)));
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(n, 0u);
+    co_await std::move(canceller);
+    EXPECT_TRUE(client.is_open()) << "cancel() must not close the socket";
+
+    auto writer = tern::spawn(ctx, write_later(server, "next", 1ms));
+    auto [ec2, n2] = co_await tern::with_timeout(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), 10s);
+    EXPECT_OK(ec2);
+    EXPECT_EQ(std::string_view(buf, n2), "next");
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, socket_cancel_without_pending_operation_is_not_sticky) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    client.cancel();
+    auto writer = tern::spawn(ctx, write_later(server, "fine", 5ms));
+    char buf[16];
+    auto [ec, n] = co_await tern::with_timeout(client.read_some(tern::mutable_buffer(buf, sizeof(buf))), 10s);
+    EXPECT_OK(ec);
+    EXPECT_EQ(std::string_view(buf, n), "fine");
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, socket_cancel_cancels_read_but_not_completed_write) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::error_code read_ec;
+    auto reader = tern::spawn(ctx, [](tern::net::tcp_socket& s, std::error_code& out) -> tern::task<void> {
+      char buf[8];
+      auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf, sizeof(buf)));
+      out = ec;
+    }(client, read_ec));
+    co_await tern::yield();
+    // A write that completes (small, into an empty send buffer) alongside the pending read.
+    auto [wec, wn] = co_await client.write_some(tern::const_buffer(std::string_view("x")));
+    EXPECT_OK(wec);
+    EXPECT_EQ(wn, 1u);
+    (void)co_await tern::sleep_for(5ms);
+    client.cancel();
+    co_await std::move(reader);
+    EXPECT_EC(read_ec, std::errc::operation_canceled);
+    char c = 0;
+    auto [rec, rn] = co_await tern::with_timeout(server.read_some(tern::mutable_buffer(&c, 1)), 10s);
+    EXPECT_OK(rec);
+    EXPECT_EQ(rn, 1u);
+    EXPECT_EQ(c, 'x');
+  }(ctx));
+}
+
+TEST_P(cancel_test, acceptor_cancel_under_pending_accept) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    tern::net::tcp_acceptor acceptor(ctx);
+    auto ep = listen_loopback(acceptor);
+    auto canceller = tern::spawn(ctx, [](tern::net::tcp_acceptor& a) -> tern::task<void> {
+      (void)co_await tern::sleep_for(10ms);
+      a.cancel();
+    }(acceptor));
+    auto [ec, s] = co_await acceptor.accept();
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_FALSE(s.is_open());
+    co_await std::move(canceller);
+    EXPECT_TRUE(acceptor.is_open());
+
+    tern::net::tcp_socket client(ctx);
+    auto cec = co_await client.connect(ep);
+    CO_ASSERT_OK(cec);
+    auto [ec2, s2] = co_await tern::with_timeout(acceptor.accept(), 10s);
+    EXPECT_OK(ec2);
+    EXPECT_TRUE(s2.is_open());
+  }(ctx));
+}
+
+TEST_P(cancel_test, timer_cancel_under_sleep_with_timeout_wrapper) {
+  // Cancelling the timer object under a with_timeout wrapper reports the cancellation, not a timeout.
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    tern::timer t(ctx);
+    t.expires_after(1h);
+    auto canceller = tern::spawn(ctx, [](tern::timer& t) -> tern::task<void> {
+      (void)co_await tern::sleep_for(5ms);
+      EXPECT_EQ(t.cancel(), 1u);
+    }(t));
+    std::error_code ec = co_await tern::with_timeout(t.wait(), 1h);
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    co_await std::move(canceller);
+  }(ctx));
+}
+
+}  // namespace

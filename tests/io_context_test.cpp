@@ -1,0 +1,480 @@
+// tern::io_context: post and dispatch, cross-thread wake-up, run/run_one/poll counts, stop and restart, yield,
+// and run() returning once there is no work left.
+#include "net_support.hpp"
+
+#include <cstdlib>
+#include <optional>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace tern_test;
+
+class io_context_test : public backend_test {};
+TERN_INSTANTIATE_BACKENDS(io_context_test);
+
+TEST_P(io_context_test, resolves_requested_backend) {
+  EXPECT_EQ(ctx.backend(), GetParam());
+  EXPECT_STREQ(tern::to_string(ctx.backend()), backend_label(GetParam()).c_str());
+}
+
+TEST(io_context_names, backend_names) {
+  EXPECT_STREQ(tern::to_string(tern::backend_kind::io_uring), "io_uring");
+  EXPECT_STREQ(tern::to_string(tern::backend_kind::epoll), "epoll");
+}
+
+TEST(io_context_default, automatic_backend_resolves_to_a_real_one) {
+  tern::io_context ctx;
+  EXPECT_NE(ctx.backend(), tern::backend_kind::automatic);
+}
+
+TEST_P(io_context_test, current_is_set_only_while_running) {
+  EXPECT_EQ(tern::io_context::current(), nullptr);
+  tern::io_context* inside = nullptr;
+  run_bounded(ctx, [](tern::io_context*& inside) -> tern::task<void> {
+    inside = tern::io_context::current();
+    co_return;
+  }(inside));
+  EXPECT_EQ(inside, &ctx);
+  EXPECT_EQ(tern::io_context::current(), nullptr);
+}
+
+TEST_P(io_context_test, empty_context_run_returns_immediately) {
+  auto start = clock_type::now();
+  EXPECT_TRUE(run_context_bounded(ctx, 10s));
+  EXPECT_LT(clock_type::now() - start, 5s);  // hang guard only
+}
+
+TEST_P(io_context_test, post_from_loop_runs_later_not_inline) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    bool ran = false;
+    ctx.post([&ran] { ran = true; });
+    EXPECT_FALSE(ran) << "post must not run the function inline";
+    for (int i = 0; i < 100 && !ran; ++i) co_await tern::yield();
+    EXPECT_TRUE(ran);
+  }(ctx));
+}
+
+TEST_P(io_context_test, post_before_run_runs_during_run) {
+  int ran = 0;
+  ctx.post([&ran] { ++ran; });
+  EXPECT_EQ(ran, 0);
+  EXPECT_TRUE(run_context_bounded(ctx));
+  EXPECT_EQ(ran, 1);
+}
+
+TEST_P(io_context_test, posts_run_in_fifo_order) {
+  std::vector<int> order;
+  for (int i = 0; i < 20; ++i) ctx.post([&order, i] { order.push_back(i); });
+  EXPECT_TRUE(run_context_bounded(ctx));
+  std::vector<int> expected;
+  for (int i = 0; i < 20; ++i) expected.push_back(i);
+  EXPECT_EQ(order, expected);
+}
+
+TEST_P(io_context_test, handlers_posted_by_handlers_run_in_the_same_run) {
+  int remaining = 1000;
+  int ran = 0;
+  struct chain {
+    tern::io_context* ctx;
+    int* remaining;
+    int* ran;
+    void operator()() const {
+      ++*ran;
+      if (--*remaining > 0) ctx->post(chain{ctx, remaining, ran});
+    }
+  };
+  ctx.post(chain{&ctx, &remaining, &ran});
+  EXPECT_TRUE(run_context_bounded(ctx));
+  EXPECT_EQ(ran, 1000);
+  EXPECT_EQ(remaining, 0);
+}
+
+// The loop is parked in the kernel waiting on a timer an hour away; only the post can wake it.
+TEST_P(io_context_test, post_from_another_thread_wakes_blocked_run) {
+  tern::timer keepalive(ctx);
+  keepalive.expires_after(1h);
+  std::error_code wait_result;
+  bool waited = false;
+  tern::spawn(ctx, [](tern::timer& t, std::error_code& r, bool& waited) -> tern::task<void> {
+    r = co_await t.wait();
+    waited = true;
+  }(keepalive, wait_result, waited)).detach();
+
+  const auto loop_thread = std::this_thread::get_id();
+  std::atomic<bool> posted_ran{false};
+  std::thread::id ran_on;
+  std::thread poster([&] {
+    std::this_thread::sleep_for(100ms);  // let run() block
+    ctx.post([&] {
+      ran_on = std::this_thread::get_id();
+      posted_ran = true;
+      EXPECT_EQ(keepalive.cancel(), 1u);
+    });
+  });
+  auto start = clock_type::now();
+  bool returned = run_context_bounded(ctx, 20s);
+  poster.join();
+  EXPECT_TRUE(returned);
+  EXPECT_TRUE(posted_ran.load());
+  EXPECT_EQ(ran_on, loop_thread) << "posted functions run on the loop's thread";
+  EXPECT_TRUE(waited);
+  EXPECT_EC(wait_result, std::errc::operation_canceled);
+  EXPECT_LT(clock_type::now() - start, 15s);  // hang guard only
+}
+
+// Nothing but a work guard keeps the loop alive: it blocks with no deadline at all, and only the post wakes it.
+TEST_P(io_context_test, post_from_another_thread_wakes_run_blocked_without_deadline) {
+  std::optional<tern::io_context::work_guard> guard(ctx.make_work_guard());
+  std::atomic<bool> posted_ran{false};
+  std::thread poster([&] {
+    std::this_thread::sleep_for(100ms);
+    ctx.post([&] {
+      posted_ran = true;
+      guard.reset();
+    });
+  });
+  bool returned = run_context_bounded(ctx, 20s);
+  poster.join();
+  EXPECT_TRUE(returned);
+  EXPECT_TRUE(posted_ran.load());
+}
+
+TEST_P(io_context_test, work_guard_released_from_another_thread_lets_run_return) {
+  auto guard = ctx.make_work_guard();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(50ms);
+    guard.reset();
+  });
+  bool returned = run_context_bounded(ctx, 20s);
+  releaser.join();
+  EXPECT_TRUE(returned);
+}
+
+TEST_P(io_context_test, many_posts_from_many_threads_all_run) {
+  constexpr int threads = 4;
+  constexpr int per_thread = 20'000;
+  tern::timer keepalive(ctx);
+  keepalive.expires_after(1h);
+  tern::spawn(ctx, [](tern::timer& t) -> tern::task<void> { (void)co_await t.wait(); }(keepalive)).detach();
+
+  int executed = 0;  // touched only on the loop thread
+  const auto loop_thread = std::this_thread::get_id();
+  int wrong_thread = 0;
+  std::vector<std::thread> posters;
+  for (int t = 0; t < threads; ++t) {
+    posters.emplace_back([&] {
+      for (int i = 0; i < per_thread; ++i) {
+        ctx.post([&] {
+          if (std::this_thread::get_id() != loop_thread) ++wrong_thread;
+          if (++executed == threads * per_thread) keepalive.cancel();
+        });
+      }
+    });
+  }
+  bool returned = run_context_bounded(ctx, 60s);
+  for (auto& p : posters) p.join();
+  EXPECT_TRUE(returned);
+  EXPECT_EQ(executed, threads * per_thread);
+  EXPECT_EQ(wrong_thread, 0);
+}
+
+TEST_P(io_context_test, dispatch_on_loop_thread_runs_inline) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    bool ran = false;
+    ctx.dispatch([&ran] { ran = true; });
+    EXPECT_TRUE(ran) << "dispatch on the running loop's thread must run inline";
+    co_return;
+  }(ctx));
+}
+
+TEST_P(io_context_test, dispatch_outside_run_is_deferred) {
+  bool ran = false;
+  ctx.dispatch([&ran] { ran = true; });
+  EXPECT_FALSE(ran) << "the loop is not running on this thread: dispatch must post";
+  EXPECT_TRUE(run_context_bounded(ctx));
+  EXPECT_TRUE(ran);
+}
+
+TEST_P(io_context_test, dispatch_from_another_thread_runs_on_loop_thread) {
+  tern::timer keepalive(ctx);
+  keepalive.expires_after(1h);
+  tern::spawn(ctx, [](tern::timer& t) -> tern::task<void> { (void)co_await t.wait(); }(keepalive)).detach();
+  const auto loop_thread = std::this_thread::get_id();
+  std::thread::id ran_on;
+  std::atomic<bool> ran_inline_on_caller{false};
+  std::thread other([&] {
+    std::this_thread::sleep_for(20ms);
+    const auto caller = std::this_thread::get_id();
+    ctx.dispatch([&ran_on, &keepalive, &ran_inline_on_caller, caller] {
+      ran_on = std::this_thread::get_id();
+      ran_inline_on_caller = ran_on == caller;
+      keepalive.cancel();
+    });
+  });
+  bool returned = run_context_bounded(ctx, 20s);
+  other.join();
+  EXPECT_TRUE(returned);
+  EXPECT_FALSE(ran_inline_on_caller);
+  EXPECT_EQ(ran_on, loop_thread);
+}
+
+TEST_P(io_context_test, run_returns_number_of_handlers) {
+  int ran = 0;
+  for (int i = 0; i < 5; ++i) ctx.post([&ran] { ++ran; });
+  std::size_t n = 0;
+  {
+    watchdog dog(ctx, 10s);
+    n = ctx.run();
+    EXPECT_FALSE(dog.fired());
+  }
+  EXPECT_EQ(ran, 5);
+  EXPECT_EQ(n, 5u);
+}
+
+TEST_P(io_context_test, run_one_and_poll_counts) {
+  int ran = 0;
+  for (int i = 0; i < 3; ++i) ctx.post([&ran] { ++ran; });
+  watchdog dog(ctx, 10s);
+  EXPECT_EQ(ctx.run_one(), 1u);
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(ctx.poll(), 2u);
+  EXPECT_EQ(ran, 3);
+  EXPECT_EQ(ctx.poll(), 0u);
+  EXPECT_EQ(ran, 3);
+  EXPECT_FALSE(dog.fired());
+}
+
+TEST_P(io_context_test, poll_does_not_block_on_pending_timer) {
+  tern::timer t(ctx);
+  t.expires_after(1h);
+  std::error_code result;
+  bool done = false;
+  tern::spawn(ctx, [](tern::timer& t, std::error_code& r, bool& done) -> tern::task<void> {
+    r = co_await t.wait();
+    done = true;
+  }(t, result, done)).detach();
+  watchdog dog(ctx, 20s);
+  auto start = clock_type::now();
+  EXPECT_GE(ctx.poll(), 1u);  // runs the spawned task up to its wait
+  EXPECT_FALSE(done);
+  EXPECT_EQ(ctx.poll(), 0u);
+  EXPECT_LT(clock_type::now() - start, 10s);  // hang guard only: poll must not wait for the timer
+  EXPECT_EQ(t.cancel(), 1u);
+  ctx.run();
+  EXPECT_FALSE(dog.fired());
+  EXPECT_TRUE(done);
+  EXPECT_EC(result, std::errc::operation_canceled);
+}
+
+TEST_P(io_context_test, stop_makes_run_return_and_restart_resumes) {
+  tern::timer keepalive(ctx);
+  keepalive.expires_after(1h);
+  std::error_code result;
+  bool waited = false;
+  tern::spawn(ctx, [](tern::timer& t, std::error_code& r, bool& waited) -> tern::task<void> {
+    r = co_await t.wait();
+    waited = true;
+  }(keepalive, result, waited)).detach();
+  tern::spawn(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    (void)co_await tern::sleep_for(10ms);
+    ctx.stop();
+  }(ctx)).detach();
+
+  EXPECT_FALSE(ctx.stopped());
+  EXPECT_TRUE(run_context_bounded(ctx, 20s)) << "stop() must make run() return despite the pending timer";
+  EXPECT_TRUE(ctx.stopped());
+  EXPECT_FALSE(waited);
+
+  // A stopped context does not run anything until restarted.
+  bool posted_ran = false;
+  ctx.post([&] {
+    posted_ran = true;
+    keepalive.cancel();
+  });
+  EXPECT_EQ(ctx.run_one(), 0u);
+  EXPECT_FALSE(posted_ran);
+
+  ctx.restart();
+  EXPECT_FALSE(ctx.stopped());
+  EXPECT_TRUE(run_context_bounded(ctx, 20s));
+  EXPECT_TRUE(posted_ran);
+  EXPECT_TRUE(waited);
+  EXPECT_EC(result, std::errc::operation_canceled);
+}
+
+TEST_P(io_context_test, poll_on_stopped_context_runs_nothing) {
+  bool ran = false;
+  ctx.post([&ran] { ran = true; });
+  ctx.stop();
+  EXPECT_EQ(ctx.poll(), 0u) << "run() and run_one() do nothing while stopped; poll() must not either";
+  EXPECT_FALSE(ran);
+  ctx.restart();
+  EXPECT_EQ(ctx.poll(), 1u);
+  EXPECT_TRUE(ran);
+}
+
+TEST_P(io_context_test, stop_before_run_returns_immediately) {
+  bool ran = false;
+  ctx.post([&ran] { ran = true; });
+  ctx.stop();
+  EXPECT_TRUE(run_context_bounded(ctx, 10s));
+  EXPECT_FALSE(ran);
+  ctx.restart();
+  EXPECT_TRUE(run_context_bounded(ctx, 10s));
+  EXPECT_TRUE(ran);
+}
+
+TEST_P(io_context_test, yield_interleaves_coroutines) {
+  std::vector<std::string> trace;
+  auto worker = [](std::string name, std::vector<std::string>& trace) -> tern::task<void> {
+    for (int i = 0; i < 3; ++i) {
+      trace.push_back(name + std::to_string(i));
+      co_await tern::yield();
+    }
+  };
+  tern::spawn(ctx, worker("a", trace)).detach();
+  tern::spawn(ctx, worker("b", trace)).detach();
+  EXPECT_TRUE(run_context_bounded(ctx));
+  EXPECT_EQ(trace, (std::vector<std::string>{"a0", "b0", "a1", "b1", "a2", "b2"}));
+}
+
+TEST_P(io_context_test, yield_lets_posted_handlers_run) {
+  std::vector<std::string> trace;
+  run_bounded(ctx, [](tern::io_context& ctx, std::vector<std::string>& trace) -> tern::task<void> {
+    ctx.post([&trace] { trace.push_back("posted"); });
+    trace.push_back("before");
+    co_await tern::yield();
+    trace.push_back("after");
+  }(ctx, trace));
+  EXPECT_EQ(trace, (std::vector<std::string>{"before", "posted", "after"}));
+}
+
+TEST_P(io_context_test, run_returns_when_out_of_work) {
+  int finished = 0;
+  auto sleeper = [](int& finished) -> tern::task<void> {
+    auto ec = co_await tern::sleep_for(20ms);
+    EXPECT_OK(ec);
+    ++finished;
+  };
+  for (int i = 0; i < 3; ++i) tern::spawn(ctx, sleeper(finished)).detach();
+  auto start = clock_type::now();
+  EXPECT_TRUE(run_context_bounded(ctx, 20s));
+  EXPECT_EQ(finished, 3) << "run() must not return while timers are pending";
+  EXPECT_GE(clock_type::now() - start, 20ms);
+}
+
+TEST_P(io_context_test, idle_sockets_are_not_work) {
+  std::vector<tern::net::tcp_socket> kept;
+  run_bounded(ctx, [](tern::io_context& ctx, std::vector<tern::net::tcp_socket>& kept) -> tern::task<void> {
+    tern::net::tcp_acceptor acceptor(ctx);
+    auto ec = acceptor.listen(tern::net::endpoint::loopback_v4(0));
+    CO_ASSERT_OK(ec);
+    auto [lec, ep] = acceptor.local_endpoint();
+    CO_ASSERT_OK(lec);
+    tern::net::tcp_socket client(ctx);
+    auto cec = co_await client.connect(ep);
+    CO_ASSERT_OK(cec);
+    auto [aec, server] = co_await acceptor.accept();
+    CO_ASSERT_OK(aec);
+    kept.push_back(std::move(client));
+    kept.push_back(std::move(server));
+  }(ctx, kept));
+  // run() returned although two connected sockets are still open: only pending operations are work.
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_TRUE(kept[0].is_open());
+  EXPECT_TRUE(kept[1].is_open());
+}
+
+// Counts destructions of the copies that live in a coroutine frame.
+struct frame_probe {
+  explicit frame_probe(int* c) : counter(c) {}
+  frame_probe(frame_probe&& o) noexcept : counter(std::exchange(o.counter, nullptr)) {}
+  frame_probe(const frame_probe&) = delete;
+  ~frame_probe() {
+    if (counter != nullptr) ++*counter;
+  }
+  int* counter;
+};
+
+class io_context_teardown_test : public ::testing::TestWithParam<tern::backend_kind> {};
+TERN_INSTANTIATE_BACKENDS(io_context_teardown_test);
+
+// Destroying a stopped context with tasks suspended in a sleep, a read, an accept and a read under a timeout
+// destroys their frames (and with them the sockets and timer nodes) without touching freed memory; the
+// sanitizers check the memory side, the probes that every frame went away.
+TEST_P(io_context_teardown_test, destroys_suspended_tasks) {
+  int destroyed = 0;
+  int started = 0;
+  {
+    tern::io_context ctx(options_for(GetParam()));
+    tern::spawn(ctx, [](frame_probe, int& started) -> tern::task<void> {
+      ++started;
+      (void)co_await tern::sleep_for(1h);
+      ADD_FAILURE() << "the sleep cannot finish";
+    }(frame_probe(&destroyed), started)).detach();
+    tern::spawn(ctx, [](frame_probe, int& started, tern::io_context& ctx) -> tern::task<void> {
+      auto [client, server] = co_await connected_pair(ctx);
+      ++started;
+      char buf[8];
+      (void)co_await client.read_some(tern::mutable_buffer(buf, sizeof(buf)));
+      ADD_FAILURE() << "the read cannot finish";
+    }(frame_probe(&destroyed), started, ctx)).detach();
+    tern::spawn(ctx, [](frame_probe, int& started, tern::io_context& ctx) -> tern::task<void> {
+      tern::net::tcp_acceptor acceptor(ctx);
+      listen_loopback(acceptor);
+      ++started;
+      (void)co_await acceptor.accept();
+      ADD_FAILURE() << "the accept cannot finish";
+    }(frame_probe(&destroyed), started, ctx)).detach();
+    tern::spawn(ctx, [](frame_probe, int& started, tern::io_context& ctx) -> tern::task<void> {
+      auto [client, server] = co_await connected_pair(ctx);
+      ++started;
+      char buf[8];
+      (void)co_await tern::with_timeout(server.read_some(tern::mutable_buffer(buf, sizeof(buf))), 1h);
+      ADD_FAILURE() << "the read cannot finish";
+    }(frame_probe(&destroyed), started, ctx)).detach();
+    tern::spawn(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+      (void)co_await tern::sleep_for(30ms);
+      ctx.stop();
+    }(ctx)).detach();
+    EXPECT_TRUE(run_context_bounded(ctx, 20s));
+    EXPECT_EQ(started, 4);
+    EXPECT_EQ(destroyed, 0) << "the tasks are still suspended";
+  }
+  EXPECT_EQ(destroyed, 4) << "destroying the context must destroy every suspended task";
+}
+
+// TERN_BACKEND picks the backend of an automatic context; an explicit option wins over it.
+TEST(io_context_environment, tern_backend_overrides_automatic) {
+  const char* previous = std::getenv("TERN_BACKEND");
+  const std::optional<std::string> saved = previous ? std::optional<std::string>(previous) : std::nullopt;
+
+  ::setenv("TERN_BACKEND", "epoll", 1);
+  {
+    tern::io_context ctx;
+    EXPECT_EQ(ctx.backend(), tern::backend_kind::epoll);
+    tern::io_context explicit_ctx(options_for(tern::backend_kind::io_uring));
+    EXPECT_EQ(explicit_ctx.backend(), tern::backend_kind::io_uring);
+  }
+  ::setenv("TERN_BACKEND", "io_uring", 1);
+  {
+    tern::io_context ctx;
+    EXPECT_EQ(ctx.backend(), tern::backend_kind::io_uring);
+    tern::io_context explicit_ctx(options_for(tern::backend_kind::epoll));
+    EXPECT_EQ(explicit_ctx.backend(), tern::backend_kind::epoll);
+  }
+
+  if (saved) {
+    ::setenv("TERN_BACKEND", saved->c_str(), 1);
+  } else {
+    ::unsetenv("TERN_BACKEND");
+  }
+}
+
+}  // namespace
