@@ -3,18 +3,23 @@
 
 namespace tern::detail {
 
-constinit thread_local frame_pool::lists frame_pool::lists_{};
+namespace {
+constinit thread_local frame_pool::lists thread_lists{};
+}
+
+frame_pool::lists& frame_pool::local() noexcept { return thread_lists; }
 
 struct frame_pool_cleanup {
   bool armed = false;
   ~frame_pool_cleanup() {
-    for (auto& head : frame_pool::lists_.heads) {
+    for (auto& head : thread_lists.heads) {
       while (head != nullptr) {
         frame_pool::free_block* next = head->next;
         ::operator delete(head);
         head = next;
       }
     }
+    for (auto& count : thread_lists.counts) count = 0;
   }
 };
 

@@ -13,7 +13,11 @@
 
 namespace tern {
 
-constinit thread_local io_context* io_context::current_ = nullptr;
+namespace {
+constinit thread_local io_context* current_ = nullptr;
+}
+
+io_context* io_context::current() noexcept { return current_; }
 
 const char* to_string(backend_kind k) noexcept {
   switch (k) {
@@ -50,7 +54,10 @@ backend_kind resolve(backend_kind requested) {
 
 io_context::io_context() : io_context(io_context_options{}) {}
 
-io_context::io_context(io_context_options opts) : timers_(now_ns()), loop_time_ns_(now_ns()) {
+io_context::io_context(io_context_options opts)
+    : timers_(now_ns()),
+      loop_time_ns_(now_ns()),
+      spin_ns_(opts.spin_before_park.count() > 0 ? static_cast<std::uint64_t>(opts.spin_before_park.count()) : 0) {
   backend_kind want = resolve(opts.backend);
   if (want == backend_kind::epoll) {
     backend_ = detail::make_epoll_backend(*this);
@@ -78,10 +85,7 @@ io_context::io_context(io_context_options opts) : timers_(now_ns()), loop_time_n
 io_context::~io_context() {
   scope s(this);
   // 1. Queued items are still valid here: free the handlers that own themselves, skip coroutine resumptions.
-  inbox_.drain_into(run_queue_);
-  while (detail::work_item* w = run_queue_.pop_front()) {
-    if (w->discard != nullptr) w->discard(w);
-  }
+  discard_queued();
   // 2. Destroy every spawned task still suspended. Its frame's destructors close sockets and disarm timers, which
   //    may queue completions that point into the frames being destroyed, so the queue is dropped unread after.
   while (spawned_ != nullptr) spawned_->abandon();
@@ -96,6 +100,13 @@ io_context::~io_context() {
     detail::descriptor* next = free_descriptors_->next_free;
     delete free_descriptors_;
     free_descriptors_ = next;
+  }
+}
+
+void io_context::discard_queued() noexcept {
+  inbox_.drain_into(run_queue_);
+  while (detail::work_item* w = run_queue_.pop_front()) {
+    if (w->discard != nullptr) w->discard(w);
   }
 }
 
@@ -184,6 +195,13 @@ void io_context::poll_io(bool may_block) {
     if (backend_->busy()) backend_->poll(0);
   } else {
     std::int64_t timeout = has_timers ? timer_timeout_ns() : -1;
+    if (timeout != 0 && spin_ns_ != 0) {
+      if (spin(timeout)) {
+        timeout = 0;
+      } else if (has_timers) {
+        timeout = timer_timeout_ns();  // the spin used up part of the wait
+      }
+    }
     if (timeout != 0) {
       // Announce the sleep, then look once more: a poster either sees sleeping_ and wakes us, or we see its item.
       sleeping_.store(true, std::memory_order_relaxed);
@@ -199,6 +217,24 @@ void io_context::poll_io(bool may_block) {
   if (has_timers) {
     loop_time_ns_ = now_ns();
     timers_.advance(loop_time_ns_);
+  }
+}
+
+bool io_context::spin(std::int64_t limit_ns) {
+  std::uint64_t span = spin_ns_;
+  if (limit_ns > 0 && static_cast<std::uint64_t>(limit_ns) < span) span = static_cast<std::uint64_t>(limit_ns);
+  const std::uint64_t until = now_ns() + span;
+  for (unsigned i = 1;; ++i) {
+    if (inbox_.maybe_nonempty() || stopped()) return true;
+    if (backend_->busy()) {
+      backend_->poll(0);
+      if (!run_queue_.empty()) return true;
+    }
+    // The clock costs as much as a few polls of the inbox; look at it every eighth round.
+    if ((i & 7) == 0 && now_ns() >= until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();  // let the sibling hyperthread run while this one waits
+#endif
   }
 }
 

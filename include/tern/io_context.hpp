@@ -49,6 +49,10 @@ struct io_context_options {
   backend_kind backend = backend_kind::automatic;
   // io_uring submission queue size (the completion queue is twice that).
   unsigned ring_entries = 1024;
+  // Before blocking in the kernel, keep polling (without blocking) this long for completions and posts. Waking a
+  // parked thread costs tens of microseconds on a VM, so a loop that expects work from another thread or a peer
+  // soon trades CPU for latency here. 0 parks at once.
+  std::chrono::nanoseconds spin_before_park{0};
 };
 
 namespace detail {
@@ -122,7 +126,7 @@ class io_context {
   // Runs f() inline if called from within this loop's run on its thread, else posts it.
   template <class F>
   void dispatch(F&& f) {
-    if (current_ == this) {
+    if (current() == this) {
       std::forward<F>(f)();
     } else {
       post(std::forward<F>(f));
@@ -137,7 +141,9 @@ class io_context {
   backend_kind backend() const noexcept { return kind_; }
 
   // The loop running on the calling thread, or nullptr.
-  static io_context* current() noexcept { return current_; }
+  // Out of line on purpose: a coroutine can resume on another thread, and an inlined thread_local read may
+  // keep an address computed before the suspension (see frame_pool::local).
+  static io_context* current() noexcept;
 
   // Sets the handler for exceptions that escape detached tasks (default: print to stderr).
   void set_exception_handler(std::function<void(std::exception_ptr)> h) { exception_handler_ = std::move(h); }
@@ -167,12 +173,14 @@ class io_context {
 
   // Runs like run() but also returns as soon as *done becomes true.
   void run_until(const bool* done);
+  // Frees queued handlers and forgets queued resumptions without running them (teardown only).
+  void discard_queued() noexcept;
 
   // Queues w on the local run queue (loop thread only).
   void schedule(detail::work_item* w) noexcept { run_queue_.push_back(w); }
   // Queues w from any thread.
   void enqueue(detail::work_item* w) noexcept {
-    if (current_ == this) {
+    if (current() == this) {
       run_queue_.push_back(w);
     } else {
       enqueue_remote(w);
@@ -213,6 +221,9 @@ class io_context {
   void wake_if_sleeping() noexcept;
   // Polls I/O and timers once; blocks only if allowed and nothing is queued.
   void poll_io(bool may_block);
+  // Polls without blocking until work shows up or spin_ns_ (at most limit_ns, if positive) has passed; true if
+  // work showed up.
+  bool spin(std::int64_t limit_ns);
   std::int64_t timer_timeout_ns() const noexcept;
   void free_descriptor(detail::descriptor* d) noexcept;
 
@@ -223,6 +234,7 @@ class io_context {
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
   std::uint64_t loop_time_ns_;
+  std::uint64_t spin_ns_;
   detail::descriptor* free_descriptors_ = nullptr;
   detail::spawn_link* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;
@@ -230,7 +242,6 @@ class io_context {
   std::atomic<bool> sleeping_{false};
   std::atomic<std::size_t> guards_{0};
 
-  static constinit thread_local io_context* current_;
 };
 
 }  // namespace tern

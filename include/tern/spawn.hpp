@@ -7,11 +7,13 @@
 // - the task finishes first: it stays in its final suspend point until the handle collects the result (or, if the
 //   handle was dropped, it is destroyed at once, and an exception nobody will observe goes to the loop's handler);
 // - the handle is dropped first: the task becomes detached and cleans up after itself.
-// Spawning queues the task's first resumption; it never runs inside spawn(). Spawn and join on the loop's thread
-// (or before the loop runs).
+// Spawning queues the task's first resumption; it never runs inside spawn(). spawn may be called from any thread;
+// a join may be awaited on any loop (the joiner is resumed on its own loop).
 #pragma once
 
+#include <atomic>
 #include <coroutine>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <stdexcept>
@@ -29,37 +31,41 @@ class join_handle;
 
 namespace detail {
 
+// Who owns what: the task frame and this state are freed together, by whichever of {the task finishing, the
+// handle going away} happens second. The three facts that decide it (done, a joiner is waiting, the handle is
+// gone) are bits of one atomic, so a join or a detach on one thread may race the completion on another and
+// exactly one side sees the other's bit.
 template <class T>
 class spawn_state final : public root_hook, public spawn_link {
  public:
   using handle_type = std::coroutine_handle<promise<T>>;
 
+  // Queues the task's first step on ctx. Any thread: the state joins ctx's list of spawned tasks only when that
+  // first step runs, on ctx's own thread.
   static spawn_state* create(io_context& ctx, handle_type h) {
     auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h);
     h.promise().set_root(s);
-    ctx.link_spawned(s);
-    s->start_.handle = h;
     ctx.enqueue(&s->start_);
     return s;
   }
 
-  bool done() const noexcept { return done_; }
-  const bool* done_flag() const noexcept { return &done_; }
+  bool done() const noexcept { return (bits_.load(std::memory_order_acquire) & done_bit) != 0; }
+  // Set on the home loop's thread when the task has finished; what block_on watches.
+  const bool* done_flag() const noexcept { return &finished_; }
 
   // The handle is going away without having taken the result.
   void detach() noexcept {
-    if (done_) {
+    if (bits_.fetch_or(detached_bit, std::memory_order_acq_rel) & done_bit) {
       report_unobserved();
       release();
-    } else {
-      detached_ = true;
     }
   }
 
-  // A join is waiting: resume it when the task finishes.
-  void set_joiner(std::coroutine_handle<> h) noexcept {
+  // A join is waiting on the calling thread's loop; returns false if the task has finished meanwhile.
+  bool set_joiner(std::coroutine_handle<> h) noexcept {
     joiner_.handle = h;
-    joined_ = true;
+    joiner_ctx_ = io_context::current();
+    return (bits_.fetch_or(joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
   }
 
   // Takes the result (the handle is the only owner left) and frees everything.
@@ -73,16 +79,50 @@ class spawn_state final : public root_hook, public spawn_link {
   }
 
  private:
-  spawn_state(io_context& ctx, handle_type h) noexcept : ctx_(&ctx), h_(h) {}
+  static constexpr std::uint8_t done_bit = 1;
+  static constexpr std::uint8_t joiner_bit = 2;
+  static constexpr std::uint8_t detached_bit = 4;
+
+  spawn_state(io_context& ctx, handle_type h) noexcept : ctx_(&ctx), h_(h) {
+    start_.run = &on_start;
+    start_.discard = &on_discard;
+    finish_.run = &on_finish;
+  }
+
+  static void on_start(work_item* w) {
+    spawn_state* s = static_cast<start_item*>(w)->owner;
+    s->ctx_->link_spawned(s);
+    s->h_.resume();
+  }
+  // The loop died before the first step: nothing ran, nothing to report.
+  static void on_discard(work_item* w) noexcept {
+    spawn_state* s = static_cast<start_item*>(w)->owner;
+    s->h_.destroy();
+    s->h_ = nullptr;
+    s->abandoned_ = true;
+    s->finished_ = true;
+    if (s->bits_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
+  }
+  static void on_finish(work_item* w) { static_cast<finish_item*>(w)->owner->finish(); }
 
   void on_root_done() noexcept override {
-    done_ = true;
+    // The task may have moved to another loop (switch_to); its home loop's list is touched on the home thread.
+    if (io_context::current() != ctx_) {
+      ctx_->enqueue(&finish_);
+    } else {
+      finish();
+    }
+  }
+
+  void finish() noexcept {
     ctx_->unlink_spawned(this);
-    if (detached_) {
+    finished_ = true;
+    const std::uint8_t old = bits_.fetch_or(done_bit, std::memory_order_acq_rel);
+    if (old & detached_bit) {
       report_unobserved();
       release();
-    } else if (joined_) {
-      ctx_->schedule(&joiner_);
+    } else if (old & joiner_bit) {
+      joiner_ctx_->enqueue(&joiner_);
     }
   }
 
@@ -91,8 +131,8 @@ class spawn_state final : public root_hook, public spawn_link {
     h_.destroy();
     h_ = nullptr;
     abandoned_ = true;
-    done_ = true;
-    if (detached_) release();
+    finished_ = true;
+    if (bits_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) release();
   }
 
   void report_unobserved() noexcept {
@@ -105,13 +145,21 @@ class spawn_state final : public root_hook, public spawn_link {
     frame_pool::deallocate(this, sizeof(spawn_state));
   }
 
+  struct start_item : work_item {
+    spawn_state* owner;
+  };
+  struct finish_item : work_item {
+    spawn_state* owner;
+  };
+
   io_context* ctx_;
   handle_type h_;
-  resume_item start_;   // the task's first step (may still be queued when a join begins)
-  resume_item joiner_;  // the join's wake-up
-  bool done_ = false;
-  bool detached_ = false;
-  bool joined_ = false;
+  start_item start_{{}, this};
+  finish_item finish_{{}, this};
+  resume_item joiner_;
+  io_context* joiner_ctx_ = nullptr;
+  std::atomic<std::uint8_t> bits_{0};
+  bool finished_ = false;
   bool abandoned_ = false;
 };
 
@@ -149,7 +197,7 @@ class [[nodiscard]] join_handle {
   struct awaiter {
     detail::spawn_state<T>* s;
     bool await_ready() const noexcept { return s->done(); }
-    void await_suspend(std::coroutine_handle<> h) noexcept { s->set_joiner(h); }
+    bool await_suspend(std::coroutine_handle<> h) noexcept { return s->set_joiner(h); }
     T await_resume() { return s->take(); }
   };
 

@@ -8,6 +8,7 @@
 #include "tern/net/error.hpp"
 #include "tern/net/tcp.hpp"
 #include "tern/run.hpp"
+#include "tern/runtime.hpp"
 #include "tern/spawn.hpp"
 #include "tern/task.hpp"
 #include "tern/timer.hpp"

@@ -10,12 +10,15 @@
 // - A block is returned with the size it was allocated with (coroutine promises get the frame size back in
 //   operator delete, and every other user knows its size statically).
 // - A block may be freed on another thread than the one that allocated it; it then joins the freeing thread's
-//   lists. Lists are strictly thread-local, so no atomics are needed.
+//   lists. Lists are strictly thread-local, so no atomics are needed. Each list keeps at most max_cached blocks
+//   and hands the rest back to operator delete, so a thread that only consumes what another produces (posts
+//   from a producer thread) does not hoard memory without bound.
 // - Blocks larger than the largest class go straight to operator new/delete.
 // - A thread's cached blocks are released when the thread exits.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 namespace tern::detail {
@@ -25,14 +28,27 @@ class frame_pool {
   static constexpr std::size_t granularity = 64;
   static constexpr std::size_t class_count = 32;  // classes up to 2 KiB
   static constexpr std::size_t max_pooled = granularity * class_count;
+  static constexpr std::uint32_t max_cached = 4096;
+
+  struct free_block {
+    free_block* next;
+  };
+  // Trivially constructible so that thread-local access needs no initialisation guard on the hot path; the
+  // cleanup at thread exit is registered on the first refill instead.
+  struct lists {
+    free_block* heads[class_count];
+    std::uint32_t counts[class_count];
+  };
 
   // Returns a block of at least n bytes aligned for any fundamental type.
   static void* allocate(std::size_t n) {
     if (n > max_pooled) return ::operator new(n);
     std::size_t c = class_of(n);
-    free_block* b = lists_.heads[c];
+    lists& l = local();
+    free_block* b = l.heads[c];
     if (b != nullptr) {
-      lists_.heads[c] = b->next;
+      l.heads[c] = b->next;
+      --l.counts[c];
       return b;
     }
     return refill(c);
@@ -45,26 +61,27 @@ class frame_pool {
       return;
     }
     std::size_t c = class_of(n);
+    lists& l = local();
+    if (l.counts[c] >= max_cached) {
+      ::operator delete(p);
+      return;
+    }
     auto* b = static_cast<free_block*>(p);
-    b->next = lists_.heads[c];
-    lists_.heads[c] = b;
+    b->next = l.heads[c];
+    l.heads[c] = b;
+    ++l.counts[c];
   }
 
  private:
-  struct free_block {
-    free_block* next;
-  };
-  // Trivially constructible so that thread-local access needs no initialisation guard on the hot path; the
-  // cleanup at thread exit is registered on the first refill instead.
-  struct lists {
-    free_block* heads[class_count];
-  };
-
   static constexpr std::size_t class_of(std::size_t n) noexcept { return n == 0 ? 0 : (n - 1) / granularity; }
 
   static void* refill(std::size_t c);  // slow path: registers thread-exit cleanup, then allocates
 
-  static constinit thread_local lists lists_;
+  // The calling thread's lists. Out of line on purpose: these functions are inlined into coroutine bodies, and a
+  // coroutine can resume on another thread (runtime::switch_to). An inlined thread_local access may have its
+  // address computed once and kept across a suspension point, which would then touch the old thread's lists; a
+  // call into another translation unit is made afresh each time.
+  static lists& local() noexcept;
   friend struct frame_pool_cleanup;
 };
 

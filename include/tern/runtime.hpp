@@ -1,0 +1,164 @@
+// tern/runtime.hpp
+//
+// runtime: N worker threads, each running its own io_context (thread-per-core by default).
+//
+// Why one loop per thread: a loop is single-threaded by construction (its run queue, timer wheel and ring need no
+// locks), so adding a core adds a loop instead of adding contention on a shared one. Threads meet only at the
+// loops' remote inboxes: posting, spawning or switching onto another worker is one CAS on its inbox, plus a
+// wake-up only when that worker is parked.
+//
+// Placement rules:
+// - spawn_on(i, t), post_to(i, f) and switch_to(i) choose the worker.
+// - spawn(t) and post(f) let the runtime choose: the calling worker if called on one, else the next worker in
+//   round-robin order.
+// - An I/O object (socket, acceptor, timer) belongs to the loop it was created on and is used only by tasks
+//   running on that loop. A task that holds one stays on its loop; spawn such tasks with spawn(ctx, t) or
+//   spawn_on, never move them with switch_to while an I/O object of the old loop is still in use.
+//
+// Shutdown: shutdown(grace) requests stop on stop_token() (tasks watch it, e.g. an accept loop wrapped in
+// with_stop), lets every worker run until it is out of work or the grace period ends, then stops the loops; tasks
+// still suspended are destroyed with their loops (their destructors run: sockets close, timers disarm).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+#include <future>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tern/detail/work_queue.hpp"
+#include "tern/io_context.hpp"
+#include "tern/spawn.hpp"
+#include "tern/task.hpp"
+
+namespace tern {
+
+struct runtime_options {
+  // Worker threads; 0 means one per online CPU.
+  unsigned threads = 0;
+  // Pin worker i to CPU i modulo the CPU count.
+  bool pin_threads = false;
+  // Backend and ring size of every worker's loop.
+  backend_kind backend = backend_kind::automatic;
+  unsigned ring_entries = 1024;
+  // How long an idle worker keeps polling before it parks (waking a parked vCPU costs tens of microseconds).
+  std::chrono::nanoseconds spin_before_park = std::chrono::microseconds(20);
+};
+
+namespace detail {
+struct switch_awaiter : resume_item {
+  io_context* target;
+  bool await_ready() const noexcept { return io_context::current() == target; }
+  void await_suspend(std::coroutine_handle<> h) noexcept {
+    handle = h;
+    target->enqueue(this);
+  }
+  void await_resume() const noexcept {}
+};
+}  // namespace detail
+
+class runtime {
+ public:
+  // Starts the worker threads.
+  explicit runtime(runtime_options opts = {});
+  // Stops the workers and joins them (no grace period), then destroys their loops.
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  // Number of workers.
+  std::size_t size() const noexcept { return workers_.size(); }
+  // Worker i's loop.
+  io_context& worker(std::size_t i) noexcept { return workers_[i]->ctx; }
+  // Index of the worker running on the calling thread, or size() if the caller is not a worker of this runtime.
+  std::size_t current_worker() const noexcept;
+
+  // Starts t on worker i.
+  template <class T>
+  join_handle<T> spawn_on(std::size_t i, task<T> t) {
+    return tern::spawn(worker(i), std::move(t));
+  }
+  // Starts t on the calling worker, or on the next worker in turn when called from outside the runtime.
+  template <class T>
+  join_handle<T> spawn(task<T> t) {
+    return tern::spawn(pick(), std::move(t));
+  }
+  // Queues f() on worker i.
+  template <class F>
+  void post_to(std::size_t i, F&& f) {
+    worker(i).post(std::forward<F>(f));
+  }
+  // Queues f() on the calling worker, or on the next worker in turn from outside.
+  template <class F>
+  void post(F&& f) {
+    pick().post(std::forward<F>(f));
+  }
+  // Awaitable: continues the calling coroutine on worker i (no suspension if it already runs there).
+  detail::switch_awaiter switch_to(std::size_t i) noexcept {
+    detail::switch_awaiter a;
+    a.target = &worker(i);
+    return a;
+  }
+
+  // Runs t on worker 0 and blocks the calling (non-worker) thread until it finishes; returns its value or
+  // rethrows its exception.
+  template <class T>
+  T block_on(task<T> t);
+
+  // Requested by shutdown(); tasks that serve forever (accept loops) watch it.
+  std::stop_token stop_token() const noexcept { return stop_.get_token(); }
+
+  // Requests stop, lets the workers run until they are out of work or grace has passed, then stops and joins
+  // them. Returns true if every worker ran out of work within the grace period.
+  bool shutdown(std::chrono::nanoseconds grace = std::chrono::seconds(5));
+
+  // Stops every loop at once and joins the threads. Idempotent.
+  void stop() noexcept;
+
+ private:
+  struct worker_state {
+    explicit worker_state(io_context_options o) : ctx(o), guard(ctx) {}
+    io_context ctx;
+    std::optional<io_context::work_guard> guard;  // keeps an idle worker running until shutdown
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+
+  io_context& pick() noexcept;
+  void join_all() noexcept;
+
+  std::vector<std::unique_ptr<worker_state>> workers_;
+  std::atomic<std::size_t> next_{0};
+  std::stop_source stop_;
+  bool joined_ = false;
+};
+
+template <class T>
+T runtime::block_on(task<T> t) {
+  // A std::promise hands the outcome across threads; its shared state outlives whichever side finishes last.
+  std::promise<T> result;
+  std::future<T> done = result.get_future();
+  auto body = [](task<T> inner, std::promise<T> p) -> task<void> {
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await std::move(inner);
+        p.set_value();
+      } else {
+        p.set_value(co_await std::move(inner));
+      }
+    } catch (...) {
+      p.set_exception(std::current_exception());
+    }
+  };
+  spawn_on(0, body(std::move(t), std::move(result))).detach();
+  return done.get();
+}
+
+}  // namespace tern

@@ -1,0 +1,92 @@
+// The runtime's threads: start, placement, shutdown (see runtime.hpp).
+#include "tern/runtime.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+namespace tern {
+
+runtime::runtime(runtime_options opts) {
+  unsigned n = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
+  if (n == 0) n = 1;
+  io_context_options loop_opts;
+  loop_opts.backend = opts.backend;
+  loop_opts.ring_entries = opts.ring_entries;
+  loop_opts.spin_before_park = opts.spin_before_park;
+  workers_.reserve(n);
+  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<worker_state>(loop_opts));
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; ++i) {
+    worker_state& w = *workers_[i];
+    w.thread = std::thread([&w, i, cpus, pin = opts.pin_threads] {
+      if (pin) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(i % cpus, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      }
+      w.ctx.run();
+      w.finished.store(true, std::memory_order_release);
+    });
+  }
+}
+
+runtime::~runtime() {
+  stop();
+  // Every thread is gone: first drop what is queued on every loop (a task switched to another worker may sit in
+  // that worker's queue while its frame belongs to this one), then destroy the loops.
+  for (auto& w : workers_) w->ctx.discard_queued();
+  workers_.clear();
+}
+
+std::size_t runtime::current_worker() const noexcept {
+  io_context* cur = io_context::current();
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    if (&workers_[i]->ctx == cur) return i;
+  }
+  return workers_.size();
+}
+
+io_context& runtime::pick() noexcept {
+  io_context* cur = io_context::current();
+  if (cur != nullptr) {
+    for (auto& w : workers_) {
+      if (&w->ctx == cur) return *cur;
+    }
+  }
+  return workers_[next_.fetch_add(1, std::memory_order_relaxed) % workers_.size()]->ctx;
+}
+
+bool runtime::shutdown(std::chrono::nanoseconds grace) {
+  stop_.request_stop();
+  // Releasing a guard is safe from any thread; each worker's run() now returns once it is out of work.
+  for (auto& w : workers_) w->ctx.post([&w] { w->guard.reset(); });
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  bool drained = true;
+  for (auto& w : workers_) {
+    while (!w->finished.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        drained = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  stop();
+  return drained;
+}
+
+void runtime::stop() noexcept {
+  if (joined_) return;
+  for (auto& w : workers_) w->ctx.stop();
+  join_all();
+}
+
+void runtime::join_all() noexcept {
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+  joined_ = true;
+}
+
+}  // namespace tern

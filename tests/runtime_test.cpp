@@ -1,0 +1,200 @@
+// tern::runtime: placement on workers, cross-thread spawn, join and post, switch_to, block_on, shutdown.
+#include "support.hpp"
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace tern_test;
+
+class runtime_test : public ::testing::TestWithParam<tern::backend_kind> {
+ protected:
+  tern::runtime_options options(unsigned threads = 2) const {
+    tern::runtime_options o;
+    o.threads = threads;
+    o.backend = GetParam();
+    return o;
+  }
+};
+TERN_INSTANTIATE_BACKENDS(runtime_test);
+
+TEST_P(runtime_test, workers_use_the_requested_backend_and_distinct_threads) {
+  tern::runtime rt(options(2));
+  ASSERT_EQ(rt.size(), 2u);
+  std::thread::id ids[2];
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(rt.worker(i).backend(), GetParam());
+    ids[i] = rt.block_on([](tern::runtime& rt, std::size_t i) -> tern::task<std::thread::id> {
+      co_await rt.switch_to(i);
+      EXPECT_EQ(rt.current_worker(), i);
+      co_return std::this_thread::get_id();
+    }(rt, i));
+  }
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_NE(ids[0], std::this_thread::get_id());
+  EXPECT_EQ(rt.current_worker(), rt.size()) << "the test's own thread is not a worker";
+}
+
+TEST_P(runtime_test, block_on_returns_value_and_rethrows) {
+  tern::runtime rt(options(2));
+  EXPECT_EQ(rt.block_on([]() -> tern::task<int> { co_return 42; }()), 42);
+  EXPECT_THROW(rt.block_on([]() -> tern::task<void> {
+                 throw std::runtime_error("boom");
+                 co_return;
+               }()),
+               std::runtime_error);
+}
+
+TEST_P(runtime_test, spawn_on_runs_on_that_worker_and_joins_from_another) {
+  tern::runtime rt(options(2));
+  int result = rt.block_on([](tern::runtime& rt) -> tern::task<int> {
+    // This task runs on worker 0; the child runs on worker 1 and is joined from worker 0.
+    auto child = rt.spawn_on(1, [](tern::runtime& rt) -> tern::task<int> {
+      EXPECT_EQ(rt.current_worker(), 1u);
+      co_await tern::sleep_for(2ms);
+      co_return 7;
+    }(rt));
+    int v = co_await std::move(child);
+    EXPECT_EQ(rt.current_worker(), 0u) << "a join resumes on the joiner's own loop";
+    co_return v;
+  }(rt));
+  EXPECT_EQ(result, 7);
+}
+
+TEST_P(runtime_test, join_of_an_already_finished_task_on_another_worker) {
+  tern::runtime rt(options(2));
+  int result = rt.block_on([](tern::runtime& rt) -> tern::task<int> {
+    auto child = rt.spawn_on(1, []() -> tern::task<int> { co_return 5; }());
+    co_await tern::sleep_for(20ms);  // the child has long finished on worker 1
+    co_return co_await std::move(child);
+  }(rt));
+  EXPECT_EQ(result, 5);
+}
+
+TEST_P(runtime_test, exception_crosses_workers_through_join) {
+  tern::runtime rt(options(2));
+  std::string what = rt.block_on([](tern::runtime& rt) -> tern::task<std::string> {
+    auto child = rt.spawn_on(1, []() -> tern::task<void> {
+      throw std::logic_error("from worker 1");
+      co_return;
+    }());
+    try {
+      co_await std::move(child);
+    } catch (const std::logic_error& e) {
+      co_return e.what();
+    }
+    co_return "no exception";
+  }(rt));
+  EXPECT_EQ(what, "from worker 1");
+}
+
+TEST_P(runtime_test, switch_to_moves_a_coroutine_between_threads) {
+  tern::runtime rt(options(2));
+  auto ids = rt.block_on([](tern::runtime& rt) -> tern::task<std::vector<std::thread::id>> {
+    std::vector<std::thread::id> seen;
+    for (int i = 0; i < 100; ++i) {
+      co_await rt.switch_to(static_cast<std::size_t>(i % 2));
+      EXPECT_EQ(rt.current_worker(), static_cast<std::size_t>(i % 2));
+      seen.push_back(std::this_thread::get_id());
+    }
+    co_return seen;
+  }(rt));
+  std::set<std::thread::id> distinct(ids.begin(), ids.end());
+  EXPECT_EQ(distinct.size(), 2u);
+}
+
+// 1M posts from worker 0 to worker 1: every one runs exactly once, on worker 1.
+TEST_P(runtime_test, a_million_cross_thread_posts_are_delivered_once) {
+  tern::runtime rt(options(2));
+  constexpr int total = 1'000'000;
+  std::atomic<int> ran{0};
+  std::atomic<int> wrong_thread{0};
+  rt.block_on([](tern::runtime& rt, std::atomic<int>& ran, std::atomic<int>& wrong) -> tern::task<void> {
+    for (int i = 0; i < total; ++i) {
+      rt.post_to(1, [&rt, &ran, &wrong] {
+        if (rt.current_worker() != 1) wrong.fetch_add(1, std::memory_order_relaxed);
+        ran.fetch_add(1, std::memory_order_relaxed);
+      });
+      if ((i & 4095) == 0) co_await tern::yield();
+    }
+  }(rt, ran, wrong_thread));
+  const auto deadline = clock_type::now() + 30s;
+  while (ran.load() < total && clock_type::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(ran.load(), total);
+  EXPECT_EQ(wrong_thread.load(), 0);
+}
+
+// Producers on plain threads post to the runtime (round-robin); every post runs exactly once.
+TEST_P(runtime_test, posts_from_outside_threads_are_spread_and_delivered) {
+  tern::runtime rt(options(2));
+  constexpr int producers = 4;
+  constexpr int each = 50'000;
+  std::atomic<int> ran{0};
+  std::atomic<int> on_worker[2] = {0, 0};
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < each; ++i) {
+        rt.post([&] {
+          on_worker[rt.current_worker()].fetch_add(1, std::memory_order_relaxed);
+          ran.fetch_add(1, std::memory_order_relaxed);
+        });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto deadline = clock_type::now() + 30s;
+  while (ran.load() < producers * each && clock_type::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(ran.load(), producers * each);
+  EXPECT_GT(on_worker[0].load(), 0);
+  EXPECT_GT(on_worker[1].load(), 0);
+}
+
+TEST_P(runtime_test, shutdown_drains_finishing_tasks_within_grace) {
+  tern::runtime rt(options(2));
+  std::atomic<int> finished{0};
+  for (int i = 0; i < 100; ++i) {
+    rt.spawn([](std::atomic<int>& finished) -> tern::task<void> {
+      co_await tern::sleep_for(5ms);
+      finished.fetch_add(1);
+    }(finished)).detach();
+  }
+  EXPECT_TRUE(rt.shutdown(10s));
+  EXPECT_EQ(finished.load(), 100);
+}
+
+// A server that watches the runtime's stop token ends its accept loop on shutdown; tasks that would never end
+// are destroyed with their loops after the grace period (ASan checks that nothing leaks).
+TEST_P(runtime_test, shutdown_stops_accept_loops_and_destroys_what_remains) {
+  tern::runtime rt(options(2));
+  std::atomic<bool> accept_loop_ended{false};
+  std::atomic<int> sleepers{0};
+  rt.spawn_on(0, [](tern::runtime& rt, std::atomic<bool>& ended) -> tern::task<void> {
+    tern::net::tcp_acceptor acc(*tern::io_context::current());
+    EXPECT_OK(acc.listen(tern::net::endpoint::loopback_v4(0)));
+    for (;;) {
+      auto [ec, s] = co_await tern::with_stop(acc.accept(), rt.stop_token());
+      if (ec) {
+        EXPECT_EC(ec, std::errc::operation_canceled);
+        break;
+      }
+    }
+    ended = true;
+  }(rt, accept_loop_ended)).detach();
+  for (int i = 0; i < 1000; ++i) {
+    rt.spawn([](std::atomic<int>& sleepers) -> tern::task<void> {
+      sleepers.fetch_add(1);
+      co_await tern::sleep_for(std::chrono::hours(1));
+      ADD_FAILURE() << "an hour-long sleep cannot have finished";
+    }(sleepers)).detach();
+  }
+  const auto deadline = clock_type::now() + 10s;
+  while (sleepers.load() < 1000 && clock_type::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_FALSE(rt.shutdown(100ms)) << "hour-long sleeps cannot drain within the grace period";
+  EXPECT_TRUE(accept_loop_ended.load());
+}
+
+}  // namespace
