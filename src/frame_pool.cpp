@@ -23,10 +23,15 @@ struct frame_pool_cleanup {
   }
 };
 
-void* frame_pool::refill(std::size_t c) {
-  // A thread_local with a destructor is registered on first use; touching it here keeps that cost off the fast path.
+void frame_pool::keep_until_thread_exit() noexcept {
+  // A thread_local with a destructor is registered on first use; touching it here keeps that cost off the fast
+  // path (this runs when a list goes from empty to non-empty, and on refills).
   static thread_local frame_pool_cleanup cleanup;
   cleanup.armed = true;
+}
+
+void* frame_pool::refill(std::size_t c) {
+  keep_until_thread_exit();
   return ::operator new((c + 1) * granularity);
 }
 

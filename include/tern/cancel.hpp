@@ -23,36 +23,21 @@
 #include <utility>
 
 #include "tern/detail/frame_pool.hpp"
+#include "tern/detail/stop_binding.hpp"
 #include "tern/detail/timer_wheel.hpp"
 #include "tern/detail/work_queue.hpp"
 #include "tern/io_context.hpp"
+#include "tern/task.hpp"
 #include "tern/timer.hpp"
 
 namespace tern {
 
-// An awaiter that can be cancelled while suspended.
+// An awaiter that can be cancelled while suspended: cancel() makes it complete soon with operation_canceled;
+// context() is the loop it runs on.
 template <class Op>
-concept cancellable_operation = requires(Op& op, const Op& cop) {
-  { op.await_ready() } -> std::convertible_to<bool>;
-  op.await_resume();
-  op.cancel();
-  { cop.context() } -> std::same_as<io_context&>;
-};
+concept cancellable_operation = detail::cancellable<Op>;
 
 namespace detail {
-
-// Calls op.await_suspend(h) and reports whether the caller stays suspended.
-template <class Op>
-bool suspend_on(Op& op, std::coroutine_handle<> h) {
-  using R = decltype(op.await_suspend(h));
-  if constexpr (std::is_void_v<R>) {
-    op.await_suspend(h);
-    return true;
-  } else {
-    static_assert(std::is_same_v<R, bool>, "operations suspend with void or bool");
-    return op.await_suspend(h);
-  }
-}
 
 // Rewrites a cancellation into another error (timed_out), leaving every other result alone.
 inline void replace_canceled(std::error_code& ec, std::errc with) noexcept {
@@ -111,81 +96,64 @@ class timeout_awaiter : private timer_node {
   bool timed_out_ = false;
 };
 
-template <class Op>
-class stop_awaiter {
- public:
-  stop_awaiter(Op op, std::stop_token token) noexcept(std::is_nothrow_move_constructible_v<Op>)
-      : op_(std::move(op)), token_(std::move(token)) {}
-  stop_awaiter(const stop_awaiter& o) : op_(o.op_), token_(o.token_) {}
-  stop_awaiter& operator=(const stop_awaiter&) = delete;
-  ~stop_awaiter() { unregister(); }
+}  // namespace detail
 
-  bool await_ready() { return op_.await_ready(); }
-  bool await_suspend(std::coroutine_handle<> h) {
-    if (!suspend_on(op_, h)) return false;
-    if (token_.stop_possible()) registration_.emplace(token_, on_stop{this});  // runs at once if already stopped
-    return true;
+namespace detail {
+// A wheel node that requests stop on a source when it fires (with_timeout on a task).
+struct stop_timer : timer_node {
+  std::stop_source* source = nullptr;
+  bool fired = false;
+  static void on_fire(timer_node* n) noexcept {
+    auto* self = static_cast<stop_timer*>(n);
+    self->fired = true;
+    self->source->request_stop();
   }
-  auto await_resume() {
-    unregister();
-    return op_.await_resume();
-  }
-  void cancel() noexcept { op_.cancel(); }
-  io_context& context() const noexcept { return op_.context(); }
-
- private:
-  // A cancellation sent from another thread: it owns itself and finds its target only while the target lives.
-  struct remote_cancel final : work_item {
-    stop_awaiter* target;
-    explicit remote_cancel(stop_awaiter* t) noexcept : target(t) {
-      run = &invoke;
-      discard = &drop;
-    }
-    static void invoke(work_item* w) {
-      auto* self = static_cast<remote_cancel*>(w);
-      if (self->target != nullptr) {
-        self->target->remote_ = nullptr;
-        self->target->op_.cancel();
-      }
-      drop(w);
-    }
-    static void drop(work_item* w) noexcept {
-      auto* self = static_cast<remote_cancel*>(w);
-      self->~remote_cancel();
-      frame_pool::deallocate(self, sizeof(remote_cancel));
-    }
-  };
-
-  struct on_stop {
-    stop_awaiter* self;
-    void operator()() const noexcept {
-      io_context& ctx = self->op_.context();
-      if (io_context::current() == &ctx) {
-        self->op_.cancel();
-      } else {
-        auto* item = ::new (frame_pool::allocate(sizeof(remote_cancel))) remote_cancel(self);
-        self->remote_ = item;
-        ctx.enqueue(item);
-      }
-    }
-  };
-
-  void unregister() noexcept {
-    // Destroying the callback waits for one running on another thread, so remote_ is settled afterwards.
-    registration_.reset();
-    if (remote_ != nullptr) {
-      remote_->target = nullptr;
-      remote_ = nullptr;
-    }
-  }
-
-  Op op_;
-  std::stop_token token_;
-  std::optional<std::stop_callback<on_stop>> registration_;
-  remote_cancel* remote_ = nullptr;
 };
 
+template <class T>
+concept has_error_code = std::is_same_v<T, std::error_code> || requires(T& r) {
+  { r.ec } -> std::same_as<std::error_code&>;
+};
 }  // namespace detail
+
+// A task with a deadline: when d passes, every operation the task (and the tasks it awaits) is suspended on is
+// cancelled, so the task unwinds through its own error handling. If its result is an error_code or carries one
+// (io_result), operation_canceled caused by the deadline becomes std::errc::timed_out. Stops of the calling task
+// reach it too. Costs one std::stop_source (one allocation) per call.
+template <class T>
+task<T> with_timeout(task<T> t, clock::duration d) {
+  const std::stop_token* parent = co_await current_stop_token();
+  std::stop_source source;
+  struct forward_stop {
+    std::stop_source* source;
+    void operator()() const noexcept { source->request_stop(); }
+  };
+  std::optional<std::stop_callback<forward_stop>> link;
+  if (parent != nullptr && parent->stop_possible()) link.emplace(*parent, forward_stop{&source});
+  const std::stop_token token = source.get_token();
+  io_context& ctx = *io_context::current();
+  detail::stop_timer deadline;
+  deadline.deadline_ns = detail::deadline_after(d);
+  deadline.fire = &detail::stop_timer::on_fire;
+  deadline.source = &source;
+  if (!ctx.timers().insert(&deadline)) deadline.fire(&deadline);
+  struct disarm {
+    io_context& ctx;
+    detail::stop_timer& node;
+    ~disarm() {
+      if (node.linked()) ctx.timers().remove(&node);
+    }
+  } guard{ctx, deadline};
+  if constexpr (std::is_void_v<T>) {
+    co_await detail::await_with_token<T>{t, &token};
+  } else {
+    T result = co_await detail::await_with_token<T>{t, &token};
+    if constexpr (detail::has_error_code<T>) {
+      if (deadline.fired) detail::replace_canceled(result, std::errc::timed_out);
+    }
+    co_return result;
+  }
+}
 
 // Awaitable: op with a deadline d from now; on expiry op is cancelled and reports std::errc::timed_out.
 template <cancellable_operation Op>
@@ -201,8 +169,8 @@ detail::timeout_awaiter<std::decay_t<Op>> with_deadline(Op&& op, clock::time_poi
 
 // Awaitable: op that a stop request on token cancels (it then reports operation_canceled).
 template <cancellable_operation Op>
-detail::stop_awaiter<std::decay_t<Op>> with_stop(Op&& op, std::stop_token token) {
-  return {std::forward<Op>(op), std::move(token)};
+detail::stop_binding<std::decay_t<Op>, std::stop_token> with_stop(Op&& op, std::stop_token token) {
+  return {std::decay_t<Op>(std::forward<Op>(op)), std::move(token)};
 }
 
 }  // namespace tern

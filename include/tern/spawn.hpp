@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <stop_token>
 #include <stdexcept>
 #include <utility>
 
@@ -42,9 +43,13 @@ class spawn_state final : public root_hook, public spawn_link {
 
   // Queues the task's first step on ctx. Any thread: the state joins ctx's list of spawned tasks only when that
   // first step runs, on ctx's own thread.
-  static spawn_state* create(io_context& ctx, handle_type h) {
+  static spawn_state* create(io_context& ctx, handle_type h, std::stop_token token = {}) {
     auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h);
     h.promise().set_root(s);
+    if (token.stop_possible()) {
+      s->token_ = std::move(token);
+      h.promise().set_stop_token(&s->token_);
+    }
     ctx.enqueue(&s->start_);
     return s;
   }
@@ -158,6 +163,7 @@ class spawn_state final : public root_hook, public spawn_link {
   finish_item finish_{{}, this};
   resume_item joiner_;
   io_context* joiner_ctx_ = nullptr;
+  std::stop_token token_;  // the root task's stop token, if it was spawned with one
   std::atomic<std::uint8_t> bits_{0};
   bool finished_ = false;
   bool abandoned_ = false;
@@ -217,6 +223,13 @@ template <class T>
 join_handle<T> spawn(io_context& ctx, task<T> t) {
   if (!t.valid()) throw std::invalid_argument("tern::spawn: empty task");
   return join_handle<T>(detail::spawn_state<T>::create(ctx, t.release()));
+}
+
+// Starts t on ctx under a stop token: a stop request cancels what the task (and every task it awaits) waits on.
+template <class T>
+join_handle<T> spawn(io_context& ctx, task<T> t, std::stop_token token) {
+  if (!t.valid()) throw std::invalid_argument("tern::spawn: empty task");
+  return join_handle<T>(detail::spawn_state<T>::create(ctx, t.release(), std::move(token)));
 }
 
 // Starts t on the loop running on this thread.

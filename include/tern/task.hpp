@@ -8,6 +8,12 @@
 // or the exception is stored in the promise and handed to the awaiter by await_resume.
 //
 // A task is move-only and owns its frame: destroying a task that has not finished destroys the suspended frame.
+//
+// Cancellation reaches a task through a stop token: a task awaited by another inherits its parent's token, and
+// every cancellable operation a task awaits (socket operations, timer waits, sync primitives) is bound to that
+// token while it is suspended (await_transform), so a stop request makes the operation complete with
+// operation_canceled and the task unwinds through its ordinary error handling. Root tokens come from spawn,
+// task_group, when_any and with_timeout on tasks; a task without one pays a null check per await.
 // A task can also become the root of a spawned coroutine (see spawn.hpp); then final_suspend notifies its
 // spawn_state instead of resuming an awaiter.
 #pragma once
@@ -19,6 +25,7 @@
 #include <utility>
 
 #include "tern/detail/frame_pool.hpp"
+#include "tern/detail/stop_binding.hpp"
 
 namespace tern {
 
@@ -34,6 +41,11 @@ struct root_hook {
  protected:
   ~root_hook() = default;
 };
+
+template <class T>
+struct is_task : std::false_type {};
+template <class T>
+struct is_task<task<T>> : std::true_type {};
 
 class promise_base : public pooled_frame {
  public:
@@ -53,7 +65,23 @@ class promise_base : public pooled_frame {
   final_awaiter final_suspend() const noexcept { return {}; }
   void unhandled_exception() noexcept { exception_ = std::current_exception(); }
 
+  template <class A>
+  decltype(auto) await_transform(A&& a) noexcept(!cancellable<std::remove_cvref_t<A>>) {
+    using D = std::remove_cvref_t<A>;
+    if constexpr (is_task<D>::value) {
+      if (a.handle()) a.handle().promise().stop_ = stop_;
+      return std::forward<A>(a);
+    } else if constexpr (cancellable<D>) {
+      return stop_binding<A&&, const std::stop_token*>(std::forward<A>(a), stop_);
+    } else {
+      return std::forward<A>(a);
+    }
+  }
+
   void set_continuation(std::coroutine_handle<> c) noexcept { continuation_ = c; }
+  // The token this task and the tasks it awaits watch (null: none). The token must outlive the task.
+  void set_stop_token(const std::stop_token* t) noexcept { stop_ = t; }
+  const std::stop_token* stop_token() const noexcept { return stop_; }
   void set_root(root_hook* r) noexcept { root_ = r; }
   const std::exception_ptr& exception() const noexcept { return exception_; }
 
@@ -64,6 +92,7 @@ class promise_base : public pooled_frame {
 
   std::coroutine_handle<> continuation_;
   root_hook* root_ = nullptr;
+  const std::stop_token* stop_ = nullptr;
   std::exception_ptr exception_;
 };
 
@@ -157,6 +186,37 @@ class [[nodiscard]] task {
 
   handle_type h_;
 };
+
+namespace detail {
+// Awaiting this from a task yields the task's stop token (null if it has none) without suspending.
+struct stop_token_query {
+  const std::stop_token* token = nullptr;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    token = h.promise().stop_token();
+    return false;
+  }
+  const std::stop_token* await_resume() const noexcept { return token; }
+};
+
+// Awaits a task under a given stop token instead of the awaiting task's own.
+template <class T>
+struct await_with_token {
+  task<T>& t;
+  const std::stop_token* token;
+  bool await_ready() const noexcept { return !t.handle() || t.handle().done(); }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+    t.handle().promise().set_stop_token(token);
+    t.handle().promise().set_continuation(awaiting);
+    return t.handle();
+  }
+  T await_resume() { return t.handle().promise().take(); }
+};
+}  // namespace detail
+
+// Awaitable, in a task: the task's stop token, or nullptr when nothing can cancel it.
+inline detail::stop_token_query current_stop_token() noexcept { return {}; }
 
 namespace detail {
 template <class T>

@@ -11,5 +11,6 @@
 #include "tern/runtime.hpp"
 #include "tern/spawn.hpp"
 #include "tern/task.hpp"
+#include "tern/task_group.hpp"
 #include "tern/timer.hpp"
 #include "tern/yield.hpp"

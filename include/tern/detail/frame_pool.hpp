@@ -10,7 +10,7 @@
 // - A block is returned with the size it was allocated with (coroutine promises get the frame size back in
 //   operator delete, and every other user knows its size statically).
 // - A block may be freed on another thread than the one that allocated it; it then joins the freeing thread's
-//   lists. Lists are strictly thread-local, so no atomics are needed. Each list keeps at most max_cached blocks
+//   lists. Lists are strictly thread-local, so no atomics are needed. Each list keeps at most max_cached_bytes
 //   and hands the rest back to operator delete, so a thread that only consumes what another produces (posts
 //   from a producer thread) does not hoard memory without bound.
 // - Blocks larger than the largest class go straight to operator new/delete.
@@ -28,7 +28,12 @@ class frame_pool {
   static constexpr std::size_t granularity = 64;
   static constexpr std::size_t class_count = 32;  // classes up to 2 KiB
   static constexpr std::size_t max_pooled = granularity * class_count;
-  static constexpr std::uint32_t max_cached = 4096;
+  // Each size class caches at most this many bytes per thread (a burst of a million short tasks is still served
+  // from the pool the next time; a consumer thread's hoard stays bounded).
+  static constexpr std::size_t max_cached_bytes = std::size_t{32} << 20;
+  static constexpr std::uint32_t max_cached(std::size_t c) noexcept {
+    return static_cast<std::uint32_t>(max_cached_bytes / ((c + 1) * granularity));
+  }
 
   struct free_block {
     free_block* next;
@@ -62,10 +67,11 @@ class frame_pool {
     }
     std::size_t c = class_of(n);
     lists& l = local();
-    if (l.counts[c] >= max_cached) {
+    if (l.counts[c] >= max_cached(c)) {
       ::operator delete(p);
       return;
     }
+    if (l.counts[c] == 0) keep_until_thread_exit();  // a thread may only ever free (blocks posted to it)
     auto* b = static_cast<free_block*>(p);
     b->next = l.heads[c];
     l.heads[c] = b;
@@ -76,6 +82,7 @@ class frame_pool {
   static constexpr std::size_t class_of(std::size_t n) noexcept { return n == 0 ? 0 : (n - 1) / granularity; }
 
   static void* refill(std::size_t c);  // slow path: registers thread-exit cleanup, then allocates
+  static void keep_until_thread_exit() noexcept;  // registers the thread-exit cleanup
 
   // The calling thread's lists. Out of line on purpose: these functions are inlined into coroutine bodies, and a
   // coroutine can resume on another thread (runtime::switch_to). An inlined thread_local access may have its

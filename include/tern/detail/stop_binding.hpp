@@ -1,0 +1,131 @@
+// tern/detail/stop_binding.hpp
+//
+// Ties a cancellable operation to a std::stop_token for as long as the operation is suspended.
+//
+// Used twice: by with_stop(op, token), and by every task, whose promise wraps each cancellable operation it awaits
+// in a binding to the task's own stop token (inherited from its parent, set by task_group, when_any and
+// with_timeout on tasks). The registration exists only while suspended, and only if the token can be stopped, so
+// a task without a token pays one null check per await.
+//
+// A stop request may come from any thread, but cancel() must run on the operation's loop: on that loop's thread
+// the callback cancels directly; from elsewhere it sends a small self-owning item through the loop's inbox. The
+// item finds its target only while the target lives: destroying the stop_callback waits for a callback running
+// on another thread, after which the binding can safely detach a pending item.
+#pragma once
+
+#include <concepts>
+#include <coroutine>
+#include <new>
+#include <optional>
+#include <stop_token>
+#include <type_traits>
+#include <utility>
+
+#include "tern/detail/frame_pool.hpp"
+#include "tern/detail/work_queue.hpp"
+#include "tern/io_context.hpp"
+
+namespace tern::detail {
+
+// An awaiter that can be cancelled while suspended: cancel() makes it complete soon with operation_canceled;
+// context() is the loop it runs on.
+template <class Op>
+concept cancellable = requires(Op& op, const Op& cop) {
+  { op.await_ready() } -> std::convertible_to<bool>;
+  op.await_resume();
+  op.cancel();
+  { cop.context() } -> std::same_as<io_context&>;
+};
+
+// Calls op.await_suspend(h) and reports whether the caller stays suspended.
+template <class Op>
+bool suspend_on(Op& op, std::coroutine_handle<> h) {
+  using R = decltype(op.await_suspend(h));
+  if constexpr (std::is_void_v<R>) {
+    op.await_suspend(h);
+    return true;
+  } else {
+    static_assert(std::is_same_v<R, bool>, "operations suspend with void or bool");
+    return op.await_suspend(h);
+  }
+}
+
+inline const std::stop_token* token_ptr(const std::stop_token& t) noexcept { return &t; }
+inline const std::stop_token* token_ptr(const std::stop_token* t) noexcept { return t; }
+
+// Op is the operation (a value) or a reference to it; Token is a std::stop_token held by value or a pointer to
+// one (possibly null).
+template <class Op, class Token>
+class stop_binding {
+ public:
+  stop_binding(Op&& op, Token token) noexcept(std::is_nothrow_constructible_v<Op, Op&&>)
+      : op_(std::forward<Op>(op)), token_(std::move(token)) {}
+  stop_binding(const stop_binding& o) : op_(o.op_), token_(o.token_) {}
+  stop_binding& operator=(const stop_binding&) = delete;
+  ~stop_binding() { unregister(); }
+
+  bool await_ready() { return op_.await_ready(); }
+  bool await_suspend(std::coroutine_handle<> h) {
+    if (!suspend_on(op_, h)) return false;
+    const std::stop_token* t = token_ptr(token_);
+    if (t != nullptr && t->stop_possible()) registration_.emplace(*t, on_stop{this});  // runs now if stopped
+    return true;
+  }
+  decltype(auto) await_resume() {
+    unregister();
+    return op_.await_resume();
+  }
+  void cancel() noexcept { op_.cancel(); }
+  io_context& context() const noexcept { return op_.context(); }
+
+ private:
+  struct remote_cancel final : work_item {
+    stop_binding* target;
+    explicit remote_cancel(stop_binding* t) noexcept : target(t) {
+      run = &invoke;
+      discard = &drop;
+    }
+    static void invoke(work_item* w) {
+      auto* self = static_cast<remote_cancel*>(w);
+      if (self->target != nullptr) {
+        self->target->remote_ = nullptr;
+        self->target->op_.cancel();
+      }
+      drop(w);
+    }
+    static void drop(work_item* w) noexcept {
+      auto* self = static_cast<remote_cancel*>(w);
+      self->~remote_cancel();
+      frame_pool::deallocate(self, sizeof(remote_cancel));
+    }
+  };
+
+  struct on_stop {
+    stop_binding* self;
+    void operator()() const noexcept {
+      io_context& ctx = self->op_.context();
+      if (io_context::current() == &ctx) {
+        self->op_.cancel();
+      } else {
+        auto* item = ::new (frame_pool::allocate(sizeof(remote_cancel))) remote_cancel(self);
+        self->remote_ = item;
+        ctx.enqueue(item);
+      }
+    }
+  };
+
+  void unregister() noexcept {
+    registration_.reset();  // waits for a callback running on another thread
+    if (remote_ != nullptr) {
+      remote_->target = nullptr;
+      remote_ = nullptr;
+    }
+  }
+
+  Op op_;
+  Token token_;
+  std::optional<std::stop_callback<on_stop>> registration_;
+  remote_cancel* remote_ = nullptr;
+};
+
+}  // namespace tern::detail
