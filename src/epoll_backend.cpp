@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <ctime>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -139,12 +140,21 @@ class epoll_backend final : public backend {
         case op_code::accept:
           r = errno_result(::accept4(fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
           break;
+        case op_code::poll_in: r = retry ? POLLIN : readable_now(fd); break;
         case op_code::connect:
           r = retry ? connect_result(fd) : errno_result(::connect(fd, static_cast<const sockaddr*>(op.buf), op.len));
           break;
       }
       if (r != -EINTR) return r;
     }
+  }
+
+  // An edge may have passed before the op started: ask once, without waiting.
+  static int readable_now(int fd) noexcept {
+    pollfd p{fd, POLLIN, 0};
+    int n = ::poll(&p, 1, 0);
+    if (n < 0) return -errno;
+    return n > 0 ? POLLIN : -EAGAIN;
   }
 
   static int connect_result(int fd) noexcept {

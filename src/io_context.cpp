@@ -306,11 +306,7 @@ detail::descriptor* io_context::open_descriptor(int fd) {
 
 void io_context::close_descriptor(detail::descriptor* d) noexcept {
   if (d->has_pending()) {
-    for (detail::io_op* op = d->pending_head; op != nullptr;) {
-      detail::io_op* next = op->next_pending;  // an epoll cancel unlinks op at once
-      cancel(*op);
-      op = next;
-    }
+    cancel_pending(d);
     backend_->before_close(*d);
   }
   ::close(d->fd);
@@ -319,6 +315,15 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
     d->closing = true;  // recycled by complete() when the last operation finishes
   } else {
     free_descriptor(d);
+  }
+}
+
+void io_context::cancel_pending(detail::descriptor* d) noexcept {
+  if (d == nullptr) return;
+  for (detail::io_op* op = d->pending_head; op != nullptr;) {
+    detail::io_op* next = op->next_pending;  // an epoll cancel unlinks op at once
+    cancel(*op);
+    op = next;
   }
 }
 

@@ -86,6 +86,7 @@ class io_uring_backend final : public backend {
         break;
       case op_code::read: io_uring_prep_read(sqe, fd, op.buf, op.len, -1); break;
       case op_code::write: io_uring_prep_write(sqe, fd, op.buf, op.len, -1); break;
+      case op_code::poll_in: io_uring_prep_poll_add(sqe, fd, POLLIN); break;
     }
     io_uring_sqe_set_data(sqe, &op);
     ++in_flight_;

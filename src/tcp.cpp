@@ -32,15 +32,6 @@ io_result<tern::detail::descriptor*> adopt(io_context& ctx, int fd) noexcept {
   }
 }
 
-void cancel_all(io_context& ctx, tern::detail::descriptor* d) noexcept {
-  if (d == nullptr) return;
-  for (tern::detail::io_op* op = d->pending_head; op != nullptr;) {
-    tern::detail::io_op* next = op->next_pending;
-    ctx.cancel(*op);
-    op = next;
-  }
-}
-
 io_result<endpoint> name_of(int fd, bool peer) noexcept {
   if (fd < 0) return {std::make_error_code(std::errc::bad_file_descriptor), {}};
   sockaddr_storage ss{};
@@ -146,7 +137,7 @@ void tcp_socket::close() noexcept {
   if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
 }
 
-void tcp_socket::cancel() noexcept { cancel_all(*ctx_, desc_); }
+void tcp_socket::cancel() noexcept { ctx_->cancel_pending(desc_); }
 
 std::error_code tcp_socket::set_option(int level, int name, int value) noexcept {
   if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
@@ -204,7 +195,7 @@ void tcp_acceptor::close() noexcept {
   if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
 }
 
-void tcp_acceptor::cancel() noexcept { cancel_all(*ctx_, desc_); }
+void tcp_acceptor::cancel() noexcept { ctx_->cancel_pending(desc_); }
 
 // ---- free functions ----
 

@@ -206,6 +206,8 @@ class io_context {
   }
   detail::descriptor* open_descriptor(int fd);
   void close_descriptor(detail::descriptor* d) noexcept;
+  // Requests cancellation of every pending operation on d (null: nothing).
+  void cancel_pending(detail::descriptor* d) noexcept;
   void report_exception(std::exception_ptr e) noexcept;
   void link_spawned(detail::spawn_link* s) noexcept;
   void unlink_spawned(detail::spawn_link* s) noexcept;

@@ -9,6 +9,7 @@
 #include "tern/net/tcp.hpp"
 #include "tern/run.hpp"
 #include "tern/runtime.hpp"
+#include "tern/signal.hpp"
 #include "tern/spawn.hpp"
 #include "tern/task.hpp"
 #include "tern/task_group.hpp"

@@ -24,11 +24,13 @@ class io_context;
 
 namespace tern::detail {
 
-enum class op_code : std::uint8_t { recv, send, accept, connect, read, write };
+// poll_in waits until the fd is readable and reads nothing (for fds that must be read on the loop's own thread,
+// such as a signalfd, whose read sees only the reading thread's signals).
+enum class op_code : std::uint8_t { recv, send, accept, connect, read, write, poll_in };
 
 // Which readiness an operation waits for under epoll.
 inline bool waits_for_input(op_code c) noexcept {
-  return c == op_code::recv || c == op_code::accept || c == op_code::read;
+  return c == op_code::recv || c == op_code::accept || c == op_code::read || c == op_code::poll_in;
 }
 
 struct descriptor;
