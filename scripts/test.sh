@@ -3,7 +3,8 @@
 #   release  clang-16, Release
 #   asan     clang-16, -O1, AddressSanitizer + UndefinedBehaviorSanitizer
 #   gcc      g++-12, -O2
-# TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json, e.g. tsan).
+#   tsan     clang-16, -O1, ThreadSanitizer (the runtime's threads, cross-thread wake-ups, sync primitives)
+# TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,7 +14,7 @@ bash scripts/setup-deps.sh
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 
-read -r -a presets <<<"${TERN_TEST_PRESETS:-release asan gcc}"
+read -r -a presets <<<"${TERN_TEST_PRESETS:-release asan gcc tsan}"
 if ((${#presets[@]} == 0)); then
   echo "test.sh: TERN_TEST_PRESETS names no preset" >&2
   exit 2

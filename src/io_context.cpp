@@ -105,13 +105,13 @@ io_context::~io_context() {
 
 void io_context::discard_queued() noexcept {
   inbox_.drain_into(run_queue_);
-  while (detail::work_item* w = run_queue_.pop_front()) {
+  while (detail::work_item* w = next_ready()) {
     if (w->discard != nullptr) w->discard(w);
   }
 }
 
 bool io_context::has_work() const noexcept {
-  return !run_queue_.empty() || pending_ops_ != 0 || timers_.size() != 0 ||
+  return !ready_empty() || pending_ops_ != 0 || timers_.size() != 0 ||
          guards_.load(std::memory_order_relaxed) != 0 || inbox_.maybe_nonempty();
 }
 
@@ -129,7 +129,7 @@ std::size_t io_context::run_loop(const bool* done) {
     inbox_.drain_into(run_queue_);
     std::size_t ran = 0;
     while (ran < batch_limit) {
-      detail::work_item* w = run_queue_.pop_front();
+      detail::work_item* w = next_ready();
       if (w == nullptr) break;
       ++ran;
       w->run(w);
@@ -137,6 +137,7 @@ std::size_t io_context::run_loop(const bool* done) {
     }
     n += ran;
     if (stopped() || *done) break;
+    if (group_ != nullptr && shared_count_ > 1) share_with_idle_workers();
     if (!has_work()) break;
     poll_io(true);
   }
@@ -147,7 +148,7 @@ std::size_t io_context::run_one() {
   scope s(this);
   while (!stopped()) {
     inbox_.drain_into(run_queue_);
-    if (detail::work_item* w = run_queue_.pop_front()) {
+    if (detail::work_item* w = next_ready()) {
       w->run(w);
       return 1;
     }
@@ -164,6 +165,7 @@ std::size_t io_context::poll() {
   inbox_.drain_into(run_queue_);
   // Only what is ready now: items queued by these handlers wait for the next call.
   detail::work_queue ready = std::exchange(run_queue_, detail::work_queue{});
+  while (detail::work_item* w = pop_shared()) ready.push_back(w);
   std::size_t n = 0;
   while (detail::work_item* w = ready.pop_front()) {
     ++n;
@@ -191,10 +193,11 @@ std::int64_t io_context::timer_timeout_ns() const noexcept {
 
 void io_context::poll_io(bool may_block) {
   const bool has_timers = timers_.size() != 0;
-  if (!may_block || !run_queue_.empty()) {
+  if (!may_block || !ready_empty()) {
     if (backend_->busy()) backend_->poll(0);
   } else {
     std::int64_t timeout = has_timers ? timer_timeout_ns() : -1;
+    if (group_ != nullptr) group_->set_idle(group_index_, true);
     if (timeout != 0 && spin_ns_ != 0) {
       if (spin(timeout)) {
         timeout = 0;
@@ -213,11 +216,40 @@ void io_context::poll_io(bool may_block) {
     }
     if (timeout != 0 || backend_->busy()) backend_->poll(timeout);
     sleeping_.store(false, std::memory_order_relaxed);
+    if (group_ != nullptr) group_->set_idle(group_index_, false);
   }
   if (has_timers) {
     loop_time_ns_ = now_ns();
     timers_.advance(loop_time_ns_);
   }
+}
+
+detail::work_item* io_context::pop_shared() noexcept {
+  detail::work_item* w = shared_queue_.pop_front();
+  if (w != nullptr) --shared_count_;
+  return w;
+}
+
+void io_context::join_share_group(detail::share_group* g, unsigned index) noexcept {
+  group_ = g;
+  group_index_ = index;
+}
+
+void io_context::share_with_idle_workers() noexcept {
+  if (!group_->any_idle()) return;
+  io_context* target = group_->claim_idle(group_index_);
+  if (target == nullptr) return;
+  // Give away half of the shareable work, oldest first, in one push onto the target's inbox.
+  std::size_t give = shared_count_ / 2;
+  detail::work_item* newest = nullptr;
+  detail::work_item* oldest = nullptr;
+  for (std::size_t i = 0; i < give; ++i) {
+    detail::work_item* w = pop_shared();
+    w->next = newest;  // the inbox is a stack: newest first; draining reverses it back to FIFO
+    newest = w;
+    if (oldest == nullptr) oldest = w;
+  }
+  target->enqueue_remote_chain(newest, oldest);
 }
 
 bool io_context::spin(std::int64_t limit_ns) {
@@ -228,7 +260,7 @@ bool io_context::spin(std::int64_t limit_ns) {
     if (inbox_.maybe_nonempty() || stopped()) return true;
     if (backend_->busy()) {
       backend_->poll(0);
-      if (!run_queue_.empty()) return true;
+      if (!ready_empty()) return true;
     }
     // The clock costs as much as a few polls of the inbox; look at it every eighth round.
     if ((i & 7) == 0 && now_ns() >= until) return false;
@@ -240,6 +272,11 @@ bool io_context::spin(std::int64_t limit_ns) {
 
 void io_context::enqueue_remote(detail::work_item* w) noexcept {
   inbox_.push(w);
+  wake_if_sleeping();
+}
+
+void io_context::enqueue_remote_chain(detail::work_item* newest, detail::work_item* oldest) noexcept {
+  inbox_.push_chain(newest, oldest);
   wake_if_sleeping();
 }
 

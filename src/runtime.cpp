@@ -6,6 +6,33 @@
 
 namespace tern {
 
+namespace detail {
+
+void share_group::set_idle(unsigned i, bool idle) noexcept {
+  if (idle_flag(i).exchange(idle, std::memory_order_acq_rel) != idle) {
+    if (idle) {
+      idle_count_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      idle_count_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+io_context* share_group::claim_idle(unsigned self) noexcept {
+  const unsigned n = member_count();
+  for (unsigned k = 1; k < n; ++k) {
+    unsigned i = (self + k) % n;  // start after self, so donors spread over the idle workers
+    std::atomic<bool>& flag = idle_flag(i);
+    if (flag.load(std::memory_order_relaxed) && flag.exchange(false, std::memory_order_acq_rel)) {
+      idle_count_.fetch_sub(1, std::memory_order_relaxed);
+      return member(i);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace detail
+
 runtime::runtime(runtime_options opts) {
   unsigned n = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
   if (n == 0) n = 1;
@@ -14,7 +41,10 @@ runtime::runtime(runtime_options opts) {
   loop_opts.ring_entries = opts.ring_entries;
   loop_opts.spin_before_park = opts.spin_before_park;
   workers_.reserve(n);
-  for (unsigned i = 0; i < n; ++i) workers_.push_back(std::make_unique<worker_state>(loop_opts));
+  for (unsigned i = 0; i < n; ++i) {
+    workers_.push_back(std::make_unique<worker_state>(loop_opts));
+    workers_.back()->ctx.join_share_group(this, i);
+  }
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < n; ++i) {
     worker_state& w = *workers_[i];

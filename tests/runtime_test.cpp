@@ -198,3 +198,61 @@ TEST_P(runtime_test, shutdown_stops_accept_loops_and_destroys_what_remains) {
 }
 
 }  // namespace
+
+namespace {
+
+// Shareable work piled on one worker spreads to the idle one: 100 chains start on worker 0 and re-post
+// themselves through runtime::post (which keeps them on the worker that runs them); worker 1 only gets work by
+// taking it over.
+TEST_P(runtime_test, an_idle_worker_takes_over_shareable_work) {
+  tern::runtime rt(options(2));
+  constexpr int chains = 100;
+  constexpr int steps = 2000;
+  std::atomic<int> ran_on[2] = {0, 0};
+  std::atomic<int> finished{0};
+  struct chain {
+    tern::runtime* rt;
+    std::atomic<int>* ran_on;
+    std::atomic<int>* finished;
+    int left;
+    void operator()() {
+      ran_on[rt->current_worker()].fetch_add(1, std::memory_order_relaxed);
+      volatile int spin = 0;
+      for (int i = 0; i < 200; ++i) spin = spin + i;  // a little work per step
+      if (--left > 0) {
+        rt->post(*this);
+      } else {
+        finished->fetch_add(1);
+      }
+    }
+  };
+  rt.post_to(0, [&] {
+    for (int i = 0; i < chains; ++i) rt.post(chain{&rt, ran_on, &finished, steps});
+  });
+  const auto deadline = clock_type::now() + 60s;
+  while (finished.load() < chains && clock_type::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(finished.load(), chains);
+  EXPECT_EQ(ran_on[0].load() + ran_on[1].load(), chains * steps) << "every step ran exactly once";
+  EXPECT_GT(ran_on[1].load(), chains * steps / 10) << "worker 1 took over part of the work";
+}
+
+// A task spawned with runtime::spawn may start on the idle worker; it then belongs there (joins still work).
+TEST_P(runtime_test, shareable_spawns_complete_wherever_they_start) {
+  tern::runtime rt(options(2));
+  int total = rt.block_on([](tern::runtime& rt) -> tern::task<int> {
+    std::vector<tern::join_handle<int>> hs;
+    for (int i = 0; i < 1000; ++i) {
+      hs.push_back(rt.spawn([](int i) -> tern::task<int> {
+        co_await tern::yield();
+        co_await tern::sleep_for(std::chrono::microseconds(50));
+        co_return i;
+      }(i)));
+    }
+    int sum = 0;
+    for (auto& h : hs) sum += co_await std::move(h);
+    co_return sum;
+  }(rt));
+  EXPECT_EQ(total, 999 * 1000 / 2);
+}
+
+}  // namespace

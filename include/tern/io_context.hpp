@@ -56,6 +56,27 @@ struct io_context_options {
 };
 
 namespace detail {
+// The loops of one runtime, as far as sharing work is concerned: which of them are idle. Implemented by runtime.
+class share_group {
+ public:
+  // Any idle member at all (one relaxed load: checked once per loop turn by busy members).
+  bool any_idle() const noexcept { return idle_count_.load(std::memory_order_relaxed) != 0; }
+  // Marks member i idle or busy (from member i's thread).
+  void set_idle(unsigned i, bool idle) noexcept;
+  // Claims an idle member other than self (clears its idle mark), or returns null.
+  io_context* claim_idle(unsigned self) noexcept;
+
+ protected:
+  share_group() = default;
+  ~share_group() = default;
+  virtual io_context* member(unsigned i) noexcept = 0;
+  virtual std::atomic<bool>& idle_flag(unsigned i) noexcept = 0;
+  virtual unsigned member_count() const noexcept = 0;
+
+ private:
+  std::atomic<unsigned> idle_count_{0};
+};
+
 // Posted handler: the callable lives in a pooled block next to its queue node.
 template <class F>
 struct posted final : work_item {
@@ -123,6 +144,14 @@ class io_context {
     enqueue(p);
   }
 
+  // Queues f() as shareable work: in a runtime, an idle worker may take it over. Any thread.
+  template <class F>
+  void post_shared(F&& f) {
+    using P = detail::posted<std::decay_t<F>>;
+    auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
+    enqueue_shared(p);
+  }
+
   // Runs f() inline if called from within this loop's run on its thread, else posts it.
   template <class F>
   void dispatch(F&& f) {
@@ -186,6 +215,19 @@ class io_context {
       enqueue_remote(w);
     }
   }
+  // Queues w as shareable work (see post_shared). Any thread.
+  void enqueue_shared(detail::work_item* w) noexcept {
+    if (current() == this) {
+      shared_queue_.push_back(w);
+      ++shared_count_;
+    } else {
+      enqueue_remote(w);
+    }
+  }
+  // Makes this loop member index of a runtime's share group (before it runs).
+  void join_share_group(detail::share_group* g, unsigned index) noexcept;
+  // Pushes a chain of items (linked newest -> oldest) onto the inbox at once. Any thread.
+  void enqueue_remote_chain(detail::work_item* newest, detail::work_item* oldest) noexcept;
   // Backend-facing: op has finished with op.res; unlink it from its descriptor and queue its awaiter.
   void complete(detail::io_op& op) noexcept;
   // Starts op; returns true if it finished synchronously.
@@ -218,6 +260,14 @@ class io_context {
 
   class scope;
   std::size_t run_loop(const bool* done);
+  bool ready_empty() const noexcept { return run_queue_.empty() && shared_queue_.empty(); }
+  // Pinned work first (completions, resumptions), then shareable work.
+  detail::work_item* next_ready() noexcept {
+    detail::work_item* w = run_queue_.pop_front();
+    return w != nullptr ? w : pop_shared();
+  }
+  detail::work_item* pop_shared() noexcept;
+  void share_with_idle_workers() noexcept;
   bool has_work() const noexcept;
   void enqueue_remote(detail::work_item* w) noexcept;
   void wake_if_sleeping() noexcept;
@@ -230,6 +280,10 @@ class io_context {
   void free_descriptor(detail::descriptor* d) noexcept;
 
   detail::work_queue run_queue_;
+  detail::work_queue shared_queue_;  // work an idle worker of the same runtime may take (runtime::post/spawn)
+  std::size_t shared_count_ = 0;
+  detail::share_group* group_ = nullptr;
+  unsigned group_index_ = 0;
   detail::remote_inbox inbox_;
   detail::timer_wheel timers_;
   std::unique_ptr<detail::backend> backend_;

@@ -10,7 +10,10 @@
 // Placement rules:
 // - spawn_on(i, t), post_to(i, f) and switch_to(i) choose the worker.
 // - spawn(t) and post(f) let the runtime choose: the calling worker if called on one, else the next worker in
-//   round-robin order.
+//   round-robin order. This work is shareable: it waits in a separate queue of its loop, and a busy loop hands
+//   half of that queue to an idle worker (one whose queues are empty) at the end of a turn, in one push onto the
+//   idle worker's inbox. Completions, resumptions and work placed explicitly never move. A spawned task can move
+//   only before its first step, so the rule for I/O objects below holds.
 // - An I/O object (socket, acceptor, timer) belongs to the loop it was created on and is used only by tasks
 //   running on that loop. A task that holds one stays on its loop; spawn such tasks with spawn(ctx, t) or
 //   spawn_on, never move them with switch_to while an I/O object of the old loop is still in use.
@@ -25,6 +28,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
+#include <stdexcept>
 #include <future>
 #include <memory>
 #include <optional>
@@ -64,7 +68,7 @@ struct switch_awaiter : resume_item {
 };
 }  // namespace detail
 
-class runtime {
+class runtime : private detail::share_group {
  public:
   // Starts the worker threads.
   explicit runtime(runtime_options opts = {});
@@ -85,20 +89,24 @@ class runtime {
   join_handle<T> spawn_on(std::size_t i, task<T> t) {
     return tern::spawn(worker(i), std::move(t));
   }
-  // Starts t on the calling worker, or on the next worker in turn when called from outside the runtime.
+  // Starts t on the calling worker, or on the next worker in turn when called from outside the runtime. Until
+  // its first step runs, an idle worker may take it over (work sharing): spawn this way only tasks that create
+  // their I/O objects themselves.
   template <class T>
   join_handle<T> spawn(task<T> t) {
-    return tern::spawn(pick(), std::move(t));
+    if (!t.valid()) throw std::invalid_argument("tern::runtime::spawn: empty task");
+    return join_handle<T>(detail::spawn_state<T>::create(pick(), t.release(), {}, true));
   }
   // Queues f() on worker i.
   template <class F>
   void post_to(std::size_t i, F&& f) {
     worker(i).post(std::forward<F>(f));
   }
-  // Queues f() on the calling worker, or on the next worker in turn from outside.
+  // Queues f() on the calling worker, or on the next worker in turn from outside; an idle worker may take it
+  // over (work sharing).
   template <class F>
   void post(F&& f) {
-    pick().post(std::forward<F>(f));
+    pick().post_shared(std::forward<F>(f));
   }
   // Awaitable: continues the calling coroutine on worker i (no suspension if it already runs there).
   detail::switch_awaiter switch_to(std::size_t i) noexcept {
@@ -129,10 +137,16 @@ class runtime {
     std::optional<io_context::work_guard> guard;  // keeps an idle worker running until shutdown
     std::thread thread;
     std::atomic<bool> finished{false};
+    std::atomic<bool> idle{false};  // parked or about to park with nothing to run (work sharing)
   };
 
   io_context& pick() noexcept;
   void join_all() noexcept;
+
+  // share_group
+  io_context* member(unsigned i) noexcept override { return &workers_[i]->ctx; }
+  std::atomic<bool>& idle_flag(unsigned i) noexcept override { return workers_[i]->idle; }
+  unsigned member_count() const noexcept override { return static_cast<unsigned>(workers_.size()); }
 
   std::vector<std::unique_ptr<worker_state>> workers_;
   std::atomic<std::size_t> next_{0};

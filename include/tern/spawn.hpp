@@ -43,14 +43,18 @@ class spawn_state final : public root_hook, public spawn_link {
 
   // Queues the task's first step on ctx. Any thread: the state joins ctx's list of spawned tasks only when that
   // first step runs, on ctx's own thread.
-  static spawn_state* create(io_context& ctx, handle_type h, std::stop_token token = {}) {
+  static spawn_state* create(io_context& ctx, handle_type h, std::stop_token token = {}, bool shareable = false) {
     auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h);
     h.promise().set_root(s);
     if (token.stop_possible()) {
       s->token_ = std::move(token);
       h.promise().set_stop_token(&s->token_);
     }
-    ctx.enqueue(&s->start_);
+    if (shareable) {
+      ctx.enqueue_shared(&s->start_);
+    } else {
+      ctx.enqueue(&s->start_);
+    }
     return s;
   }
 
@@ -96,6 +100,7 @@ class spawn_state final : public root_hook, public spawn_link {
 
   static void on_start(work_item* w) {
     spawn_state* s = static_cast<start_item*>(w)->owner;
+    s->ctx_ = io_context::current();  // shareable work may start on another worker than the one it was given to
     s->ctx_->link_spawned(s);
     s->h_.resume();
   }

@@ -84,6 +84,14 @@ class remote_inbox {
     return old == nullptr;
   }
 
+  // Any thread: pushes a chain linked newest -> ... -> oldest through next, with one CAS.
+  void push_chain(work_item* newest, work_item* oldest) noexcept {
+    work_item* old = head_.load(std::memory_order_relaxed);
+    do {
+      oldest->next = old;
+    } while (!head_.compare_exchange_weak(old, newest, std::memory_order_release, std::memory_order_relaxed));
+  }
+
   // Loop thread only: a cheap check before paying for the exchange.
   bool maybe_nonempty() const noexcept { return head_.load(std::memory_order_relaxed) != nullptr; }
 
