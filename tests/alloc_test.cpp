@@ -298,3 +298,88 @@ TEST_P(alloc_test, spawn_join_cycles_allocate_nothing) {
 }
 
 }  // namespace
+
+#include <tern/sync.hpp>
+
+namespace {
+
+// A bounded-channel ping-pong between two coroutines: every receive waits and every send hands its value straight
+// to the waiting receiver, so each round trip links, wakes and resumes two waiters. Every other receive also runs
+// under an hour-long timeout that never fires.
+TEST_P(alloc_test, sync_channel_ping_pong_allocates_nothing) {
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    tern::sync::channel<int> ping(1);
+    tern::sync::channel<int> pong(1);
+    auto echo = tern::spawn(ctx, [](tern::sync::channel<int>& ping, tern::sync::channel<int>& pong,
+                                    loop_result& r) -> tern::task<void> {
+      for (;;) {
+        auto [ec, v] = co_await ping.receive();
+        if (ec) co_return;
+        if (co_await pong.send(*v)) ++r.errors;
+      }
+    }(ping, pong, r));
+    for (int i = 0; i < warmup + measured; ++i) {
+      if (i == warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      if (co_await ping.send(i)) ++r.errors;
+      auto [ec, v] = i % 2 == 0 ? co_await pong.receive() : co_await tern::with_timeout(pong.receive(), 1h);
+      if (ec) {
+        ++r.errors;
+        break;
+      }
+      if (*v != i) ++r.mismatches;
+    }
+    r.allocations = stop_counting();
+    ping.close();
+    co_await std::move(echo);
+  }(ctx, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " channel round trips";
+}
+
+// Mutex hand-off, semaphore release to a waiter and auto-reset event wake-ups, in a two-coroutine cycle.
+TEST_P(alloc_test, sync_primitive_hand_offs_allocate_nothing) {
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    tern::sync::mutex m;
+    tern::sync::semaphore s(0);
+    tern::sync::auto_reset_event e;
+    bool stop = false;
+    auto partner = tern::spawn(ctx, [](tern::sync::mutex& m, tern::sync::semaphore& s, tern::sync::auto_reset_event& e,
+                                       bool& stop, loop_result& r) -> tern::task<void> {
+      for (;;) {
+        if (co_await e.wait()) ++r.errors;
+        if (stop) co_return;
+        if (co_await m.lock()) ++r.errors;  // waits: the main coroutine holds it
+        m.unlock();
+        s.release();  // hands the permit to the waiting main coroutine
+      }
+    }(m, s, e, stop, r));
+    for (int i = 0; i < warmup + measured; ++i) {
+      if (i == warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      if (!m.try_lock()) ++r.mismatches;
+      e.set();
+      co_await tern::yield();  // the partner takes the signal and waits for the mutex
+      m.unlock();              // hand-off
+      if (co_await tern::with_timeout(s.acquire(), 1h)) ++r.errors;
+    }
+    r.allocations = stop_counting();
+    stop = true;
+    e.set();
+    co_await std::move(partner);
+  }(ctx, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " hand-off cycles";
+}
+
+}  // namespace

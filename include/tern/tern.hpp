@@ -11,6 +11,7 @@
 #include "tern/runtime.hpp"
 #include "tern/signal.hpp"
 #include "tern/spawn.hpp"
+#include "tern/sync.hpp"
 #include "tern/task.hpp"
 #include "tern/task_group.hpp"
 #include "tern/timer.hpp"

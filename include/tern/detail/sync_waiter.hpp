@@ -1,0 +1,272 @@
+// tern/detail/sync_waiter.hpp
+//
+// The waiting machinery shared by every primitive of tern::sync (channel, mutex, semaphore, events, latch,
+// wait_group).
+//
+// A coroutine that has to wait is a sync_waiter: an intrusive node inside its awaiter (so inside its coroutine
+// frame), linked on a FIFO waiter_list of the primitive. Nothing is allocated per wait. Each primitive guards its
+// state and its lists with one spinlock; the node records the loop it was suspended on, and whoever wakes it
+// (from any thread) takes it off the list under that lock, writes its result into it, releases the lock, and then
+// queues it on that loop with io_context::enqueue. So a waiter always resumes on its own loop, never inline on the
+// waker's stack, and the lock is never held across a wake-up (which may cost an eventfd write).
+//
+// The state of a linked node changes only under the primitive's lock, and exactly one party takes it off the list:
+// - a waker (set, unlock, release, send, receive, close): state becomes granted or closed, and the waker queues it;
+// - cancel() on the waiter's own loop: state becomes canceled, and cancel() queues it;
+// - the awaiter's destructor (its frame destroyed while suspended, as ~io_context does): it unlinks itself.
+// Whoever finds the node already off the list leaves it alone, so a cancellation racing a wake-up from another
+// thread loses cleanly: the waiter then completes with what it was granted (a value, the lock, a permit), and
+// nothing is lost. The waiter reads its result after resuming without the lock: the wake-up's queue push
+// (a release CAS on the loop's inbox, or the same thread) orders the waker's writes before the resumption.
+//
+// After queueing a node, a waker touches neither the node nor the primitive: the resumed coroutine may destroy
+// both at once. The loop a waiter was suspended on must outlive every wake-up sent to it.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "tern/detail/spinlock.hpp"
+#include "tern/detail/work_queue.hpp"
+#include "tern/io_context.hpp"
+
+namespace tern::detail {
+
+// Where a waiter stands. Changes only under the owning primitive's lock once the waiter is linked.
+enum class wait_state : unsigned char {
+  idle,      // not waiting: before the first attempt
+  waiting,   // linked on the primitive's list
+  granted,   // got what it waited for (a value, a slot, ownership, a permit, a signal)
+  closed,    // the channel was closed
+  canceled,  // cancel() (or the destructor) took it off the list first
+};
+
+// A suspended coroutine: the queue node that resumes it, its links on a waiter list, and its loop.
+struct sync_waiter : resume_item {
+  sync_waiter* prev_waiter = nullptr;
+  sync_waiter* next_waiter = nullptr;
+  io_context* ctx = nullptr;  // the loop the coroutine was suspended on, and resumes on
+  wait_state state = wait_state::idle;
+};
+
+// Intrusive FIFO of waiters (doubly linked, so a cancelled waiter unlinks in O(1)). Guarded by the primitive's lock.
+class waiter_list {
+ public:
+  bool empty() const noexcept { return head_ == nullptr; }
+
+  // Appends w and marks it waiting.
+  void push_back(sync_waiter* w) noexcept {
+    w->state = wait_state::waiting;
+    w->next_waiter = nullptr;
+    w->prev_waiter = tail_;
+    if (tail_ == nullptr) {
+      head_ = w;
+    } else {
+      tail_->next_waiter = w;
+    }
+    tail_ = w;
+  }
+
+  // Removes and returns the oldest waiter (nullptr if none); the caller sets its new state.
+  sync_waiter* pop_front() noexcept {
+    sync_waiter* w = head_;
+    if (w != nullptr) remove(w);
+    return w;
+  }
+
+  // Unlinks w, which must be on this list.
+  void remove(sync_waiter* w) noexcept {
+    if (w->prev_waiter != nullptr) {
+      w->prev_waiter->next_waiter = w->next_waiter;
+    } else {
+      head_ = w->next_waiter;
+    }
+    if (w->next_waiter != nullptr) {
+      w->next_waiter->prev_waiter = w->prev_waiter;
+    } else {
+      tail_ = w->prev_waiter;
+    }
+    w->prev_waiter = w->next_waiter = nullptr;
+  }
+
+  // Empties the list, marking every waiter with s; returns the chain (oldest first, linked by next_waiter) for
+  // resume_all once the lock is released.
+  sync_waiter* release_all(wait_state s) noexcept {
+    for (sync_waiter* w = head_; w != nullptr; w = w->next_waiter) w->state = s;
+    sync_waiter* chain = head_;
+    head_ = tail_ = nullptr;
+    return chain;
+  }
+
+  // Takes up to n waiters off the front, marking them granted; returns them as a chain for resume_all and adds
+  // their number to taken.
+  sync_waiter* release_front(std::size_t n, std::size_t& taken) noexcept {
+    if (n == 0 || head_ == nullptr) return nullptr;
+    sync_waiter* chain = head_;
+    sync_waiter* last = head_;
+    last->state = wait_state::granted;
+    std::size_t count = 1;
+    while (count < n && last->next_waiter != nullptr) {
+      last = last->next_waiter;
+      last->state = wait_state::granted;
+      ++count;
+    }
+    head_ = last->next_waiter;
+    if (head_ == nullptr) {
+      tail_ = nullptr;
+    } else {
+      head_->prev_waiter = nullptr;
+    }
+    last->next_waiter = nullptr;
+    taken += count;
+    return chain;
+  }
+
+ private:
+  sync_waiter* head_ = nullptr;
+  sync_waiter* tail_ = nullptr;
+};
+
+// Queues a waiter already taken off its list on its loop. Called without the lock; w is not touched afterwards.
+inline void resume_waiter(sync_waiter* w) noexcept { w->ctx->enqueue(w); }
+
+// resume_waiter for each waiter of a chain from waiter_list::release_all, oldest first.
+inline void resume_all(sync_waiter* chain) noexcept {
+  while (chain != nullptr) {
+    sync_waiter* next = chain->next_waiter;  // read before the queue push: the waiter may be gone right after it
+    resume_waiter(chain);
+    chain = next;
+  }
+}
+
+// The loop of the calling thread, on which a wait suspends.
+inline io_context& waiting_loop() {
+  io_context* c = io_context::current();
+  if (c == nullptr) throw std::logic_error("tern::sync: a coroutine can wait only while an io_context runs it");
+  return *c;
+}
+
+// The base of every awaiter of tern::sync: links on a primitive's list, cancel(), context(), and the unlink on
+// destruction. Together with await_ready/await_suspend/await_resume in the derived awaiter it models
+// tern::cancellable_operation, so with_timeout and with_stop apply to every wait.
+class sync_wait : public sync_waiter {
+ public:
+  sync_wait() noexcept = default;
+  // Awaiters are moved (into with_timeout, with_stop) before they are awaited, never while suspended.
+  sync_wait(sync_wait&&) noexcept : sync_waiter() {}
+  sync_wait(const sync_wait&) = delete;
+  sync_wait& operator=(const sync_wait&) = delete;
+  sync_wait& operator=(sync_wait&&) = delete;
+  // A derived awaiter with members that a waker writes (a channel's value slot) calls abandon() in its own
+  // destructor, so that it is off the list before those members go.
+  ~sync_wait() { abandon(); }
+
+  // The loop the wait is suspended on (valid once suspended).
+  io_context& context() const noexcept { return *ctx; }
+
+  // Loop thread, while suspended: completes the wait soon with operation_canceled, unless a wake-up has already
+  // taken it off the list (then it completes with what it was given). No effect when not suspended.
+  void cancel() noexcept {
+    if (!suspended_) return;
+    {
+      std::lock_guard<spinlock> guard(*lock_);
+      if (state != wait_state::waiting) return;
+      list_->remove(this);
+      state = wait_state::canceled;
+    }
+    resume_waiter(this);
+  }
+
+ protected:
+  // With lock held: links this waiter at the back of list; h resumes on loop when woken.
+  void link(spinlock& lock, waiter_list& list, io_context& loop, std::coroutine_handle<> h) noexcept {
+    handle = h;
+    ctx = &loop;
+    lock_ = &lock;
+    list_ = &list;
+    suspended_ = true;
+    list.push_back(this);
+  }
+
+  // In await_resume: the wait is over; returns how it ended.
+  wait_state resumed() noexcept {
+    suspended_ = false;
+    return state;
+  }
+
+  // In destructors: unlinks a waiter whose coroutine is destroyed while suspended. Returns granted if it had been
+  // given something it will now never use, so that the derived awaiter can pass it on (unlock, release, set).
+  wait_state abandon() noexcept {
+    if (!suspended_) return wait_state::idle;
+    suspended_ = false;
+    std::lock_guard<spinlock> guard(*lock_);
+    if (state == wait_state::waiting) {
+      list_->remove(this);
+      state = wait_state::canceled;
+    }
+    return state;
+  }
+
+ private:
+  spinlock* lock_ = nullptr;     // the primitive's lock and the list this waiter is on, set when it suspends
+  waiter_list* list_ = nullptr;
+  bool suspended_ = false;       // owner's thread only: between a suspension and its await_resume
+};
+
+// The error_code a finished wait reports.
+inline std::error_code wait_error(wait_state s, std::error_code closed_error = {}) noexcept {
+  switch (s) {
+    case wait_state::canceled: return std::make_error_code(std::errc::operation_canceled);
+    case wait_state::closed: return closed_error;
+    default: return {};
+  }
+}
+
+// The awaiter of a primitive whose waiters all wait for the same kind of thing: mutex (ownership), semaphore (a
+// permit), the events (a signal), latch and wait_group (the count reaching zero). P grants it friendship and has:
+//   spinlock lock_;  waiter_list waiters_;
+//   bool try_take_locked() noexcept;  // with lock_ held: takes what a waiter waits for if it is available now
+//   void give_back() noexcept;        // passes on what was granted to a waiter that will never run
+template <class P>
+class primitive_wait : public sync_wait {
+ public:
+  // A wait on p (made by p's wait(), lock() or acquire()).
+  explicit primitive_wait(P& p) noexcept : p_(&p) {}
+  // Moves a wait that has not been awaited yet (into with_timeout, with_stop).
+  primitive_wait(primitive_wait&& o) noexcept : sync_wait(std::move(o)), p_(o.p_) {}
+  // A waiter destroyed after being granted (the lock, a permit) but before it ran gives the grant back, so that a
+  // frame destroyed with its loop cannot leave a mutex locked or a permit lost.
+  ~primitive_wait() {
+    if (abandon() == wait_state::granted) p_->give_back();
+  }
+
+  // Takes it now if it is available.
+  bool await_ready() noexcept {
+    std::lock_guard<spinlock> guard(p_->lock_);
+    if (!p_->try_take_locked()) return false;
+    state = wait_state::granted;
+    return true;
+  }
+  // Tries again under the lock, and waits if it is still not available.
+  bool await_suspend(std::coroutine_handle<> h) {
+    io_context& loop = waiting_loop();
+    std::lock_guard<spinlock> guard(p_->lock_);
+    if (p_->try_take_locked()) {
+      state = wait_state::granted;
+      return false;
+    }
+    link(p_->lock_, p_->waiters_, loop, h);
+    return true;
+  }
+  // Empty when granted, operation_canceled when cancelled.
+  std::error_code await_resume() noexcept { return wait_error(resumed()); }
+
+ protected:
+  P* p_;
+};
+
+}  // namespace tern::detail
