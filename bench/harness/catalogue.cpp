@@ -66,6 +66,167 @@ std::vector<metric_def> latency_metrics() {
     return m;
 }
 
+// ---- sockets and http: loopback TCP with TCP_NODELAY, every byte verified, setup never measured ----
+
+param_list with_case(std::string name, param_list rest) {
+    rest.insert(rest.begin(), {"case", std::move(name)});
+    return rest;
+}
+
+std::int64_t int_param(const param_list& p, std::string_view key) {
+    const param_value* v = find_param(p, key);
+    return v ? std::get<std::int64_t>(*v) : 0;
+}
+
+// Two descriptors per connection (client and server end, or the two ends of a socketpair), plus a margin for the
+// runtimes' own: stdio, rings, epoll and event fds, listeners, a second loop.
+constexpr std::int64_t fd_margin = 64;
+std::int64_t fds_per_pair(const param_list& p, std::string_view key) { return 2 * int_param(p, key) + fd_margin; }
+std::int64_t echo_fds(const param_list& p) { return fds_per_pair(p, "sessions"); }
+std::int64_t conns_fds(const param_list& p) { return fds_per_pair(p, "conns"); }
+std::int64_t io_event_fds(const param_list& p) { return fds_per_pair(p, "pairs"); }
+
+// Short timed repetitions in the quick profile: every socket scenario reaches its steady state within
+// milliseconds, and 0.3 s still holds tens of thousands of round trips.
+constexpr double socket_quick_s = 0.3;
+
+void add_socket_scenarios(std::vector<scenario_def>& s) {
+    auto with_raw = [](const char* raw) {
+        auto v = all_runtimes;
+        v.push_back(raw);
+        return v;
+    };
+    const std::vector<std::int64_t> sizes = {1 * K, 4 * K, 16 * K, 64 * K, 256 * K, 1 * M};
+
+    scenario_def uni{"sockets/unidirectional", "sockets",
+                     "one writer task writes `size`-byte buffers, one reader task reads into a `size`-byte buffer, "
+                     "both on one thread over one loopback connection; the stream is a position-dependent pattern "
+                     "and every received byte is checked at its offset; MB/s (10^6 bytes) received",
+                     {{"mb_per_s", "MB/s", better::higher}},
+                     sweep("size", {4 * K, 64 * K}),
+                     {},
+                     true, true, with_raw("raw/liburing")};
+    for (auto v : sizes) uni.full_points.push_back(one("size", v));
+    uni.quick_duration_s = socket_quick_s;
+    s.push_back(uni);
+
+    scenario_def bi = uni;
+    bi.name = "sockets/bidirectional";
+    bi.summary = "both directions at once on one loopback connection: a writer and a reader task on each end (four "
+                 "tasks, one thread), `size`-byte buffers, every byte checked; combined MB/s received by both readers";
+    bi.quick_points = sweep("size", {64 * K});
+    s.push_back(bi);
+
+    auto cross = with_raw("raw/blocking");
+    s.push_back({"sockets/pingpong_cross_thread", "sockets",
+                 "sockets/pingpong with the client and the server on separate threads, each running its own loop "
+                 "(tern: two io_contexts on two std::threads; Asio: two io_contexts), client pinned to CPU 0 and "
+                 "server to CPU 1; every byte verified. Each hop wakes the other vCPU: on this VM that costs tens of "
+                 "microseconds whenever the peer has gone idle, and that cost is part of the figure (raw/blocking "
+                 "shows what the kernel alone charges for it)",
+                 latency_metrics(),
+                 sweep("size", {64}),
+                 sweep("size", {1, 64, 1024}),
+                 true, false, cross, socket_quick_s});
+
+    s.push_back({"sockets/concurrent_pairs", "sockets",
+                 "`pairs` client/server pairs on one thread, each ping-ponging 64 B (write, read the echo, verify) "
+                 "independently; round-trip latency over all pairs (it grows with the pairs that share the loop)",
+                 latency_metrics(),
+                 sweep("pairs", {4, 16}),
+                 sweep("pairs", {1, 4, 16}),
+                 true, true, all_runtimes, socket_quick_s});
+
+    scenario_def echo{"sockets/echo", "sockets",
+                      "asio client2/server2 (evpp's throughput method): no framing; each session sends one block of "
+                      "`blocksize`, then client and server echo whatever arrives (read_some, write it all, read "
+                      "again), so one block circulates per session; the client's loop runs on CPU 0 and the server's "
+                      "on CPU 1 (threads=1 per side, as the single-thread runs pinned client and server to separate "
+                      "CPUs); one buffer per session where client2 keeps up to 10 (tern allows one pending read and "
+                      "one pending write per socket, so every stack does the same); every byte checked; MiB/s read "
+                      "by the client",
+                      {{"mib_per_s", "MiB/s", better::higher}},
+                      {},
+                      {},
+                      true, false, all_runtimes, socket_quick_s, echo_fds};
+    for (auto [b, n] : {std::pair<std::int64_t, std::int64_t>{8 * K, 10}, {8 * K, 1000}})
+        echo.quick_points.push_back({{"blocksize", b}, {"sessions", n}, {"threads", std::int64_t{1}}});
+    for (auto b : {1 * K, 2 * K, 4 * K, 8 * K, 16 * K, 80 * K})
+        for (std::int64_t n : {1, 10, 100, 1000, 10000})
+            echo.full_points.push_back({{"blocksize", b}, {"sessions", n}, {"threads", std::int64_t{1}}});
+    s.push_back(echo);
+
+    s.push_back({"sockets/accept_churn", "sockets",
+                 "`concurrent` clients on one thread each loop over laps: connect, write 1 byte; the server accepts, "
+                 "reads it, writes it back and closes; the client checks the byte, reads the end of stream and "
+                 "closes (the server closes first, so TIME_WAIT never holds client ports); laps per second, and the "
+                 "latency of a lap from connect to close",
+                 {{"ops_per_s", "ops/s", better::higher}, {"mean_us", "us", better::lower},
+                  {"p99_us", "us", better::lower}},
+                 sweep("concurrent", {1, 16}),
+                 sweep("concurrent", {1, 4, 16}),
+                 true, true, all_runtimes, socket_quick_s});
+
+    // mg::aio bench_io's five cases. Its runs use 5 client threads against a 5-thread server (config-strong),
+    // which a 2-core machine cannot hold: here a "thread" is one loop per side, the client's on CPU 0 and the
+    // server's on CPU 1, and "single thread" puts both on one loop on CPU 0.
+    auto msg = [](std::string name, std::int64_t threads, std::int64_t conns, std::int64_t payload, std::int64_t ints,
+                  std::int64_t parallel) {
+        return with_case(std::move(name), {{"threads", threads},
+                                           {"conns", conns},
+                                           {"payload", payload},
+                                           {"ints", ints},
+                                           {"parallel", parallel}});
+    };
+    scenario_def messages{
+        "sockets/messages", "sockets",
+        "mg::aio bench_io: length-prefixed frames (u64 size; u64 timestamp, u32 int_count, the ints, u64 payload "
+        "size, payload) fully decoded and verified on both sides; each connection keeps `parallel` requests in "
+        "flight, the server answers every frame of a receive in one write, the client re-sends one per reply; "
+        "messages per second received by the clients (over each repetition; bench_io takes the median of 100 ms "
+        "samples) and round-trip latency in us (bench_io: ms). The five cases scaled to 2 cores: basic = 1 client "
+        "loop (CPU 0) + 1 server loop (CPU 1), 100 conns, 128 B, 5 ints (bench_io: 5+5 threads); single_thread = "
+        "client and server on one loop on CPU 0, 100 conns; 100kb = 1+1 loops, 200 conns, 102400 B, 0 ints (5+5 "
+        "threads); parallel = 1+1 loops, 100 conns, 5 in flight (5+5 threads); massively_parallel = 1+1 loops, "
+        "5000 conns, 0 ints (20 threads)",
+        {{"msg_per_s", "msg/s", better::higher}, {"mean_us", "us", better::lower}, {"p50_us", "us", better::lower},
+         {"p99_us", "us", better::lower}},
+        {msg("basic", 2, 100, 128, 5, 1), msg("100kb", 2, 200, 102400, 0, 1)},
+        {msg("basic", 2, 100, 128, 5, 1), msg("single_thread", 1, 100, 128, 5, 1),
+         msg("100kb", 2, 200, 102400, 0, 1), msg("parallel", 2, 100, 128, 5, 5),
+         msg("massively_parallel", 2, 5000, 128, 0, 1)},
+        true, false, all_runtimes, socket_quick_s, conns_fds};
+    s.push_back(messages);
+
+    s.push_back({"sockets/io_event", "sockets",
+                 "libev's benchmark as evpp ran it: `pairs` AF_UNIX socketpairs, a 1-byte read pending on every read "
+                 "end, 100 active: an iteration writes one byte to 100 evenly spaced pairs and each byte read "
+                 "writes one to the next pair (plain send(2), as libev's callback does) until `pairs` writes are "
+                 "spent; us per iteration (libev's loop time: the reads stay armed between iterations, where libev "
+                 "also times re-adding n watchers); every byte checked against its pair",
+                 {{"us_per_iter", "us", better::lower}},
+                 sweep("pairs", {500, 5000}),
+                 sweep("pairs", {500, 1000, 5000, 9000, 10000, 30000}),
+                 true, true, with_raw("raw/epoll"), socket_quick_s, io_event_fds});
+}
+
+void add_http_scenarios(std::vector<scenario_def>& s) {
+    scenario_def minimal{"http/minimal", "http",
+                         "Corosio's HTTP shape: `conns` keep-alive connections on one thread, each client sending "
+                         "GET / and waiting for the fixed 200 response (13-byte body) before the next; a minimal "
+                         "HTTP/1.1 responder and client inside the bench, the same parser on every stack, every "
+                         "response checked; requests per second and request latency. Corosio's 2-thread variant "
+                         "waits for tern's multi-threaded runtime",
+                         {{"req_per_s", "req/s", better::higher}, {"mean_us", "us", better::lower},
+                          {"p99_us", "us", better::lower}},
+                         {},
+                         {},
+                         true, true, all_runtimes, socket_quick_s, conns_fds};
+    for (std::int64_t c : {1, 32}) minimal.quick_points.push_back({{"conns", c}, {"threads", std::int64_t{1}}});
+    for (std::int64_t c : {1, 4, 16, 32}) minimal.full_points.push_back({{"conns", c}, {"threads", std::int64_t{1}}});
+    s.push_back(minimal);
+}
+
 std::vector<scenario_def> build_scenarios() {
     std::vector<scenario_def> s;
 
@@ -127,6 +288,9 @@ std::vector<scenario_def> build_scenarios() {
                  sweep("size", {1, 64, 1024}),
                  true, true, pingpong_impls});
 
+    add_socket_scenarios(s);
+    add_http_scenarios(s);
+
     for (auto& sc : s) sc.category = sc.name.substr(0, sc.name.find('/'));
     return s;
 }
@@ -142,6 +306,11 @@ std::vector<impl_def> build_impls() {
         {"asio/callbacks", "standalone Asio with completion handlers (lambdas), concurrency_hint 1", asio_variants},
         {"asio/coroutines", "standalone Asio with co_spawn + use_awaitable, concurrency_hint 1", asio_variants},
         {"raw/liburing", "hand-written single-thread liburing loop: the floor", {{"", "tern-bench-raw"}}},
+        {"raw/epoll",
+         "hand-written level-triggered epoll loop, one epoll_wait per turn: the floor of readiness dispatch",
+         {{"", "tern-bench-raw"}}},
+        {"raw/blocking", "blocking send/recv on plain threads: what the kernel alone charges for a cross-thread hop",
+         {{"", "tern-bench-raw"}}},
     };
 }
 

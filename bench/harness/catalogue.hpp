@@ -45,6 +45,12 @@ struct scenario_def {
     bool timed = true;          // runs for --duration per repetition; otherwise a fixed amount of work
     bool single_thread = true;  // its one thread is pinned to CPU 0 for every implementation
     std::vector<std::string> impls;
+    // Seconds per timed repetition in the quick profile when --duration is not given; 0: the profile's default.
+    // Lets the socket scenarios, which reach a steady state in a few ms, keep the quick profile short.
+    double quick_duration_s = 0;
+    // File descriptors one run of a point needs (its sockets plus a margin for the runtimes' own), or null when a
+    // handful do. The orchestrator refuses, before running anything, a point that needs more than RLIMIT_NOFILE.
+    std::int64_t (*fds_needed)(const param_list&) = nullptr;
 
     const std::vector<param_list>& points(profile p) const { return p == profile::quick ? quick_points : full_points; }
     const metric_def* find_metric(std::string_view metric) const;

@@ -42,8 +42,14 @@ std::string usage() {
            "  --warmup S        seconds of excluded warm-up before the repetitions (quick 0.2, full 0.5)\n"
            "  --repeat N        repetitions per point (default 3); the median is the figure\n"
            "  --json FILE       write one JSON record per measured point and metric\n"
-           "  --report DIR      write DIR/report.md\n"
-           "  --list            print every scenario with its parameters and implementations\n";
+           "  --report DIR      write DIR/report.md (environment, where tern trails and leads, the tables with\n"
+           "                    ratios to the best Asio configuration) and the charts of the sweeps in DIR/plots/;\n"
+           "                    the charts read the --json file, or DIR/results.jsonl written without --json\n"
+           "  --list            print the selected scenarios with their parameters for the chosen profile, and\n"
+           "                    their implementations\n"
+           "\n"
+           "The charts need python3 with matplotlib (Debian: python3-matplotlib); TERN_BENCH_PYTHON names the\n"
+           "interpreter, otherwise python3 on PATH and then /usr/bin/python3 are tried.\n";
 }
 
 options parse_options(int argc, char** argv) {

@@ -6,13 +6,15 @@
 // the reporting, so every implementation is timed by the same code.
 #pragma once
 
+#include "allocations.hpp"
 #include "histogram.hpp"
 #include "worker.hpp"
 
 #include <array>
 #include <cstdint>
-#include <random>
 #include <cstring>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -43,8 +45,11 @@ public:
         if ((ops_ & 255) != 0) return true;
         auto now = bench_clock::now();
         if (now < end_) return true;
+        auto allocs = allocs_->per_op(ops_);  // before the report allocates
         double secs = std::chrono::duration<double>(now - start_).count();
-        s_.report(phases_[current_], {{metric_, static_cast<double>(ops_) / secs}});
+        metric_values values{{metric_, static_cast<double>(ops_) / secs}};
+        if (allocs) values.emplace_back(allocs_per_op_name, *allocs);
+        s_.report(phases_[current_], values);
         if (++current_ == phases_.size()) {
             done_ = true;
             return false;
@@ -60,6 +65,7 @@ private:
         ops_ = 0;
         start_ = now;
         end_ = now + to_duration(phases_[current_].seconds);
+        allocs_.emplace(s_.scenario());
     }
 
     session& s_;
@@ -69,6 +75,7 @@ private:
     std::uint64_t ops_ = 0;
     bench_clock::time_point start_{};
     bench_clock::time_point end_{};
+    std::optional<allocation_window> allocs_;
     bool done_ = false;
 };
 
@@ -86,12 +93,15 @@ public:
         if (t1 < end_) return true;
         if (!phases_[current_].warmup) {
             if (hist_.count() == 0) throw bench_failure("no round trip completed in a phase");
-            s_.report(phases_[current_], {{"mean_us", hist_.mean_ns() / 1e3},
-                                          {"p50_us", hist_.percentile_ns(0.50) / 1e3},
-                                          {"p90_us", hist_.percentile_ns(0.90) / 1e3},
-                                          {"p99_us", hist_.percentile_ns(0.99) / 1e3},
-                                          {"p99_9_us", hist_.percentile_ns(0.999) / 1e3},
-                                          {"max_us", static_cast<double>(hist_.max_ns()) / 1e3}});
+            auto allocs = allocs_->per_op(hist_.count());  // before the report allocates
+            metric_values values{{"mean_us", hist_.mean_ns() / 1e3},
+                                 {"p50_us", hist_.percentile_ns(0.50) / 1e3},
+                                 {"p90_us", hist_.percentile_ns(0.90) / 1e3},
+                                 {"p99_us", hist_.percentile_ns(0.99) / 1e3},
+                                 {"p99_9_us", hist_.percentile_ns(0.999) / 1e3},
+                                 {"max_us", static_cast<double>(hist_.max_ns()) / 1e3}};
+            if (allocs) values.emplace_back(allocs_per_op_name, *allocs);
+            s_.report(phases_[current_], values);
         }
         if (++current_ == phases_.size()) {
             done_ = true;
@@ -107,6 +117,7 @@ private:
     void begin_phase(bench_clock::time_point now) {
         hist_.reset();
         end_ = now + to_duration(phases_[current_].seconds);
+        allocs_.emplace(s_.scenario());
     }
 
     session& s_;
@@ -114,6 +125,7 @@ private:
     std::size_t current_ = 0;
     latency_histogram hist_;
     bench_clock::time_point end_{};
+    std::optional<allocation_window> allocs_;
     bool done_ = false;
 };
 

@@ -1,8 +1,10 @@
 #include "report.hpp"
 
+#include "allocations.hpp"
 #include "json.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -31,6 +33,28 @@ double ratio_to(const record& r, const record& asio) {
     return r.stats.median > 0 ? asio.stats.median / r.stats.median : 0;
 }
 
+std::vector<comparison> tern_comparisons(const std::vector<record>& all) {
+    std::vector<comparison> out;
+    for (auto& s : scenarios()) {
+        std::vector<const param_list*> points;
+        for (auto& r : all)
+            if (r.scenario == &s && std::none_of(points.begin(), points.end(), [&](auto* p) { return *p == r.point; }))
+                points.push_back(&r.point);
+        for (auto* p : points)
+            for (auto& m : s.metrics)
+                for (auto& r : all) {
+                    if (r.scenario != &s || r.metric != &m || r.point != *p || r.impl->id.rfind("tern/", 0) != 0)
+                        continue;
+                    const record* b = best_asio(all, r);
+                    if (!b) continue;
+                    bool known = r.stats.runs >= 2 && b->stats.runs >= 2;
+                    bool overlap = known && r.stats.min <= b->stats.max && b->stats.min <= r.stats.max;
+                    out.push_back({&r, b, ratio_to(r, *b), known, overlap});
+                }
+    }
+    return out;
+}
+
 std::string format_value(double v) {
     char buf[32];
     double a = std::fabs(v);
@@ -55,12 +79,34 @@ std::string mib(long bytes) {
     return buf;
 }
 
+// Two decimals, or three just below 1 so that a trailing figure never reads "1.00x".
+std::string ratio_text(double ratio) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, ratio < 1 && ratio >= 0.995 ? "%.3fx" : "%.2fx", ratio);
+    return buf;
+}
+
 std::string ratio_text(const std::vector<record>& all, const record& r) {
     const record* b = best_asio(all, r);
-    if (!b) return "n/a";
+    return b ? ratio_text(ratio_to(r, *b)) : "n/a";
+}
+
+// Allocations per operation are small fractions where the measured loop allocates nothing per operation (setup
+// amortised over millions of operations): three decimals say "0.000" instead of a misleading "1.91e-06".
+std::string value_text(const record& r, double v) {
+    if (r.metric->name != allocs_per_op_name) return format_value(v);
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2fx", ratio_to(r, *b));
+    std::snprintf(buf, sizeof buf, "%.3f", v);
     return buf;
+}
+
+bool optional_metric(const record& r) { return !r.scenario->find_metric(r.metric->name); }
+
+// The line under a table's title: the scenario's definition, or what an optional metric counts.
+std::string table_intro(const record& r) {
+    if (!optional_metric(r)) return r.scenario->summary;
+    return "operator new calls per operation over each measured phase, counted by the tern worker (the other "
+           "workers do not count)";
 }
 
 std::string impl_label(const record& r) { return r.impl->id + (r.config.empty() ? "" : " (" + r.config + ")"); }
@@ -71,28 +117,33 @@ using row = std::vector<std::string>;
 std::vector<std::vector<const record*>> tables_of(const std::vector<record>& all) {
     std::vector<std::vector<const record*>> tables;
     std::map<std::pair<const scenario_def*, const metric_def*>, std::size_t> index;
-    for (auto& s : scenarios())
-        for (auto& m : s.metrics)
-            for (auto& r : all)
-                if (r.scenario == &s && r.metric == &m) {
-                    auto key = std::make_pair(&s, &m);
-                    auto [it, fresh] = index.emplace(key, tables.size());
-                    if (fresh) tables.emplace_back();
-                    tables[it->second].push_back(&r);
-                }
+    auto add = [&](const scenario_def& s, const metric_def& m) {
+        for (auto& r : all)
+            if (r.scenario == &s && r.metric == &m) {
+                auto key = std::make_pair(&s, &m);
+                auto [it, fresh] = index.emplace(key, tables.size());
+                if (fresh) tables.emplace_back();
+                tables[it->second].push_back(&r);
+            }
+    };
+    for (auto& s : scenarios()) {
+        for (auto& m : s.metrics) add(s, m);
+        for (auto& m : optional_metrics()) add(s, m);
+    }
     return tables;
 }
 
 std::string title_of(const record& r) {
-    return r.scenario->name + (r.scenario->metrics.size() > 1 ? " - " + r.metric->name : "") + " (" +
-           r.metric->unit + ", " + to_string(r.metric->direction) + " is better)";
+    bool named = r.scenario->metrics.size() > 1 || optional_metric(r);
+    return r.scenario->name + (named ? " - " + r.metric->name : "") + " (" + r.metric->unit + ", " +
+           to_string(r.metric->direction) + " is better)";
 }
 
 row header() { return {"params", "impl", "median", "min", "max", "unit", "vs best asio", "peak RSS MiB"}; }
 
 row row_of(const std::vector<record>& all, const record& r) {
-    return {to_display(r.point), impl_label(r), format_value(r.stats.median), format_value(r.stats.min),
-            format_value(r.stats.max), r.metric->unit, ratio_text(all, r), mib(r.peak_rss_bytes)};
+    return {to_display(r.point), impl_label(r), value_text(r, r.stats.median), value_text(r, r.stats.min),
+            value_text(r, r.stats.max), r.metric->unit, ratio_text(all, r), mib(r.peak_rss_bytes)};
 }
 
 std::string best_note(const std::vector<record>& all, const std::vector<const record*>& t) {
@@ -114,12 +165,18 @@ std::string best_note(const std::vector<record>& all, const std::vector<const re
 std::string format_tables(const std::vector<record>& all) {
     std::string out;
     for (auto& t : tables_of(all)) {
-        std::vector<row> rows{header()};
-        for (auto* r : t) rows.push_back(row_of(all, *r));
+        // An optional metric has no Asio figure to compare with: value and spread only.
+        std::size_t columns = optional_metric(*t.front()) ? 5 : header().size();
+        auto cut = [&](row rw) {
+            rw.resize(columns);
+            return rw;
+        };
+        std::vector<row> rows{cut(header())};
+        for (auto* r : t) rows.push_back(cut(row_of(all, *r)));
         std::vector<std::size_t> w(rows[0].size(), 0);
         for (auto& rw : rows)
             for (std::size_t c = 0; c < rw.size(); ++c) w[c] = std::max(w[c], rw[c].size());
-        out += "\n" + title_of(*t.front()) + "\n" + t.front()->scenario->summary + "\n";
+        out += "\n" + title_of(*t.front()) + "\n" + table_intro(*t.front()) + "\n";
         for (auto& rw : rows) {
             std::string line;
             for (std::size_t c = 0; c < rw.size(); ++c) {
@@ -156,30 +213,169 @@ std::string format_json_lines(const std::vector<record>& all) {
     return out;
 }
 
-std::string format_report_md(const environment& env, const std::string& method, const std::vector<record>& all,
+namespace {
+
+std::string md_row(const row& cells) {
+    std::string out = "|";
+    for (auto& c : cells) out += " " + c + " |";
+    return out + "\n";
+}
+
+// `left` holds the indexes of the text columns; the others are numbers, right-aligned.
+std::string md_header(const row& cells, std::initializer_list<std::size_t> left) {
+    std::string out = md_row(cells) + "|";
+    for (std::size_t c = 0; c < cells.size(); ++c)
+        out += std::find(left.begin(), left.end(), c) != left.end() ? "---|" : "---:|";
+    return out + "\n";
+}
+
+std::string count_of(std::size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
+
+std::string trailing_section(const std::vector<comparison>& cmp, const std::vector<failure>& failures) {
+    std::string out = "\n## Where tern trails\n\n";
+    std::size_t tern_failed = std::count_if(failures.begin(), failures.end(), [](auto& f) { return f.tern; });
+    if (!failures.empty())
+        out += "**" + count_of(failures.size(), "point", "points") + " failed or did not run (" +
+               std::to_string(tern_failed) + " of them on tern alone) and could not be compared**: see \"Failed "
+               "points\" at the end.\n\n";
+    std::vector<const comparison*> behind;
+    for (auto& c : cmp)
+        if (c.ratio < 1) behind.push_back(&c);
+    if (cmp.empty())
+        return out + "Nothing to compare: this run has no tern figure with an Asio figure of the same point.\n";
+    if (behind.empty())
+        return out + "None: each of the " + count_of(cmp.size(), "tern figure", "tern figures") +
+               " compared is at or ahead of the best Asio configuration of its point.\n";
+    std::size_t overlapping = std::count_if(behind.begin(), behind.end(), [](auto* c) { return c->overlap; });
+    std::size_t unknown = std::count_if(behind.begin(), behind.end(), [](auto* c) { return !c->spread_known; });
+    out += count_of(behind.size(), "figure", "figures") + " of tern, out of " + std::to_string(cmp.size()) +
+           " compared, " + (behind.size() == 1 ? "is" : "are") +
+           " behind the best Asio configuration of the same point (ratio below 1.00x; the ratio is tern's "
+           "throughput over Asio's, or Asio's time over tern's). " +
+           count_of(overlapping, "of them is", "of them are") +
+           " within the run-to-run spread: the min..max ranges of the two overlap" +
+           (unknown ? " (" + std::to_string(unknown) + " from a single run, where the spread is unknown)" : "") +
+           ".\n\n";
+    out += md_header({"scenario", "params", "metric", "impl", "tern", "best asio", "asio", "ratio", "ranges overlap"},
+                     {0, 1, 2, 3, 5, 8});
+    for (auto* c : behind) {
+        const record& t = *c->tern;
+        const record& a = *c->asio;
+        out += md_row({t.scenario->name, to_display(t.point), t.metric->name, t.impl->id,
+                       value_text(t, t.stats.median) + " " + t.metric->unit, impl_label(a),
+                       value_text(a, a.stats.median) + " " + a.metric->unit, ratio_text(c->ratio),
+                       !c->spread_known ? "n/a (1 run)" : c->overlap ? "yes" : "no"});
+    }
+    return out;
+}
+
+std::string leading_section(const std::vector<comparison>& cmp) {
+    std::string out = "\n## Where tern leads\n\n";
+    if (cmp.empty()) return out + "Nothing to compare.\n";
+    std::vector<double> all_ratios;
+    double log_sum = 0;
+    for (auto& c : cmp) {
+        all_ratios.push_back(c.ratio);
+        log_sum += std::log(std::max(c.ratio, 1e-9));
+    }
+    std::size_t ahead = std::count_if(cmp.begin(), cmp.end(), [](auto& c) { return c.ratio >= 1; });
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "Over the whole run tern is at or ahead of the best Asio configuration in %zu of %zu figures; "
+                  "the median ratio is %.2fx, the geometric mean %.2fx. Per scenario and implementation, over "
+                  "every point and metric:\n\n",
+                  ahead, cmp.size(), median_of(all_ratios), std::exp(log_sum / static_cast<double>(cmp.size())));
+    out += buf;
+    out += md_header({"scenario", "impl", "figures", "at or ahead", "lowest ratio", "median ratio", "highest ratio"},
+                     {0, 1});
+    std::vector<std::pair<const scenario_def*, const impl_def*>> groups;
+    for (auto& c : cmp) {
+        auto key = std::make_pair(c.tern->scenario, c.tern->impl);
+        if (std::find(groups.begin(), groups.end(), key) == groups.end()) groups.push_back(key);
+    }
+    for (auto [s, i] : groups) {
+        std::vector<double> ratios;
+        for (auto& c : cmp)
+            if (c.tern->scenario == s && c.tern->impl == i) ratios.push_back(c.ratio);
+        std::size_t n_ahead = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r >= 1; });
+        auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+        out += md_row({s->name, i->id, std::to_string(ratios.size()), std::to_string(n_ahead), ratio_text(*lo),
+                       ratio_text(median_of(ratios)), ratio_text(*hi)});
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string format_trailing_text(const std::vector<record>& all) {
+    auto cmp = tern_comparisons(all);
+    if (cmp.empty()) return {};
+    std::string out;
+    std::size_t behind = 0;
+    for (auto& c : cmp) {
+        if (c.ratio >= 1) continue;
+        ++behind;
+        const record& t = *c.tern;
+        out += "  " + t.scenario->name + " " + to_display(t.point) + " " + t.metric->name + " " + t.impl->id + ": " +
+               value_text(t, t.stats.median) + " vs " + value_text(*c.asio, c.asio->stats.median) + " " +
+               t.metric->unit + " " + impl_label(*c.asio) + ", " + ratio_text(c.ratio) +
+               (c.overlap ? " (within the spread)" : "") + "\n";
+    }
+    if (behind == 0)
+        return "\ntern is at or ahead of the best Asio configuration in all " + std::to_string(cmp.size()) +
+               " figures compared\n";
+    return "\ntern trails the best Asio configuration in " + std::to_string(behind) + " of " +
+           std::to_string(cmp.size()) + " figures:\n" + out;
+}
+
+std::string format_report_md(const environment& env, const report_inputs& in, const std::vector<record>& all,
                              const std::vector<failure>& failures) {
-    std::string out = "# tern-bench report\n\n## Environment\n\n" + format_markdown(env) + "\n## Method\n\n" + method +
-                      "\n";
+    auto cmp = tern_comparisons(all);
+    std::string out = "# tern-bench report\n\n## Environment\n\n" + format_markdown(env);
+    out += trailing_section(cmp, failures);
+    out += leading_section(cmp);
+    out += "\n## Method\n\n" + in.method;
+    if (!in.plots_note.empty()) out += "\nCharts: " + in.plots_note + "\n";
+
+    auto tables = tables_of(all);
+    auto charts_of = [&](const scenario_def* s) {
+        std::string text;
+        for (auto& p : in.plots)
+            if (p.scenario == s->name) text += "\n![" + p.title + "](" + p.file + ")\n";
+        return text;
+    };
     std::string category;
-    for (auto& t : tables_of(all)) {
-        const record& first = *t.front();
+    for (std::size_t i = 0; i < tables.size(); ++i) {
+        const record& first = *tables[i].front();
         if (first.scenario->category != category) {
             category = first.scenario->category;
             out += "\n## " + category + "\n";
         }
-        out += "\n### " + title_of(first) + "\n\n" + first.scenario->summary + ".\n\n";
-        row h = header();
-        out += "|";
-        for (auto& c : h) out += " " + c + " |";
-        out += "\n|";
-        for (std::size_t c = 0; c < h.size(); ++c) out += c < 2 || c == 5 ? "---|" : "---:|";
-        out += "\n";
-        for (auto* r : t) {
-            out += "|";
-            for (auto& c : row_of(all, *r)) out += " " + c + " |";
-            out += "\n";
+        out += "\n### " + title_of(first) + "\n\n";
+        std::string intro = table_intro(first);
+        intro[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(intro[0])));
+        out += intro + ".\n\n";
+        if (optional_metric(first)) {  // no Asio figure to compare with: value and spread only
+            row h = header();
+            h.resize(5);
+            out += md_header(h, {0, 1});
+            for (auto* r : tables[i]) {
+                row full = row_of(all, *r);
+                full.resize(5);
+                out += md_row(full);
+            }
+        } else {
+            out += md_header(header(), {0, 1, 5});
+            for (auto* r : tables[i]) out += md_row(row_of(all, *r));
         }
-        if (auto note = best_note(all, t); !note.empty()) out += "\n" + note + ".\n";
+        if (!optional_metric(first))
+            if (auto note = best_note(all, tables[i]); !note.empty()) out += "\n" + note + ".\n";
+        bool last_of_scenario = i + 1 == tables.size() || tables[i + 1].front()->scenario != first.scenario;
+        if (last_of_scenario) out += charts_of(first.scenario);
     }
     if (!failures.empty()) {
         out += "\n## Failed points\n\n";

@@ -27,6 +27,7 @@ struct record {
 struct failure {
     std::string what;  // scenario, params, impl
     std::string why;
+    bool tern = false;  // the point of a tern implementation (not a whole point refused for every implementation)
 };
 
 // Ratio of `r` to the best Asio record of the same scenario, point and metric: > 1 means better than that Asio
@@ -34,11 +35,38 @@ struct failure {
 const record* best_asio(const std::vector<record>& all, const record& r);
 double ratio_to(const record& r, const record& asio);
 
+// One tern figure next to the best Asio configuration of its point.
+struct comparison {
+    const record* tern = nullptr;
+    const record* asio = nullptr;
+    double ratio = 0;      // ratio_to(*tern, *asio): < 1 means tern trails
+    bool spread_known = false;  // both figures come from 2 or more runs, so their min..max ranges mean something
+    bool overlap = false;       // the two min..max ranges overlap: the gap is within the run-to-run spread
+};
+
+// Every record of a tern implementation that has an Asio record of the same scenario, point and metric; in
+// catalogue order, then point, metric and implementation.
+std::vector<comparison> tern_comparisons(const std::vector<record>& all);
+
 std::string format_value(double v);
 
+// A chart that tern-bench-plot.py drew for a scenario; `file` is relative to the report directory.
+struct plot_ref {
+    std::string scenario;
+    std::string file;
+    std::string title;
+};
+
+struct report_inputs {
+    std::string method;          // how this run was made (profile, phases, command line)
+    std::vector<plot_ref> plots;
+    std::string plots_note;      // said in the report when there are no charts (matplotlib missing, failure)
+};
+
 std::string format_tables(const std::vector<record>& all);        // terminal
+std::string format_trailing_text(const std::vector<record>& all); // terminal: the figures where tern trails
 std::string format_json_lines(const std::vector<record>& all);    // one record per line
-std::string format_report_md(const environment& env, const std::string& method, const std::vector<record>& all,
+std::string format_report_md(const environment& env, const report_inputs& in, const std::vector<record>& all,
                              const std::vector<failure>& failures);
 
 }  // namespace tern_bench

@@ -23,6 +23,12 @@ std::int64_t session::param_int(const std::string& key) const {
     return v;
 }
 
+std::uint64_t session::work_count() const {
+    if (def_.timed || !req_.params.count("n")) return 0;
+    std::int64_t n = param_int("n");
+    return n > 0 ? static_cast<std::uint64_t>(n) : 0;
+}
+
 std::vector<phase> session::phases() const {
     std::vector<phase> out;
     out.push_back({true, -1, req_.warmup_s});
@@ -38,8 +44,11 @@ void session::report(const phase& p, const metric_values& values) {
         if (it == values.end()) throw bench_failure("implementation did not report metric " + m.name);
         metrics.field(m.name, it->second);
     }
-    for (auto& [name, v] : values)
-        if (!def_.find_metric(name)) throw bench_failure("metric " + name + " is not defined for " + def_.name);
+    for (auto& [name, v] : values) {
+        if (def_.find_metric(name)) continue;
+        if (!find_optional_metric(name)) throw bench_failure("metric " + name + " is not defined for " + def_.name);
+        metrics.field(name, v);
+    }
     json::object_writer line;
     line.field("type", "rep").field("index", p.index).raw("metrics", metrics.str());
     // One write per line, flushed at once: the orchestrator reads lines as they come to show progress.

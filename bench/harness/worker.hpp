@@ -12,6 +12,7 @@
 // exception: the worker prints it on stderr and exits 1, and the orchestrator marks the point failed.
 #pragma once
 
+#include "allocations.hpp"
 #include "catalogue.hpp"
 
 #include <chrono>
@@ -70,13 +71,22 @@ public:
     void info(const std::string& key, const std::string& value);
 
     // Runs `measure(phase)` for every phase and reports what it returns: the shape of scenarios that set up
-    // their loop afresh for each phase.
+    // their loop afresh for each phase. A fixed-work scenario states its work as the parameter `n`; when the
+    // worker counts allocations, allocs_per_op is what measure() allocated divided by n.
     template <class F>
     void for_each_phase(F&& measure) {
-        for (const phase& p : phases()) report(p, measure(p));
+        for (const phase& p : phases()) {
+            allocation_window allocs(def_);
+            metric_values values = measure(p);
+            if (auto per_op = allocs.per_op(work_count())) values.emplace_back(allocs_per_op_name, *per_op);
+            report(p, values);
+        }
     }
 
 private:
+    // The parameter n of a fixed-work scenario, else 0 (no per-operation figure).
+    std::uint64_t work_count() const;
+
     run_request req_;
     const scenario_def& def_;
 };

@@ -15,6 +15,24 @@ void timers_fire_rate_callbacks(session&);
 void timers_fire_rate_coroutines(session&);
 void sockets_pingpong_callbacks(session&);
 void sockets_pingpong_coroutines(session&);
+void sockets_pingpong_cross_thread_callbacks(session&);
+void sockets_pingpong_cross_thread_coroutines(session&);
+void sockets_concurrent_pairs_callbacks(session&);
+void sockets_concurrent_pairs_coroutines(session&);
+void sockets_unidirectional_callbacks(session&);
+void sockets_unidirectional_coroutines(session&);
+void sockets_bidirectional_callbacks(session&);
+void sockets_bidirectional_coroutines(session&);
+void sockets_echo_callbacks(session&);
+void sockets_echo_coroutines(session&);
+void sockets_accept_churn_callbacks(session&);
+void sockets_accept_churn_coroutines(session&);
+void sockets_messages_callbacks(session&);
+void sockets_messages_coroutines(session&);
+void sockets_io_event_callbacks(session&);
+void sockets_io_event_coroutines(session&);
+void http_minimal_callbacks(session&);
+void http_minimal_coroutines(session&);
 }  // namespace tern_bench::asio_impl
 
 // tern implementations take the backend from the impl id ("tern/io_uring" or "tern/epoll").
@@ -25,8 +43,21 @@ void coro_switch(session&);
 void timers_schedule_cancel(session&);
 void timers_fire_rate(session&);
 void sockets_pingpong(session&);
+void sockets_pingpong_cross_thread(session&);
+void sockets_concurrent_pairs(session&);
+void sockets_unidirectional(session&);
+void sockets_bidirectional(session&);
+void sockets_echo(session&);
+void sockets_accept_churn(session&);
+void sockets_messages(session&);
+void sockets_io_event(session&);
+void http_minimal(session&);
 }  // namespace tern_bench::tern_impl
 
 namespace tern_bench::raw_impl {
 void sockets_pingpong_liburing(session&);
+void sockets_pingpong_cross_thread_blocking(session&);
+void sockets_unidirectional_liburing(session&);
+void sockets_bidirectional_liburing(session&);
+void sockets_io_event_epoll(session&);
 }  // namespace tern_bench::raw_impl

@@ -10,6 +10,10 @@ using namespace tern_bench;
 
 constexpr std::array entries = {
     impl_entry{"sockets/pingpong", "raw/liburing", raw_impl::sockets_pingpong_liburing},
+    impl_entry{"sockets/pingpong_cross_thread", "raw/blocking", raw_impl::sockets_pingpong_cross_thread_blocking},
+    impl_entry{"sockets/unidirectional", "raw/liburing", raw_impl::sockets_unidirectional_liburing},
+    impl_entry{"sockets/bidirectional", "raw/liburing", raw_impl::sockets_bidirectional_liburing},
+    impl_entry{"sockets/io_event", "raw/epoll", raw_impl::sockets_io_event_epoll},
 };
 
 }  // namespace

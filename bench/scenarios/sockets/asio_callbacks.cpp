@@ -1,85 +1,161 @@
-// sockets/pingpong for asio/callbacks: client and server as two handler chains on one io_context.
+// The ping-pong family for asio/callbacks: sockets/pingpong, sockets/pingpong_cross_thread,
+// sockets/concurrent_pairs. Client and server are two handler chains.
 // Client: async_write(size bytes) -> async_read(size bytes) -> verify -> next round. Server: async_read(size
 // bytes) -> verify -> async_write(echo) -> next read. After the last phase the client shuts down its sending
 // side, the server's read ends with eof, and run() returns.
+//   pingpong:              both chains on one io_context;
+//   pingpong_cross_thread: the client on one io_context run by a thread on CPU 0, the server on another on CPU 1;
+//   concurrent_pairs:      `pairs` client/server chains on one io_context, one latency meter for all of them.
 #include "asio_common.hpp"
+#include "../two_threads.hpp"
 #include "../../harness/meters.hpp"
 #include "../registry.hpp"
 
+#include <memory>
 #include <vector>
 
 namespace tern_bench::asio_impl {
 
 namespace {
 
-class pingpong {
+class pingpong_client {
 public:
-    pingpong(session& s, std::size_t size)
-        : pair_(ctx_), pattern_(size), client_buf_(size), server_buf_(size), meter_(s) {}
+    pingpong_client(tcp::socket& sock, const payload_pattern& pattern, latency_meter& meter)
+        : sock_(sock), pattern_(pattern), buf_(pattern.size()), meter_(meter) {}
 
-    void run() {
-        meter_.start();
-        server_read();
-        client_write();
-        ctx_.run();
-        if (!meter_.done()) throw bench_failure("the loop ran out of work before the last phase ended");
-        if (!server_done_) throw bench_failure("the server did not see the client's end of stream");
-    }
+    void start() { write(); }
 
 private:
-    void client_write() {
+    void write() {
         t0_ = bench_clock::now();
-        asio::async_write(pair_.client, asio::buffer(pattern_.round(client_round_), pattern_.size()),
+        asio::async_write(sock_, asio::buffer(pattern_.round(round_), pattern_.size()),
                           [this](const asio::error_code& ec, std::size_t) {
                               expect_ok(ec, "client write");
-                              client_read();
+                              read();
                           });
     }
 
-    void client_read() {
-        asio::async_read(pair_.client, asio::buffer(client_buf_), [this](const asio::error_code& ec, std::size_t) {
+    void read() {
+        asio::async_read(sock_, asio::buffer(buf_), [this](const asio::error_code& ec, std::size_t) {
             auto t1 = bench_clock::now();
             expect_ok(ec, "client read");
-            pattern_.verify(client_buf_.data(), client_round_++, "client");
+            pattern_.verify(buf_.data(), round_++, "client");
             if (meter_.record(t0_, t1))
-                client_write();
+                write();
             else
-                pair_.client.shutdown(asio::ip::tcp::socket::shutdown_send);
+                sock_.shutdown(tcp::socket::shutdown_send);
         });
     }
 
-    void server_read() {
-        asio::async_read(pair_.server, asio::buffer(server_buf_), [this](const asio::error_code& ec, std::size_t n) {
+    tcp::socket& sock_;
+    const payload_pattern& pattern_;
+    std::vector<unsigned char> buf_;
+    latency_meter& meter_;
+    std::uint64_t round_ = 0;
+    bench_clock::time_point t0_{};
+};
+
+class pingpong_server {
+public:
+    pingpong_server(tcp::socket& sock, const payload_pattern& pattern)
+        : sock_(sock), pattern_(pattern), buf_(pattern.size()) {}
+
+    void start() { read(); }
+    bool done() const { return done_; }
+
+private:
+    void read() {
+        asio::async_read(sock_, asio::buffer(buf_), [this](const asio::error_code& ec, std::size_t n) {
             if (ec == asio::error::eof && n == 0) {
-                server_done_ = true;
+                done_ = true;
                 return;
             }
             expect_ok(ec, "server read");
-            pattern_.verify(server_buf_.data(), server_round_++, "server");
-            asio::async_write(pair_.server, asio::buffer(server_buf_), [this](const asio::error_code& ec, std::size_t) {
+            pattern_.verify(buf_.data(), round_++, "server");
+            asio::async_write(sock_, asio::buffer(buf_), [this](const asio::error_code& ec, std::size_t) {
                 expect_ok(ec, "server write");
-                server_read();
+                read();
             });
         });
     }
 
-    asio::io_context ctx_{concurrency_hint};
-    loopback_pair pair_;
-    payload_pattern pattern_;
-    std::vector<unsigned char> client_buf_;
-    std::vector<unsigned char> server_buf_;
-    latency_meter meter_;
-    std::uint64_t client_round_ = 0;
-    std::uint64_t server_round_ = 0;
-    bench_clock::time_point t0_{};
-    bool server_done_ = false;
+    tcp::socket& sock_;
+    const payload_pattern& pattern_;
+    std::vector<unsigned char> buf_;
+    std::uint64_t round_ = 0;
+    bool done_ = false;
 };
+
+void check_end(const latency_meter& meter, bool servers_done) {
+    if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
+    if (!servers_done) throw bench_failure("a server did not see its client's end of stream");
+}
 
 }  // namespace
 
 void sockets_pingpong_callbacks(session& s) {
     announce(s);
-    pingpong(s, static_cast<std::size_t>(s.param_int("size"))).run();
+    asio::io_context ctx(concurrency_hint);
+    loopback_pair pair(ctx);
+    payload_pattern pattern(static_cast<std::size_t>(s.param_int("size")));
+    latency_meter meter(s);
+    pingpong_server server(pair.server, pattern);
+    pingpong_client client(pair.client, pattern, meter);
+    meter.start();
+    server.start();
+    client.start();
+    ctx.run();
+    check_end(meter, server.done());
+}
+
+void sockets_pingpong_cross_thread_callbacks(session& s) {
+    announce(s);
+    asio::io_context client_ctx(concurrency_hint);
+    asio::io_context server_ctx(concurrency_hint);
+    auto pairs = connect_pairs(client_ctx, server_ctx, 1);
+    payload_pattern pattern(static_cast<std::size_t>(s.param_int("size")));
+    latency_meter meter(s);
+    pingpong_server server(pairs[0].server, pattern);
+    pingpong_client client(pairs[0].client, pattern, meter);
+    run_pinned_pair(
+        s,
+        [&] {
+            meter.start();
+            client.start();
+            client_ctx.run();
+        },
+        [&] {
+            server.start();
+            server_ctx.run();
+        },
+        [&] {
+            client_ctx.stop();
+            server_ctx.stop();
+        });
+    check_end(meter, server.done());
+}
+
+void sockets_concurrent_pairs_callbacks(session& s) {
+    announce(s);
+    asio::io_context ctx(concurrency_hint);
+    auto pairs = connect_pairs(ctx, static_cast<std::size_t>(s.param_int("pairs")));
+    payload_pattern pattern(64);
+    latency_meter meter(s);
+    std::vector<std::unique_ptr<pingpong_server>> servers;
+    std::vector<std::unique_ptr<pingpong_client>> clients;
+    for (auto& p : pairs) {
+        servers.push_back(std::make_unique<pingpong_server>(p.server, pattern));
+        clients.push_back(std::make_unique<pingpong_client>(p.client, pattern, meter));
+    }
+    meter.start();
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        servers[i]->start();
+        clients[i]->start();
+    }
+    ctx.run();
+    bool all_done = true;
+    for (auto& sv : servers) all_done = all_done && sv->done();
+    check_end(meter, all_done);
 }
 
 }  // namespace tern_bench::asio_impl

@@ -1,7 +1,12 @@
-// sockets/pingpong for asio/coroutines: client and server as two coroutines on one io_context, using
-// async_write / async_read (exact sizes) with use_awaitable. The server's read goes through redirect_error so
-// that the client's end of stream ends it without an exception.
+// The ping-pong family for asio/coroutines: sockets/pingpong, sockets/pingpong_cross_thread,
+// sockets/concurrent_pairs. Client and server are coroutines using async_write / async_read (exact sizes) with
+// use_awaitable. The server's read goes through redirect_error so that the client's end of stream ends it without
+// an exception.
+//   pingpong:              both coroutines on one io_context;
+//   pingpong_cross_thread: the client on one io_context run by a thread on CPU 0, the server on another on CPU 1;
+//   concurrent_pairs:      `pairs` client/server coroutines on one io_context, one latency meter for all of them.
 #include "asio_common.hpp"
+#include "../two_threads.hpp"
 #include "../../harness/meters.hpp"
 #include "../registry.hpp"
 
@@ -11,7 +16,7 @@ namespace tern_bench::asio_impl {
 
 namespace {
 
-asio::awaitable<void> client_loop(asio::ip::tcp::socket& sock, const payload_pattern& pattern, latency_meter& meter) {
+asio::awaitable<void> client_loop(tcp::socket& sock, const payload_pattern& pattern, latency_meter& meter) {
     std::vector<unsigned char> buf(pattern.size());
     for (std::uint64_t round = 0;; ++round) {
         auto t0 = bench_clock::now();
@@ -21,10 +26,10 @@ asio::awaitable<void> client_loop(asio::ip::tcp::socket& sock, const payload_pat
         pattern.verify(buf.data(), round, "client");
         if (!meter.record(t0, t1)) break;
     }
-    sock.shutdown(asio::ip::tcp::socket::shutdown_send);
+    sock.shutdown(tcp::socket::shutdown_send);
 }
 
-asio::awaitable<void> server_loop(asio::ip::tcp::socket& sock, const payload_pattern& pattern, bool& done) {
+asio::awaitable<void> server_loop(tcp::socket& sock, const payload_pattern& pattern, int& done) {
     std::vector<unsigned char> buf(pattern.size());
     for (std::uint64_t round = 0;; ++round) {
         asio::error_code ec;
@@ -34,7 +39,13 @@ asio::awaitable<void> server_loop(asio::ip::tcp::socket& sock, const payload_pat
         pattern.verify(buf.data(), round, "server");
         co_await asio::async_write(sock, asio::buffer(buf), asio::use_awaitable);
     }
-    done = true;
+    ++done;
+}
+
+void check_end(const latency_meter& meter, int servers_done, std::size_t servers) {
+    if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
+    if (servers_done != static_cast<int>(servers))
+        throw bench_failure("a server did not see its client's end of stream");
 }
 
 }  // namespace
@@ -45,13 +56,52 @@ void sockets_pingpong_coroutines(session& s) {
     loopback_pair pair(ctx);
     payload_pattern pattern(static_cast<std::size_t>(s.param_int("size")));
     latency_meter meter(s);
-    bool server_done = false;
+    int servers_done = 0;
     meter.start();
-    asio::co_spawn(ctx, server_loop(pair.server, pattern, server_done), rethrow{});
+    asio::co_spawn(ctx, server_loop(pair.server, pattern, servers_done), rethrow{});
     asio::co_spawn(ctx, client_loop(pair.client, pattern, meter), rethrow{});
     ctx.run();
-    if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
-    if (!server_done) throw bench_failure("the server did not see the client's end of stream");
+    check_end(meter, servers_done, 1);
+}
+
+void sockets_pingpong_cross_thread_coroutines(session& s) {
+    announce(s);
+    asio::io_context client_ctx(concurrency_hint);
+    asio::io_context server_ctx(concurrency_hint);
+    auto pairs = connect_pairs(client_ctx, server_ctx, 1);
+    payload_pattern pattern(static_cast<std::size_t>(s.param_int("size")));
+    latency_meter meter(s);
+    int servers_done = 0;
+    asio::co_spawn(server_ctx, server_loop(pairs[0].server, pattern, servers_done), rethrow{});
+    asio::co_spawn(client_ctx, client_loop(pairs[0].client, pattern, meter), rethrow{});
+    run_pinned_pair(
+        s,
+        [&] {
+            meter.start();
+            client_ctx.run();
+        },
+        [&] { server_ctx.run(); },
+        [&] {
+            client_ctx.stop();
+            server_ctx.stop();
+        });
+    check_end(meter, servers_done, 1);
+}
+
+void sockets_concurrent_pairs_coroutines(session& s) {
+    announce(s);
+    asio::io_context ctx(concurrency_hint);
+    auto pairs = connect_pairs(ctx, static_cast<std::size_t>(s.param_int("pairs")));
+    payload_pattern pattern(64);
+    latency_meter meter(s);
+    int servers_done = 0;
+    meter.start();
+    for (auto& p : pairs) {
+        asio::co_spawn(ctx, server_loop(p.server, pattern, servers_done), rethrow{});
+        asio::co_spawn(ctx, client_loop(p.client, pattern, meter), rethrow{});
+    }
+    ctx.run();
+    check_end(meter, servers_done, pairs.size());
 }
 
 }  // namespace tern_bench::asio_impl

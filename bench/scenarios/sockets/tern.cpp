@@ -1,7 +1,13 @@
-// sockets/pingpong for tern: client and server as two spawned tasks on one io_context, using read_exact and
-// write_all (the counterparts of Asio's async_read / async_write of exact sizes). After the last phase the client
-// shuts down its sending side and the server's read ends with eof.
-#include "../tern_setup.hpp"
+// The ping-pong family for tern: sockets/pingpong, sockets/pingpong_cross_thread, sockets/concurrent_pairs.
+// Client and server are spawned tasks using read_exact and write_all (the counterparts of Asio's async_read /
+// async_write of exact sizes). After the last phase the client shuts down its sending side and the server's read
+// ends with eof.
+//   pingpong:              both tasks on one io_context;
+//   pingpong_cross_thread: the client on one io_context on CPU 0, the server on another on CPU 1, each run by
+//                          its own std::thread;
+//   concurrent_pairs:      `pairs` client/server pairs on one io_context, one latency meter for all of them.
+#include "tern_common.hpp"
+#include "../two_threads.hpp"
 #include "../../harness/meters.hpp"
 #include "../registry.hpp"
 
@@ -10,8 +16,6 @@
 namespace tern_bench::tern_impl {
 
 namespace {
-
-namespace net = tern::net;
 
 tern::task<void> client_loop(net::tcp_socket& sock, const payload_pattern& pattern, latency_meter& meter) {
     std::vector<unsigned char> buf(pattern.size());
@@ -64,12 +68,67 @@ tern::task<void> pingpong(tern::io_context& ctx, session& s, std::size_t size) {
     if (!meter.done()) throw bench_failure("the client stopped before the last phase ended");
 }
 
+tern::task<void> cross_thread_client(tern::io_context& ctx, net::endpoint where, const payload_pattern& pattern,
+                                     latency_meter& meter) {
+    auto [ec, sock] = co_await net::connect(ctx, where);
+    expect_ok(ec, "connect");
+    expect_ok(sock.set_no_delay(true), "TCP_NODELAY");
+    meter.start();
+    co_await client_loop(sock, pattern, meter);
+    if (!meter.done()) throw bench_failure("the client stopped before the last phase ended");
+}
+
+tern::task<void> cross_thread_server(net::tcp_acceptor& acceptor, const payload_pattern& pattern) {
+    auto [ec, sock] = co_await acceptor.accept();
+    expect_ok(ec, "accept");
+    expect_ok(sock.set_no_delay(true), "TCP_NODELAY");
+    co_await server_loop(sock, pattern);
+}
+
+tern::task<void> concurrent_pairs(tern::io_context& ctx, session& s, std::size_t pairs_count) {
+    auto pairs = co_await connect_pairs(ctx, pairs_count);
+    payload_pattern pattern(64);
+    latency_meter meter(s);
+    meter.start();
+    std::vector<tern::join_handle<void>> tasks;
+    for (auto& p : pairs) {
+        tasks.push_back(tern::spawn(server_loop(p.server, pattern)));
+        tasks.push_back(tern::spawn(client_loop(p.client, pattern, meter)));
+    }
+    co_await join_all(tasks);
+    if (!meter.done()) throw bench_failure("the clients stopped before the last phase ended");
+}
+
 }  // namespace
 
 void sockets_pingpong(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
     ctx.block_on(pingpong(ctx, s, static_cast<std::size_t>(s.param_int("size"))));
+}
+
+void sockets_pingpong_cross_thread(session& s) {
+    tern::io_context client_ctx(options_for(s));
+    tern::io_context server_ctx(options_for(s));
+    announce(s, client_ctx);
+    announce(s, server_ctx);
+    payload_pattern pattern(static_cast<std::size_t>(s.param_int("size")));
+    latency_meter meter(s);
+    net::tcp_acceptor acceptor(server_ctx);
+    net::endpoint where = listen_loopback(acceptor);
+    run_pinned_pair(
+        s, [&] { client_ctx.block_on(cross_thread_client(client_ctx, where, pattern, meter)); },
+        [&] { server_ctx.block_on(cross_thread_server(acceptor, pattern)); },
+        [&] {
+            client_ctx.stop();
+            server_ctx.stop();
+        });
+}
+
+void sockets_concurrent_pairs(session& s) {
+    tern::io_context ctx(options_for(s));
+    announce(s, ctx);
+    ctx.block_on(concurrent_pairs(ctx, s, static_cast<std::size_t>(s.param_int("pairs"))));
 }
 
 }  // namespace tern_bench::tern_impl

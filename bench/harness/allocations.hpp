@@ -1,0 +1,50 @@
+// Allocations per operation: an optional metric that a worker adds to a scenario's own metrics.
+//
+// A worker executable that replaces the global operator new with a counting one (workers/count_allocations.cpp,
+// linked into tern-bench-tern only) registers its counter here during static initialisation. The meters read it
+// when a measured phase starts and when it ends, and report `allocs_per_op` = operator new calls in the phase /
+// operations in the phase. The counter is per thread, so the figure is exact for the scenarios that run on one
+// thread and is only reported for those (catalogue: single_thread). A worker without a counter (Asio, raw) reports
+// no allocs_per_op, and the orchestrator keeps an optional metric only when every repetition has it.
+#pragma once
+
+#include "catalogue.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace tern_bench {
+
+// Returns the number of operator new calls made so far by the calling thread.
+using allocation_counter = std::uint64_t (*)() noexcept;
+
+void register_allocation_counter(allocation_counter counter) noexcept;
+
+// The calling thread's operator new calls so far, or nullopt when this executable does not count them.
+std::optional<std::uint64_t> allocations_so_far() noexcept;
+
+// Metrics that a worker may report for any scenario without the catalogue listing them; never required.
+const std::vector<metric_def>& optional_metrics();
+const metric_def* find_optional_metric(std::string_view name);
+
+inline constexpr const char* allocs_per_op_name = "allocs_per_op";
+
+// Measures one phase: construct when the measured work starts, call per_op(ops) when it ends (before anything
+// else allocates). Yields nothing when allocations are not counted or the scenario uses more than one thread.
+class allocation_window {
+public:
+    explicit allocation_window(const scenario_def& s) : start_(s.single_thread ? allocations_so_far() : std::nullopt) {}
+
+    std::optional<double> per_op(std::uint64_t ops) const {
+        if (!start_ || ops == 0) return std::nullopt;
+        auto now = allocations_so_far();
+        return static_cast<double>(*now - *start_) / static_cast<double>(ops);
+    }
+
+private:
+    std::optional<std::uint64_t> start_;
+};
+
+}  // namespace tern_bench
