@@ -8,6 +8,7 @@
 //
 // epoll_pwait2 gives the wait a nanosecond timeout, so timers are as precise as on io_uring. Other threads wake a
 // blocked wait through an eventfd registered with a null data pointer.
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <ctime>
@@ -87,7 +88,7 @@ class epoll_backend final : public backend {
       ts.tv_nsec = timeout_ns % 1'000'000'000;
       tsp = &ts;
     }
-    int n = ::epoll_pwait2(epfd_, events_, max_events, tsp, nullptr);
+    int n = wait(tsp, timeout_ns);
     for (int i = 0; i < n; ++i) {
       auto* d = static_cast<descriptor*>(events_[i].data.ptr);
       if (d == nullptr) {
@@ -149,6 +150,18 @@ class epoll_backend final : public backend {
     }
   }
 
+  // epoll_pwait2 (Linux 5.11) takes a nanosecond timeout; without it, epoll_wait's milliseconds are rounded up so
+  // that a timer never fires early.
+  int wait(const timespec* tsp, std::int64_t timeout_ns) noexcept {
+    if (has_pwait2_) {
+      int n = ::epoll_pwait2(epfd_, events_, max_events, tsp, nullptr);
+      if (n >= 0 || errno != ENOSYS) return n;
+      has_pwait2_ = false;
+    }
+    int ms = timeout_ns < 0 ? -1 : static_cast<int>(std::min<std::int64_t>((timeout_ns + 999'999) / 1'000'000, 1 << 30));
+    return ::epoll_wait(epfd_, events_, max_events, ms);
+  }
+
   // An edge may have passed before the op started: ask once, without waiting.
   static int readable_now(int fd) noexcept {
     pollfd p{fd, POLLIN, 0};
@@ -174,6 +187,7 @@ class epoll_backend final : public backend {
   int epfd_ = -1;
   int wake_fd_ = -1;
   std::size_t waiting_ = 0;
+  bool has_pwait2_ = true;
   epoll_event events_[max_events];
 };
 

@@ -192,6 +192,7 @@ std::int64_t io_context::timer_timeout_ns() const noexcept {
 }
 
 void io_context::poll_io(bool may_block) {
+  inline_streak_ = 0;
   const bool has_timers = timers_.size() != 0;
   if (!may_block || !ready_empty()) {
     if (backend_->busy()) backend_->poll(0);
@@ -291,7 +292,12 @@ bool io_context::start(detail::io_op& op) noexcept {
   op.ctx = this;
   if (backend_->start(op)) {
     op.st = detail::io_op::state::done;
-    return true;
+    // A peer that is always ready (a writer into a roomy socket buffer) would otherwise keep its coroutine
+    // running without ever letting the loop poll; every so often the completion goes through the queue instead.
+    if (++inline_streak_ <= inline_limit) return true;
+    inline_streak_ = 0;
+    run_queue_.push_back(&op);
+    return false;
   }
   op.st = detail::io_op::state::pending;
   op.desc->link(&op);

@@ -2,6 +2,7 @@
 // accept and connect. The asynchronous operations themselves are awaiters in tcp.hpp.
 #include "tern/net/tcp.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -118,9 +119,15 @@ task<io_result<std::size_t>> tcp_socket::read_exact(mutable_buffer b) {
 }
 
 task<io_result<std::size_t>> tcp_socket::write_all(const_buffer b) {
+  // Large buffers go out in pieces: a bounded send keeps the data being copied in cache, and lets the reader of
+  // a busy duplex connection run between pieces. Measured on the hand-written liburing floor of tern-bench:
+  // 1 MiB bidirectional streams went from 3.0-3.3 to 4.7-5.0 GB/s with 64 KiB sends (Asio also sends at most
+  // 64 KiB per call).
+  constexpr std::size_t piece = 64 * 1024;
   std::size_t done = 0;
   while (done < b.size()) {
-    auto [ec, n] = co_await write_some(b + done);
+    const_buffer rest = b + done;
+    auto [ec, n] = co_await write_some(const_buffer(rest.data(), std::min(rest.size(), piece)));
     if (ec) co_return io_result<std::size_t>{ec, done};
     done += n;
   }

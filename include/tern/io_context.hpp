@@ -257,6 +257,8 @@ class io_context {
  private:
   // How many items a turn runs before it looks at I/O again.
   static constexpr std::size_t batch_limit = 256;
+  // How many operations may complete inline (epoll's speculative syscalls) between two polls of the backend.
+  static constexpr unsigned inline_limit = 16;
 
   class scope;
   std::size_t run_loop(const bool* done);
@@ -289,6 +291,7 @@ class io_context {
   std::unique_ptr<detail::backend> backend_;
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
+  unsigned inline_streak_ = 0;
   std::uint64_t loop_time_ns_;
   std::uint64_t spin_ns_;
   detail::descriptor* free_descriptors_ = nullptr;
