@@ -293,7 +293,8 @@ bool io_context::start(detail::io_op& op) noexcept {
   if (backend_->start(op)) {
     op.st = detail::io_op::state::done;
     // A peer that is always ready (a writer into a roomy socket buffer) would otherwise keep its coroutine
-    // running without ever letting the loop poll; every so often the completion goes through the queue instead.
+    // running without ever letting the loop poll; past a few operations since the last poll, the completion goes
+    // through the queue instead.
     if (++inline_streak_ <= inline_limit) return true;
     inline_streak_ = 0;
     run_queue_.push_back(&op);
