@@ -11,7 +11,6 @@ packages=(
   liburing-dev
   libasio-dev
   libgtest-dev libgmock-dev
-  libbenchmark-dev
   python3 python3-matplotlib
 )
 
