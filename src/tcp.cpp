@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ int socket_flags(io_context& ctx) noexcept {
 }
 
 // Wraps a new fd in a descriptor of ctx; closes the fd if the backend refuses it.
-io_result<tern::detail::descriptor*> adopt(io_context& ctx, int fd) noexcept {
+io_result<tern::detail::descriptor*> wrap_fd(io_context& ctx, int fd) noexcept {
   try {
     return {{}, ctx.open_descriptor(fd)};
   } catch (const std::system_error& e) {
@@ -63,7 +64,7 @@ namespace detail {
 io_result<tcp_socket> accept_awaiter::await_resume() {
   io_context& ctx = *op_.ctx;
   if (op_.res < 0) return {error(), tcp_socket(ctx)};
-  auto [ec, d] = adopt(ctx, op_.res);
+  auto [ec, d] = wrap_fd(ctx, op_.res);
   if (ec) return {ec, tcp_socket(ctx)};
   return {{}, tcp_socket(ctx, d)};
 }
@@ -99,11 +100,24 @@ tcp_socket& tcp_socket::operator=(tcp_socket&& o) noexcept {
   return *this;
 }
 
+io_result<tcp_socket> tcp_socket::adopt(io_context& ctx, int fd) noexcept {
+  int flags = ::fcntl(fd, F_GETFL);
+  const int wanted = ctx.backend() == backend_kind::epoll ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (flags < 0 || (wanted != flags && ::fcntl(fd, F_SETFL, wanted) < 0)) {
+    std::error_code ec = last_error();
+    ::close(fd);
+    return {ec, tcp_socket(ctx)};
+  }
+  auto [ec, d] = wrap_fd(ctx, fd);
+  if (ec) return {ec, tcp_socket(ctx)};
+  return {{}, tcp_socket(ctx, d)};
+}
+
 std::error_code tcp_socket::open(int family) {
   if (desc_ != nullptr) return std::make_error_code(std::errc::already_connected);
   int fd = ::socket(family, socket_flags(*ctx_), IPPROTO_TCP);
   if (fd < 0) return last_error();
-  auto [ec, d] = adopt(*ctx_, fd);
+  auto [ec, d] = wrap_fd(*ctx_, fd);
   desc_ = d;
   return ec;
 }
@@ -191,7 +205,7 @@ std::error_code tcp_acceptor::listen(const endpoint& ep, acceptor_options opts) 
   }
   if (::bind(fd, ep.data(), ep.size()) < 0) return fail();
   if (::listen(fd, opts.backlog) < 0) return fail();
-  auto [ec, d] = adopt(*ctx_, fd);
+  auto [ec, d] = wrap_fd(*ctx_, fd);
   desc_ = d;
   return ec;
 }

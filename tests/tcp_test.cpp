@@ -4,6 +4,7 @@
 #include "net_support.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -748,6 +749,41 @@ TEST(net_error, eof_has_its_own_category) {
   EXPECT_TRUE(ec == tern::net::error::eof);
   EXPECT_FALSE(ec == std::errc::connection_reset);
   EXPECT_FALSE(std::error_code(ECONNRESET, std::system_category()) == tern::net::error::eof);
+}
+
+}  // namespace
+
+namespace {
+
+class tcp_adopt_test : public tern_test::backend_test {};
+TERN_INSTANTIATE_BACKENDS(tcp_adopt_test);
+
+// A socketpair made outside tern works as a tern socket on either backend, whatever its blocking mode was.
+TEST_P(tcp_adopt_test, adopted_socketpair_carries_data_both_ways) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  tern_test::run_bounded(ctx, [](tern::io_context& ctx, int a, int b) -> tern::task<void> {
+    auto [aec, left] = tern::net::tcp_socket::adopt(ctx, a);
+    auto [bec, right] = tern::net::tcp_socket::adopt(ctx, b);
+    CO_ASSERT(!aec && !bec);
+    const int flags = ::fcntl(left.native_handle(), F_GETFL);
+    EXPECT_EQ((flags & O_NONBLOCK) != 0, ctx.backend() == tern::backend_kind::epoll);
+    auto w = co_await left.write_all(std::string_view("ping"));
+    EXPECT_OK(w.ec);
+    char buf[4];
+    auto r = co_await right.read_exact(buf);
+    EXPECT_OK(r.ec);
+    EXPECT_EQ(std::string_view(buf, 4), "ping");
+    right.close();
+    auto eof = co_await left.read_some(buf);
+    EXPECT_EC(eof.ec, tern::net::error::eof);
+  }(ctx, fds[0], fds[1]));
+}
+
+TEST_P(tcp_adopt_test, adopting_a_bad_fd_reports_an_error) {
+  auto [ec, s] = tern::net::tcp_socket::adopt(ctx, -1);
+  EXPECT_EC(ec, std::errc::bad_file_descriptor);
+  EXPECT_FALSE(s.is_open());
 }
 
 }  // namespace

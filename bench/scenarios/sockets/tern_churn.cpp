@@ -109,13 +109,12 @@ tern::task<void> io_event_reader(io_event_run& run, std::size_t i) {
 tern::task<void> io_event(tern::io_context& ctx, session& s) {
     auto pairs = static_cast<std::size_t>(s.param_int("pairs"));
     io_event_run run(s, pairs);
-    // The read ends are handed to the loop as they are: tern has no public call to adopt a descriptor, so this
-    // uses the constructor that accept() and connect() use. Under epoll the loop wants them non-blocking, under
-    // io_uring blocking (socket_flags() in src/tcp.cpp does the same for its own sockets).
+    // The read ends are adopted by the loop, which sets the blocking mode its backend needs.
     run.readers.reserve(pairs);
     for (std::size_t i = 0; i < pairs; ++i) {
-        int fd = run.chain.take_read_end(i, ctx.backend() == tern::backend_kind::epoll);
-        run.readers.emplace_back(ctx, ctx.open_descriptor(fd));
+        auto [ec, sock] = net::tcp_socket::adopt(ctx, run.chain.take_read_end(i, false));
+        expect_ok(ec, "adopt");
+        run.readers.push_back(std::move(sock));
     }
     std::vector<tern::join_handle<void>> tasks;
     tasks.reserve(pairs);

@@ -116,6 +116,9 @@ class tcp_socket {
   // Closes the socket.
   ~tcp_socket() { close(); }
 
+  // Takes ownership of an open stream socket (connected, or one end of a socketpair) and puts it in the mode the
+  // loop's backend needs; on failure the fd is closed and the error returned.
+  static io_result<tcp_socket> adopt(io_context& ctx, int fd) noexcept;
   // Creates the kernel socket for an address family (AF_INET or AF_INET6), so options can be set before connect.
   std::error_code open(int family);
   // Awaitable: connects to ep (opening the socket first if needed); yields std::error_code.
