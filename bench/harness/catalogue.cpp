@@ -227,6 +227,103 @@ void add_http_scenarios(std::vector<scenario_def>& s) {
     s.push_back(minimal);
 }
 
+// ---- multi-thread dispatch and the coroutine sync primitives ----
+
+// Thread i of every implementation is pinned to CPU i % 2 by the worker itself (the orchestrator pins only
+// single-thread scenarios); on this 2-core machine 4 and 8 threads oversubscribe the cores.
+constexpr double dispatch_quick_s = 0.3;
+
+void add_thread_scenarios(std::vector<scenario_def>& s) {
+    auto scaling_point = [](std::int64_t threads, const char* model) {
+        return param_list{{"threads", threads}, {"model", std::string(model)}};
+    };
+    scenario_def scaling{
+        "dispatch/scaling", "dispatch",
+        "1000 independent handler chains, each handler posting its successor, run by `threads` threads (thread i "
+        "pinned to CPU i % 2; 4 and 8 threads oversubscribe the 2 cores); handlers run per second by all threads, "
+        "and the speedup over 1 thread (the same implementation and model measured for one repetition's length "
+        "in the same process). model=shared: tern runtime::post (work-shared: queued on the calling worker, "
+        "handed to idle workers); Asio one io_context (concurrency hint N) run by N threads. model=per_thread: "
+        "tern post_to the worker running the handler; Asio one io_context (hint 1) per thread, chains spread "
+        "round-robin (asio/coroutines: 1000 coroutines each looping on co_await post)",
+        {{"ops_per_s", "ops/s", better::higher}, {"speedup", "x", better::higher}},
+        {},
+        {},
+        true, false, all_runtimes, dispatch_quick_s};
+    for (std::int64_t t : {1, 2, 4, 8}) scaling.quick_points.push_back(scaling_point(t, "shared"));
+    for (std::int64_t t : {2, 8}) scaling.quick_points.push_back(scaling_point(t, "per_thread"));
+    for (const char* m : {"shared", "per_thread"})
+        for (std::int64_t t : {1, 2, 4, 8}) scaling.full_points.push_back(scaling_point(t, m));
+    s.push_back(scaling);
+
+    s.push_back({"dispatch/interleaved", "dispatch",
+                 "one thread posts a batch of 100 handlers, runs them (poll), and repeats; handlers run per second "
+                 "(asio/coroutines: a coroutine posts the 100 and then co_await post queues its continuation "
+                 "behind them)",
+                 {{"ops_per_s", "ops/s", better::higher}},
+                 {one("threads", 1)},
+                 {one("threads", 1)},
+                 true, true, all_runtimes, dispatch_quick_s});
+
+    s.push_back({"dispatch/concurrent", "dispatch",
+                 "4 threads (thread i pinned to CPU i % 2, so 2 per core), each posting batches of 100 handlers and "
+                 "running them: tern a runtime of 4 workers, a driver on each posting to its own loop; Asio one "
+                 "io_context (hint 4) run by 4 threads with 4 drivers (asio/coroutines: each driver a coroutine "
+                 "on a strand of its own); handlers run per second by all threads",
+                 {{"ops_per_s", "ops/s", better::higher}},
+                 {one("threads", 4)},
+                 {one("threads", 4)},
+                 true, false, all_runtimes, dispatch_quick_s});
+
+    auto cross_point = [](std::int64_t producers, std::int64_t per) {
+        return param_list{{"producers", producers}, {"per_producer", per}};
+    };
+    scenario_def cross{
+        "dispatch/cross_thread", "dispatch",
+        "`producers` threads each post `per_producer` increment handlers to one loop run by its own thread (loop "
+        "thread pinned to CPU 0, producer p to CPU (p + 1) % 2); time from releasing the producers until the loop "
+        "has run the last increment, and increments per second (tern io_context::post from foreign threads; "
+        "asio/callbacks asio::post from the producer threads; asio/coroutines asio::post from a coroutine on each "
+        "producer thread's own io_context)",
+        {{"seconds", "s", better::lower}, {"ops_per_s", "ops/s", better::higher}},
+        {},
+        {},
+        false, false, all_runtimes};
+    for (std::int64_t p : {1, 4, 20}) cross.quick_points.push_back(cross_point(p, 100000));
+    for (std::int64_t p : {1, 2, 4, 8, 16, 20}) cross.full_points.push_back(cross_point(p, 1000000));
+    s.push_back(cross);
+
+    auto chan_point = [](std::int64_t pairs, std::int64_t n) { return param_list{{"pairs", pairs}, {"n", n}}; };
+    scenario_def channel{
+        "coro/channel", "coro",
+        "`pairs` producer/consumer coroutine pairs, each with its own channel of capacity 1024, on 2 threads "
+        "(thread i pinned to CPU i % 2): tern tern::sync::channel<int> with tasks spawned on a 2-worker runtime; "
+        "Asio experimental::channel<void(error_code, int)> (asio 1.22.1, not thread-safe) with one io_context per "
+        "thread, pair k on thread k % 2 (asio/coroutines: co_await async_send / async_receive; asio/callbacks: each "
+        "completion handler starts the next operation); n messages in all, every consumer checks the count and "
+        "sum of what it received; ms",
+        {{"ms", "ms", better::lower}},
+        {chan_point(1, 128 * K), chan_point(8, 128 * K)},
+        {},
+        false, false, all_runtimes};
+    for (std::int64_t p : {1, 2, 4, 8, 16, 32})
+        for (std::int64_t n : {128 * K, 512 * K, 2 * M}) channel.full_points.push_back(chan_point(p, n));
+    s.push_back(channel);
+
+    s.push_back({"coro/event", "coro",
+                 "Ichor's loop on one thread: a coroutine posts a handler that signals an auto-reset event, then "
+                 "awaits the event; n iterations; iterations per second (and peak RSS). tern "
+                 "tern::sync::auto_reset_event + io_context::post; Asio has no event: an "
+                 "experimental::channel<void(error_code, int)> of capacity 1, signalled with try_send, awaited with "
+                 "async_receive (asio/callbacks: its receive handler starts the next iteration). The channel is "
+                 "cheaper than a steady_timer at time_point::max() signalled by cancel_one, which goes through the "
+                 "timer queue and cannot hold a signal set before the wait",
+                 {{"iter_per_s", "iter/s", better::higher}},
+                 sweep("n", {1000000}),
+                 sweep("n", {5000000}),
+                 false, true, all_runtimes});
+}
+
 std::vector<scenario_def> build_scenarios() {
     std::vector<scenario_def> s;
 
@@ -288,6 +385,7 @@ std::vector<scenario_def> build_scenarios() {
                  sweep("size", {1, 64, 1024}),
                  true, true, pingpong_impls});
 
+    add_thread_scenarios(s);
     add_socket_scenarios(s);
     add_http_scenarios(s);
 

@@ -39,13 +39,16 @@ using namespace tern_bench;
 
 namespace {
 
-// Every scenario so far runs on one thread; the worker pins itself before it creates anything.
+// A single-thread scenario's worker pins itself to this CPU before it creates anything; the multi-thread ones pin
+// each of their threads themselves.
 constexpr int pinned_cpu = 0;
 const char* const pinning_text =
     "single-thread scenarios run in a worker process pinned to CPU 0 (sched_setaffinity before the runtime starts; "
     "every thread it creates inherits it), the same for every implementation; the socket scenarios with a client "
     "and a server loop (pingpong_cross_thread, echo, messages) pin the client's thread to CPU 0 and the server's to "
-    "CPU 1 themselves (messages threads=1: one thread on CPU 0); the orchestrator is not pinned";
+    "CPU 1 themselves (messages threads=1: one thread on CPU 0); the multi-thread dispatch and coro scenarios "
+    "(dispatch/scaling, concurrent, cross_thread; coro/channel) pin thread i of every implementation to CPU i % 2 "
+    "(cross_thread: the loop's thread to CPU 0, producer p to CPU (p + 1) % 2); the orchestrator is not pinned";
 
 struct planned_run {
     const scenario_def* scenario;
@@ -168,10 +171,11 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
 }
 
 std::string progress_summary(const scenario_def& s, const std::map<std::string, std::vector<double>>& values) {
-    // Throughput scenarios have one metric; for latency show the centre and the tail.
+    // Throughput scenarios have one metric; for latency show the centre and the tail; otherwise (ops/s and
+    // speedup, seconds and ops/s) every metric.
     std::vector<std::string> shown;
-    if (s.metrics.size() == 1)
-        shown.push_back(s.metrics[0].name);
+    if (s.metrics.size() == 1 || !s.find_metric("p50_us"))
+        for (auto& m : s.metrics) shown.push_back(m.name);
     else
         shown = {"p50_us", "p99_us"};
     std::string out;

@@ -7,8 +7,20 @@
 namespace tern_bench::asio_impl {
 void dispatch_post_callbacks(session&);
 void dispatch_post_coroutines(session&);
+void dispatch_scaling_callbacks(session&);
+void dispatch_scaling_coroutines(session&);
+void dispatch_interleaved_callbacks(session&);
+void dispatch_interleaved_coroutines(session&);
+void dispatch_concurrent_callbacks(session&);
+void dispatch_concurrent_coroutines(session&);
+void dispatch_cross_thread_callbacks(session&);
+void dispatch_cross_thread_coroutines(session&);
 void coro_spawn_coroutines(session&);
 void coro_switch_coroutines(session&);
+void coro_channel_callbacks(session&);
+void coro_channel_coroutines(session&);
+void coro_event_callbacks(session&);
+void coro_event_coroutines(session&);
 void timers_schedule_cancel_callbacks(session&);
 void timers_schedule_cancel_coroutines(session&);
 void timers_fire_rate_callbacks(session&);
@@ -38,8 +50,14 @@ void http_minimal_coroutines(session&);
 // tern implementations take the backend from the impl id ("tern/io_uring" or "tern/epoll").
 namespace tern_bench::tern_impl {
 void dispatch_post(session&);
+void dispatch_scaling(session&);
+void dispatch_interleaved(session&);
+void dispatch_concurrent(session&);
+void dispatch_cross_thread(session&);
 void coro_spawn(session&);
 void coro_switch(session&);
+void coro_channel(session&);
+void coro_event(session&);
 void timers_schedule_cancel(session&);
 void timers_fire_rate(session&);
 void sockets_pingpong(session&);

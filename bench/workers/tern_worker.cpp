@@ -40,6 +40,18 @@ constexpr std::array entries = {
     impl_entry{"sockets/io_event", "tern/epoll", t::sockets_io_event},
     impl_entry{"http/minimal", "tern/io_uring", t::http_minimal},
     impl_entry{"http/minimal", "tern/epoll", t::http_minimal},
+    impl_entry{"dispatch/scaling", "tern/io_uring", t::dispatch_scaling},
+    impl_entry{"dispatch/scaling", "tern/epoll", t::dispatch_scaling},
+    impl_entry{"dispatch/interleaved", "tern/io_uring", t::dispatch_interleaved},
+    impl_entry{"dispatch/interleaved", "tern/epoll", t::dispatch_interleaved},
+    impl_entry{"dispatch/concurrent", "tern/io_uring", t::dispatch_concurrent},
+    impl_entry{"dispatch/concurrent", "tern/epoll", t::dispatch_concurrent},
+    impl_entry{"dispatch/cross_thread", "tern/io_uring", t::dispatch_cross_thread},
+    impl_entry{"dispatch/cross_thread", "tern/epoll", t::dispatch_cross_thread},
+    impl_entry{"coro/channel", "tern/io_uring", t::coro_channel},
+    impl_entry{"coro/channel", "tern/epoll", t::coro_channel},
+    impl_entry{"coro/event", "tern/io_uring", t::coro_event},
+    impl_entry{"coro/event", "tern/epoll", t::coro_event},
 };
 
 }  // namespace

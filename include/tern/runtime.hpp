@@ -68,7 +68,7 @@ struct switch_awaiter : resume_item {
 };
 }  // namespace detail
 
-class runtime : private detail::share_group {
+class runtime final : private detail::share_group {
  public:
   // Starts the worker threads.
   explicit runtime(runtime_options opts = {});
