@@ -28,6 +28,7 @@ void frame_pool::keep_until_thread_exit() noexcept {
   // path (this runs when a list goes from empty to non-empty, and on refills).
   static thread_local frame_pool_cleanup cleanup;
   cleanup.armed = true;
+  thread_lists.cleanup_armed = true;
 }
 
 void* frame_pool::refill(std::size_t c) {

@@ -43,6 +43,7 @@ class frame_pool {
   struct lists {
     free_block* heads[class_count];
     std::uint32_t counts[class_count];
+    bool cleanup_armed;  // the thread-exit release is registered
   };
 
   // Returns a block of at least n bytes aligned for any fundamental type.
@@ -71,7 +72,7 @@ class frame_pool {
       ::operator delete(p);
       return;
     }
-    if (l.counts[c] == 0) keep_until_thread_exit();  // a thread may only ever free (blocks posted to it)
+    if (!l.cleanup_armed) keep_until_thread_exit();  // a thread may only ever free (blocks posted to it)
     auto* b = static_cast<free_block*>(p);
     b->next = l.heads[c];
     l.heads[c] = b;
