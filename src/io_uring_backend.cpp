@@ -8,8 +8,8 @@
 //
 // Operations get one SQE each, prepared in start() and submitted together by poll(): one io_uring_enter per loop
 // turn both submits and reaps. A CQE's user_data is the io_op itself; two reserved values mark the cancel requests
-// (whose own completions carry no information) and the wake-ups: a poll on an eventfd, through which any thread
-// can interrupt a blocked enter, and MSG_RING messages, which other io_uring loops send ring to ring.
+// (whose own completions carry no information) and the wake-up poll on an eventfd, through which other threads
+// interrupt a blocked enter.
 //
 // Cancellation is by user_data (IORING_OP_ASYNC_CANCEL on the op's address), never by fd: an fd number can be reused
 // as soon as it is closed, an address cannot while the op is pending. The cancelled op still delivers its own CQE
@@ -31,9 +31,8 @@
 namespace tern::detail {
 namespace {
 
-constexpr std::uint64_t cancel_tag = 0;  // completions that carry nothing (cancel requests, sent wake messages)
-constexpr std::uint64_t wake_tag = 1;    // the eventfd poll
-constexpr std::uint64_t message_tag = 2;  // a wake-up sent by another loop's ring (MSG_RING)
+constexpr std::uint64_t cancel_tag = 0;
+constexpr std::uint64_t wake_tag = 1;
 
 class io_uring_backend final : public backend {
  public:
@@ -125,15 +124,7 @@ class io_uring_backend final : public backend {
     reap();
   }
 
-  // From another io_uring loop's thread, the wake-up is a message from that loop's ring straight into this one's
-  // completion queue (MSG_RING): the parked thread wakes without an eventfd and a poll in between. From anywhere
-  // else it is an eventfd write. Only a parked loop is woken, so this ring is enabled and waiting.
   void wake() noexcept override {
-    io_context* poster = io_context::current();
-    if (poster != nullptr && poster != &ctx_ && poster->backend() == backend_kind::io_uring) {
-      static_cast<io_uring_backend&>(poster->backend_impl()).send_wake(ring_.ring_fd);
-      return;
-    }
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
   }
@@ -163,14 +154,6 @@ class io_uring_backend final : public backend {
     return sqe;
   }
 
-  // Sends a wake-up message to another ring, now: the receiver is parked and waiting for it.
-  void send_wake(int target_ring_fd) noexcept {
-    io_uring_sqe* sqe = get_sqe();
-    io_uring_prep_msg_ring(sqe, target_ring_fd, 0, message_tag, 0);
-    io_uring_sqe_set_data64(sqe, cancel_tag);
-    submit();
-  }
-
   void arm_wake() noexcept {
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_poll_multishot(sqe, wake_fd_, POLLIN);
@@ -184,7 +167,7 @@ class io_uring_backend final : public backend {
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;
       const std::uint64_t ud = cqe->user_data;
-      if (ud == cancel_tag || ud == message_tag) continue;
+      if (ud == cancel_tag) continue;
       if (ud == wake_tag) {
         std::uint64_t value;
         [[maybe_unused]] ssize_t n = ::read(wake_fd_, &value, sizeof value);
