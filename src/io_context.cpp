@@ -19,6 +19,15 @@ constinit thread_local io_context* current_ = nullptr;
 
 io_context* io_context::current() noexcept { return current_; }
 
+#ifdef TERN_THREAD_IDENTITY_OUT_OF_LINE
+namespace detail {
+namespace {
+thread_local char identity_anchor;
+}
+std::uintptr_t thread_identity() noexcept { return reinterpret_cast<std::uintptr_t>(&identity_anchor); }
+}  // namespace detail
+#endif
+
 const char* to_string(backend_kind k) noexcept {
   switch (k) {
     case backend_kind::io_uring: return "io_uring";
@@ -32,13 +41,22 @@ const char* to_string(backend_kind k) noexcept {
 // loop may be run from inside another loop's handler).
 class io_context::scope {
  public:
-  explicit scope(io_context* c) noexcept : prev_(current_) { current_ = c; }
-  ~scope() { current_ = prev_; }
+  explicit scope(io_context* c) noexcept
+      : ctx_(c), prev_(current_), prev_owner_(c->owner_.load(std::memory_order_relaxed)) {
+    current_ = c;
+    c->owner_.store(detail::thread_identity(), std::memory_order_relaxed);
+  }
+  ~scope() {
+    current_ = prev_;
+    ctx_->owner_.store(prev_owner_, std::memory_order_relaxed);
+  }
   scope(const scope&) = delete;
   scope& operator=(const scope&) = delete;
 
  private:
+  io_context* ctx_;
   io_context* prev_;
+  std::uintptr_t prev_owner_;
 };
 
 namespace {
@@ -82,6 +100,25 @@ io_context::io_context(io_context_options opts)
   };
 }
 
+// A slab is a header line followed by its blocks, all cache-line aligned.
+struct alignas(io_context::handler_block_size) io_context::handler_slab {
+  handler_slab* next;
+  struct alignas(handler_block_size) block {
+    unsigned char bytes[handler_block_size];
+  };
+  block blocks[handler_slab_blocks];
+};
+
+void* io_context::grow_handler_blocks() {
+  if (handler_slab_count_ == handler_slab_limit) return nullptr;
+  auto* slab = new handler_slab;
+  slab->next = handler_slabs_;
+  handler_slabs_ = slab;
+  ++handler_slab_count_;
+  for (std::size_t i = handler_slab_blocks; i-- > 1;) give_handler_block(&slab->blocks[i]);
+  return &slab->blocks[0];
+}
+
 io_context::~io_context() {
   scope s(this);
   // 1. Queued items are still valid here: free the handlers that own themselves, skip coroutine resumptions.
@@ -93,6 +130,12 @@ io_context::~io_context() {
   inbox_.drain_into(run_queue_);
   while (detail::work_item* w = run_queue_.pop_front()) {
     if (w->discard != nullptr) w->discard(w);
+  }
+  handler_blocks_ = nullptr;
+  while (handler_slabs_ != nullptr) {
+    handler_slab* next = handler_slabs_->next;
+    delete handler_slabs_;
+    handler_slabs_ = next;
   }
   // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight.
   backend_.reset();

@@ -95,6 +95,32 @@ TEST_P(io_context_test, handlers_posted_by_handlers_run_in_the_same_run) {
   EXPECT_EQ(remaining, 0);
 }
 
+// Posts made on the loop's thread come from the loop's handler slabs until those stop growing, then from the
+// frame pool; a burst far past that limit still runs every handler once, in the order posted.
+TEST_P(io_context_test, burst_of_loop_thread_posts_runs_in_order) {
+  constexpr int n = 20000;  // above the slabs' 64 x 63 blocks
+  std::vector<int> order;
+  order.reserve(n);
+  ctx.post([&] {
+    for (int i = 0; i < n; ++i) ctx.post([&order, i] { order.push_back(i); });
+  });
+  EXPECT_TRUE(run_context_bounded(ctx));
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    if (order[i] != i) {
+      ADD_FAILURE() << "handler " << order[i] << " ran at position " << i;
+      break;
+    }
+  }
+  // And again, now that the slabs are warm and hold their blocks.
+  order.clear();
+  ctx.post([&] {
+    for (int i = 0; i < n; ++i) ctx.post([&order, i] { order.push_back(i); });
+  });
+  EXPECT_TRUE(run_context_bounded(ctx));
+  EXPECT_EQ(order.size(), static_cast<std::size_t>(n));
+}
+
 // The loop is parked in the kernel waiting on a timer an hour away; only the post can wake it.
 TEST_P(io_context_test, post_from_another_thread_wakes_blocked_run) {
   tern::timer keepalive(ctx);
@@ -448,6 +474,26 @@ TEST_P(io_context_teardown_test, destroys_suspended_tasks) {
     EXPECT_EQ(destroyed, 0) << "the tasks are still suspended";
   }
   EXPECT_EQ(destroyed, 4) << "destroying the context must destroy every suspended task";
+}
+
+// Handlers still queued when their context is destroyed are destroyed without running: both those posted from
+// the loop's thread (slab blocks) and those posted from outside (frame-pool blocks). Each captures a probe.
+TEST_P(io_context_teardown_test, destroys_queued_handlers_without_running_them) {
+  int destroyed = 0;
+  int ran = 0;
+  {
+    tern::io_context ctx(options_for(GetParam()));
+    for (int i = 0; i < 3; ++i) ctx.post([p = frame_probe(&destroyed), &ran] { ++ran; });
+    ctx.post([&] {
+      for (int i = 0; i < 5000; ++i) ctx.post([p = frame_probe(&destroyed), &ran] { ++ran; });
+      ctx.stop();
+    });
+    EXPECT_TRUE(run_context_bounded(ctx, 20s));
+    EXPECT_EQ(ran, 3);
+    destroyed = 0;  // the probes moved out of the handlers that ran were destroyed too
+  }
+  EXPECT_EQ(ran, 3) << "a queued handler ran during teardown";
+  EXPECT_EQ(destroyed, 5000) << "every queued handler's state must be destroyed with the context";
 }
 
 // TERN_BACKEND picks the backend of an automatic context; an explicit option wins over it.

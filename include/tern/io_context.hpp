@@ -30,6 +30,7 @@
 
 #include "tern/detail/backend.hpp"
 #include "tern/detail/frame_pool.hpp"
+#include "tern/detail/thread_identity.hpp"
 #include "tern/detail/timer_wheel.hpp"
 #include "tern/detail/work_queue.hpp"
 
@@ -101,6 +102,19 @@ struct posted final : work_item {
   }
 };
 
+// Handler posted from the loop's own thread: it lives in a block of that loop's handler slabs and gives the block
+// back when it runs (see io_context::handler_slab). Only post() makes these, from the loop's thread, so the handler
+// always runs, or is dropped, on its home loop.
+template <class F>
+struct posted_here final : work_item {
+  F fn;
+  io_context* home;
+  posted_here(F&& f, io_context* h) : work_item(&invoke, &drop), fn(std::move(f)), home(h) {}
+  posted_here(const F& f, io_context* h) : work_item(&invoke, &drop), fn(f), home(h) {}
+  static void drop(work_item* w) noexcept;
+  static void invoke(work_item* w);
+};
+
 // Intrusive list node of a spawned root task, so the context can destroy what is still suspended when it dies.
 struct spawn_link {
   spawn_link* prev = nullptr;
@@ -139,7 +153,32 @@ class io_context {
   // Queues f() to run on the loop. Any thread; never runs f inline.
   template <class F>
   void post(F&& f) {
-    using P = detail::posted<std::decay_t<F>>;
+    using D = std::decay_t<F>;
+    if constexpr (fits_handler_block<D>) {
+      // Fast path, kept small enough to inline: a post from the loop's own thread with a free block at hand.
+      if (handler_blocks_ != nullptr && running_here()) [[likely]] {
+        handler_block* b = handler_blocks_;
+        handler_blocks_ = b->next;
+        run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
+        return;
+      }
+    }
+    post_slow(std::forward<F>(f));
+  }
+
+  // post() without a free block at hand, or from another thread.
+  template <class F>
+  [[gnu::noinline]] void post_slow(F&& f) {
+    using D = std::decay_t<F>;
+    if constexpr (fits_handler_block<D>) {
+      if (running_here()) {
+        if (void* b = grow_handler_blocks()) {
+          run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
+          return;
+        }
+      }
+    }
+    using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
     enqueue(p);
   }
@@ -155,7 +194,7 @@ class io_context {
   // Runs f() inline if called from within this loop's run on its thread, else posts it.
   template <class F>
   void dispatch(F&& f) {
-    if (current() == this) {
+    if (running_here()) {
       std::forward<F>(f)();
     } else {
       post(std::forward<F>(f));
@@ -173,6 +212,9 @@ class io_context {
   // Out of line on purpose: a coroutine can resume on another thread, and an inlined thread_local read may
   // keep an address computed before the suspension (see frame_pool::local).
   static io_context* current() noexcept;
+  // True if the calling thread is inside this loop's run (possibly with another loop's run nested in it). One
+  // register read and one load: the check every post and resumption makes.
+  bool running_here() const noexcept { return owner_.load(std::memory_order_relaxed) == detail::thread_identity(); }
 
   // Sets the handler for exceptions that escape detached tasks (default: print to stderr).
   void set_exception_handler(std::function<void(std::exception_ptr)> h) { exception_handler_ = std::move(h); }
@@ -209,7 +251,7 @@ class io_context {
   void schedule(detail::work_item* w) noexcept { run_queue_.push_back(w); }
   // Queues w from any thread.
   void enqueue(detail::work_item* w) noexcept {
-    if (current() == this) {
+    if (running_here()) {
       run_queue_.push_back(w);
     } else {
       enqueue_remote(w);
@@ -217,7 +259,7 @@ class io_context {
   }
   // Queues w as shareable work (see post_shared). Any thread.
   void enqueue_shared(detail::work_item* w) noexcept {
-    if (current() == this) {
+    if (running_here()) {
       shared_queue_.push_back(w);
       ++shared_count_;
     } else {
@@ -236,6 +278,22 @@ class io_context {
   void cancel(detail::io_op& op) noexcept;
   // An op that was never completed is being destroyed with its frame (context teardown only).
   void forget(detail::io_op& op) noexcept;
+
+  // Handler slabs (loop thread only). A post from the loop's thread, the common case of a handler posting its
+  // successor, takes a block from the loop's free list and its run gives it back: no thread-local lookup on either
+  // side (the frame pool's lists are thread-local, and reaching them is an out-of-line call). Blocks are cache-line
+  // sized and aligned and come from slabs owned by the loop, so a queue of a thousand handlers touches one line
+  // each rather than the two that malloc's 16-byte headers would make it straddle. The slabs stop growing at
+  // handler_slab_limit; posts beyond that burst use the frame pool.
+  static constexpr std::size_t handler_block_size = 64;
+  template <class D>
+  static constexpr bool fits_handler_block =
+      sizeof(detail::posted_here<D>) <= handler_block_size && alignof(detail::posted_here<D>) <= handler_block_size;
+  void give_handler_block(void* p) noexcept {
+    auto* b = static_cast<handler_block*>(p);
+    b->next = handler_blocks_;
+    handler_blocks_ = b;
+  }
 
   detail::timer_wheel& timers() noexcept { return timers_; }
   // The clock as last read by the loop (at most one turn old; never ahead of the real clock).
@@ -265,7 +323,7 @@ class io_context {
   bool ready_empty() const noexcept { return run_queue_.empty() && shared_queue_.empty(); }
   // Pinned work first (completions, resumptions), then shareable work.
   detail::work_item* next_ready() noexcept {
-    detail::work_item* w = run_queue_.pop_front();
+    detail::work_item* w = run_queue_.pop_front_prefetch();
     return w != nullptr ? w : pop_shared();
   }
   detail::work_item* pop_shared() noexcept;
@@ -281,7 +339,25 @@ class io_context {
   std::int64_t timer_timeout_ns() const noexcept;
   void free_descriptor(detail::descriptor* d) noexcept;
 
+  struct handler_block {
+    handler_block* next;
+  };
+  struct handler_slab;
+  // Blocks per slab, and the most slabs a loop keeps (256 KiB: far more than a steady chain of posts needs).
+  static constexpr std::size_t handler_slab_blocks = 63;
+  static constexpr std::size_t handler_slab_limit = 64;
+  // Adds a slab to the free list and returns one of its blocks, or null at handler_slab_limit.
+  void* grow_handler_blocks();
+
+  // The fields every item touches come first, in one cache line.
   detail::work_queue run_queue_;
+  // thread_identity() of the thread inside run, or 0. Written by that thread only; other threads read it to learn
+  // that they are not that thread, which any value they can see tells them.
+  std::atomic<std::uintptr_t> owner_{0};
+  std::atomic<bool> stopped_{false};
+  handler_block* handler_blocks_ = nullptr;
+  handler_slab* handler_slabs_ = nullptr;
+  std::size_t handler_slab_count_ = 0;
   detail::work_queue shared_queue_;  // work an idle worker of the same runtime may take (runtime::post/spawn)
   std::size_t shared_count_ = 0;
   detail::share_group* group_ = nullptr;
@@ -297,10 +373,26 @@ class io_context {
   detail::descriptor* free_descriptors_ = nullptr;
   detail::spawn_link* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;
-  std::atomic<bool> stopped_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<std::size_t> guards_{0};
-
 };
+
+template <class F>
+void detail::posted_here<F>::drop(work_item* w) noexcept {
+  auto* self = static_cast<posted_here*>(w);
+  io_context* home = self->home;
+  self->~posted_here();
+  home->give_handler_block(self);
+}
+
+template <class F>
+void detail::posted_here<F>::invoke(work_item* w) {
+  auto* self = static_cast<posted_here*>(w);
+  io_context* home = self->home;
+  F local(std::move(self->fn));
+  self->~posted_here();
+  home->give_handler_block(self);
+  local();
+}
 
 }  // namespace tern

@@ -117,7 +117,7 @@ class spawn_state final : public root_hook, public spawn_link {
 
   void on_root_done() noexcept override {
     // The task may have moved to another loop (switch_to); its home loop's list is touched on the home thread.
-    if (io_context::current() != ctx_) {
+    if (!ctx_->running_here()) {
       ctx_->enqueue(&finish_);
     } else {
       finish();

@@ -104,7 +104,7 @@ class stop_binding {
     stop_binding* self;
     void operator()() const noexcept {
       io_context& ctx = self->op_.context();
-      if (io_context::current() == &ctx) {
+      if (ctx.running_here()) {
         self->op_.cancel();
       } else {
         auto* item = ::new (frame_pool::allocate(sizeof(remote_cancel))) remote_cancel(self);

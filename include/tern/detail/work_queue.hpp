@@ -25,6 +25,9 @@ struct work_item {
   // Set only for items that own themselves (posted handlers): frees the item without running it, for a loop that
   // is destroyed with work still queued. Items embedded in coroutine frames leave it null.
   discard_fn discard = nullptr;
+
+  work_item() = default;
+  work_item(run_fn r, discard_fn d) noexcept : run(r), discard(d) {}
 };
 
 // A work item that resumes a coroutine.
@@ -63,6 +66,22 @@ class work_queue {
     if (w != nullptr) {
       head_ = w->next;
       if (head_ == nullptr) tail_ = nullptr;
+    }
+    return w;
+  }
+
+  // pop_front() for the loop: also starts loading the item after it. A long queue (a thousand handler chains) is
+  // a linked list larger than L1, and each item's next pointer would otherwise be a cache miss on the critical path
+  // of the following pop.
+  work_item* pop_front_prefetch() noexcept {
+    work_item* w = head_;
+    if (w != nullptr) {
+      head_ = w->next;
+      if (head_ == nullptr) {
+        tail_ = nullptr;
+      } else {
+        __builtin_prefetch(head_);
+      }
     }
     return w;
   }
