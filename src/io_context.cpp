@@ -75,6 +75,7 @@ io_context::io_context() : io_context(io_context_options{}) {}
 io_context::io_context(io_context_options opts)
     : timers_(now_ns()),
       loop_time_ns_(now_ns()),
+      tsc_(detail::tsc_calibration()),
       spin_ns_(opts.spin_before_park.count() > 0 ? static_cast<std::uint64_t>(opts.spin_before_park.count()) : 0) {
   backend_kind want = resolve(opts.backend);
   if (want == backend_kind::epoll) {
@@ -263,9 +264,15 @@ void io_context::poll_io(bool may_block) {
     if (group_ != nullptr) group_->set_idle(group_index_, false);
   }
   if (has_timers) {
-    loop_time_ns_ = now_ns();
+    loop_time_ns_ = refresh_clock_base();
     timers_.advance(loop_time_ns_);
   }
+}
+
+std::uint64_t io_context::refresh_clock_base() noexcept {
+  if (tsc_.usable) tsc_base_ = detail::read_tsc();  // before the clock: the base time is not early for the count
+  ns_base_ = now_ns();
+  return ns_base_;
 }
 
 detail::work_item* io_context::pop_shared() noexcept {

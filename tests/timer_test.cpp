@@ -44,6 +44,32 @@ TEST_P(timer_test, many_short_sleeps_never_early) {
   }());
 }
 
+// The loop's cheap clock for deadlines (TSC extrapolation where the kernel keeps time with the TSC) is never
+// behind the real clock and never far ahead of it: checked around busy spans shorter and longer than its longest
+// extrapolation, so that both the extrapolated and the re-read path are exercised.
+TEST_P(timer_test, deadline_clock_is_never_behind_the_clock) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    std::mt19937 rng(777);
+    std::uniform_int_distribution<int> spin_us(0, 3000);
+    std::uint64_t worst_ahead = 0;
+    for (int i = 0; i < 400; ++i) {
+      const std::uint64_t busy_until = tern::io_context::now_ns() + static_cast<std::uint64_t>(spin_us(rng)) * 1000;
+      while (tern::io_context::now_ns() < busy_until) {
+      }
+      const std::uint64_t before = tern::io_context::now_ns();
+      const std::uint64_t estimate = ctx.deadline_now_ns();
+      const std::uint64_t after = tern::io_context::now_ns();
+      if (estimate < before) {
+        ADD_FAILURE() << "deadline clock " << (before - estimate) << " ns behind the clock at sample " << i;
+        break;
+      }
+      if (estimate > after) worst_ahead = std::max(worst_ahead, estimate - after);
+      if (i % 50 == 0) co_await tern::yield();
+    }
+    EXPECT_LT(worst_ahead, 100'000u) << "deadline clock ran too far ahead";
+  }(ctx));
+}
+
 TEST_P(timer_test, sleep_until_not_earlier_than_deadline) {
   run_bounded(ctx, []() -> tern::task<void> {
     auto deadline = clock_type::now() + 15ms;

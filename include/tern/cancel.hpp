@@ -133,7 +133,7 @@ task<T> with_timeout(task<T> t, clock::duration d) {
   const std::stop_token token = source.get_token();
   io_context& ctx = *io_context::current();
   detail::stop_timer deadline;
-  deadline.deadline_ns = detail::deadline_after(d);
+  deadline.deadline_ns = detail::deadline_after(ctx, d);
   deadline.fire = &detail::stop_timer::on_fire;
   deadline.source = &source;
   if (!ctx.timers().insert(&deadline)) deadline.fire(&deadline);

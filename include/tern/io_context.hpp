@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "tern/detail/backend.hpp"
+#include "tern/detail/deadline_clock.hpp"
 #include "tern/detail/frame_pool.hpp"
 #include "tern/detail/thread_identity.hpp"
 #include "tern/detail/timer_wheel.hpp"
@@ -295,6 +296,16 @@ class io_context {
     handler_blocks_ = b;
   }
 
+  // An upper bound of now_ns() that is at most a few microseconds high, for computing deadlines (see
+  // deadline_clock.hpp). Loop thread only.
+  std::uint64_t deadline_now_ns() noexcept {
+    if (tsc_.usable) {
+      const std::uint64_t cycles = detail::read_tsc() - tsc_base_;
+      if (cycles < tsc_.max_span_cycles) return ns_base_ + ((cycles * tsc_.mult) >> detail::tsc_shift);
+    }
+    return refresh_clock_base();
+  }
+
   detail::timer_wheel& timers() noexcept { return timers_; }
   // The clock as last read by the loop (at most one turn old; never ahead of the real clock).
   std::uint64_t loop_time_ns() const noexcept { return loop_time_ns_; }
@@ -337,6 +348,8 @@ class io_context {
   // work showed up.
   bool spin(std::int64_t limit_ns);
   std::int64_t timer_timeout_ns() const noexcept;
+  // Reads the clock, and the TSC just before it as the base of deadline_now_ns(); returns the clock.
+  std::uint64_t refresh_clock_base() noexcept;
   void free_descriptor(detail::descriptor* d) noexcept;
 
   struct handler_block {
@@ -369,6 +382,9 @@ class io_context {
   std::size_t pending_ops_ = 0;
   unsigned inline_streak_ = 0;
   std::uint64_t loop_time_ns_;
+  detail::tsc_scale tsc_;
+  std::uint64_t tsc_base_ = 0;
+  std::uint64_t ns_base_ = 0;
   std::uint64_t spin_ns_;
   detail::descriptor* free_descriptors_ = nullptr;
   detail::spawn_link* spawned_ = nullptr;

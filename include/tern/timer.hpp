@@ -31,13 +31,22 @@ inline std::uint64_t to_ns(clock::time_point tp) noexcept {
   return ns < 0 ? 0 : static_cast<std::uint64_t>(ns);
 }
 
-inline std::uint64_t deadline_after(clock::duration d) noexcept {
+// now + d for a deadline on loop c (null: unknown yet): from the loop's cheap clock when called on its thread,
+// else from the real clock. The cheap clock may run a few microseconds ahead, which only delays a deadline; a
+// deadline that is due already (d <= 0) takes the loop's last reading instead, which is never ahead, so that it
+// is due at once.
+inline std::uint64_t deadline_after(io_context* c, clock::duration d) noexcept {
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  std::uint64_t now = io_context::now_ns();
-  if (ns <= 0) return now;
+  const bool here = c != nullptr && c->running_here();
+  if (ns <= 0) return here ? c->loop_time_ns() : io_context::now_ns();
+  std::uint64_t now = here ? c->deadline_now_ns() : io_context::now_ns();
   std::uint64_t sum = now + static_cast<std::uint64_t>(ns);
   return sum < now ? ~std::uint64_t{0} >> 1 : sum;  // saturate far-future deadlines
 }
+inline std::uint64_t deadline_after(io_context& ctx, clock::duration d) noexcept { return deadline_after(&ctx, d); }
+// For an operation wrapped before it is awaited, whose loop is not known yet: the calling thread's loop, if it
+// runs one, provides the cheap clock.
+inline std::uint64_t deadline_after(clock::duration d) noexcept { return deadline_after(io_context::current(), d); }
 
 // One pending wait on the wheel. Cancellable while suspended; see cancel.hpp.
 class timer_wait : public resume_item, public timer_node {
@@ -113,7 +122,7 @@ class timer {
   // Sets the deadline to now + d; cancels pending waits. Returns how many were cancelled.
   std::size_t expires_after(clock::duration d) noexcept {
     std::size_t n = cancel();
-    deadline_ns_ = detail::deadline_after(d);
+    deadline_ns_ = detail::deadline_after(*ctx_, d);
     return n;
   }
   // Sets the deadline to tp; cancels pending waits. Returns how many were cancelled.
@@ -177,7 +186,8 @@ inline void timer_wait::unlink_owner() noexcept {
 
 // Awaitable: suspends the calling coroutine for d on the current loop; yields std::error_code.
 inline detail::timer_wait sleep_for(clock::duration d) noexcept {
-  return detail::timer_wait(*io_context::current(), detail::deadline_after(d));
+  io_context& ctx = *io_context::current();
+  return detail::timer_wait(ctx, detail::deadline_after(ctx, d));
 }
 
 // Awaitable: suspends the calling coroutine until tp on the current loop; yields std::error_code.
@@ -187,7 +197,7 @@ inline detail::timer_wait sleep_until(clock::time_point tp) noexcept {
 
 // Same, on a given loop.
 inline detail::timer_wait sleep_for(io_context& ctx, clock::duration d) noexcept {
-  return detail::timer_wait(ctx, detail::deadline_after(d));
+  return detail::timer_wait(ctx, detail::deadline_after(ctx, d));
 }
 
 }  // namespace tern
