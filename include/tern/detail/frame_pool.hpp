@@ -10,9 +10,10 @@
 // - A block is returned with the size it was allocated with (coroutine promises get the frame size back in
 //   operator delete, and every other user knows its size statically).
 // - A block may be freed on another thread than the one that allocated it; it then joins the freeing thread's
-//   lists. Lists are strictly thread-local, so no atomics are needed. Each list keeps at most max_cached_bytes
-//   and hands the rest back to operator delete, so a thread that only consumes what another produces (posts
-//   from a producer thread) does not hoard memory without bound.
+//   lists. Lists are strictly thread-local, so no atomics are needed. Each list keeps at most the larger of
+//   max_cached_bytes and the most blocks of its class the thread has held at once (up to max_burst_bytes), and
+//   hands the rest back to operator delete: a thread that only consumes what another produces (posts from a producer thread) does not
+//   hoard memory without bound, and a thread's own bursts are served from the pool when they come again.
 // - Blocks larger than the largest class go straight to operator new/delete.
 // - A thread's cached blocks are released when the thread exits.
 #pragma once
@@ -28,11 +29,18 @@ class frame_pool {
   static constexpr std::size_t granularity = 64;
   static constexpr std::size_t class_count = 32;  // classes up to 2 KiB
   static constexpr std::size_t max_pooled = granularity * class_count;
-  // Each size class caches at most this many bytes per thread (a burst of a million short tasks is still served
-  // from the pool the next time; a consumer thread's hoard stays bounded).
+  // Each size class may cache this many bytes per thread whatever the thread's own use (so a thread that only
+  // frees what others allocated holds at most this), and more up to the thread's own high-water mark.
   static constexpr std::size_t max_cached_bytes = std::size_t{32} << 20;
   static constexpr std::uint32_t max_cached(std::size_t c) noexcept {
     return static_cast<std::uint32_t>(max_cached_bytes / ((c + 1) * granularity));
+  }
+
+  // The hard ceiling of a list grown by the thread's own bursts (a thread whose frees are mostly of blocks that
+  // other threads allocated can show a high "peak" without having needed it at once).
+  static constexpr std::size_t max_burst_bytes = std::size_t{256} << 20;
+  static constexpr std::uint32_t max_burst_cached(std::size_t c) noexcept {
+    return static_cast<std::uint32_t>(max_burst_bytes / ((c + 1) * granularity));
   }
 
   struct free_block {
@@ -43,6 +51,12 @@ class frame_pool {
   struct lists {
     free_block* heads[class_count];
     std::uint32_t counts[class_count];
+    // Blocks of each class this thread has taken and not given back, and the most there have been: a thread may
+    // cache as many blocks as it has itself needed at once, even past max_cached (a burst of a million tasks
+    // is served from the pool the next time), while a thread that only frees what others allocated stays
+    // bounded by max_cached.
+    std::int64_t live[class_count];
+    std::int64_t peak[class_count];
     bool cleanup_armed;  // the thread-exit release is registered
   };
 
@@ -51,6 +65,7 @@ class frame_pool {
     if (n > max_pooled) return ::operator new(n);
     std::size_t c = class_of(n);
     lists& l = local();
+    if (++l.live[c] > l.peak[c]) l.peak[c] = l.live[c];
     free_block* b = l.heads[c];
     if (b != nullptr) {
       l.heads[c] = b->next;
@@ -68,7 +83,8 @@ class frame_pool {
     }
     std::size_t c = class_of(n);
     lists& l = local();
-    if (l.counts[c] >= max_cached(c)) {
+    --l.live[c];
+    if (l.counts[c] >= max_cached(c) && (l.counts[c] >= l.peak[c] || l.counts[c] >= max_burst_cached(c))) {
       ::operator delete(p);
       return;
     }
