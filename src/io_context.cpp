@@ -252,7 +252,7 @@ void io_context::poll_io(bool may_block) {
     }
     if (timeout != 0) {
       // Announce the sleep, then look once more: a poster either sees sleeping_ and wakes us, or we see its item.
-      sleeping_.store(true, std::memory_order_relaxed);
+      sleeping_.store(true, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (inbox_.maybe_nonempty() || stopped() ||
           (guards_.load(std::memory_order_relaxed) == 0 && pending_ops_ == 0 && !has_timers)) {
@@ -321,14 +321,24 @@ bool io_context::spin(std::int64_t limit_ns) {
   }
 }
 
+// The inbox push is a seq_cst read-modify-write and the loop stores sleeping_ with seq_cst before its seq_cst
+// fence and the inbox re-check, so the push itself orders the poster's read of sleeping_: no fence here (a full
+// fence costs a post from outside the loop as much as the push). Either the loop's re-check sees the item, or
+// this load sees sleeping_ set.
 void io_context::enqueue_remote(detail::work_item* w) noexcept {
   inbox_.push(w);
-  wake_if_sleeping();
+  wake_if_announced();
 }
 
 void io_context::enqueue_remote_chain(detail::work_item* newest, detail::work_item* oldest) noexcept {
   inbox_.push_chain(newest, oldest);
-  wake_if_sleeping();
+  wake_if_announced();
+}
+
+void io_context::wake_if_announced() noexcept {
+  if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_relaxed)) {
+    backend_->wake();
+  }
 }
 
 void io_context::wake_if_sleeping() noexcept {

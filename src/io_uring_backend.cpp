@@ -7,14 +7,22 @@
 // thread and run on another; the ring fd is registered on that thread too, which saves an fd lookup per enter.
 //
 // Operations get one SQE each, prepared in start() and submitted together by poll(): one io_uring_enter per loop
-// turn both submits and reaps. A CQE's user_data is the io_op itself; two reserved values mark the cancel requests
-// (whose own completions carry no information) and the wake-up poll on an eventfd, through which other threads
-// interrupt a blocked enter.
+// turn both submits and reaps. A CQE's user_data is the io_op itself; reserved values mark the cancel requests
+// (whose own completions carry no information), the wake-up poll on an eventfd, and wake-up messages.
+//
+// Waking a parked loop: from another io_uring loop's thread, a MSG_RING message from the poster's ring lands
+// straight in the parked ring's completion queue (the parked thread then has no eventfd to read and re-arm); from
+// anywhere else, and whenever the message cannot be confirmed, an eventfd write. Two cases would lose a message:
+// a ring not yet enabled rejects it (-EBADFD; a loop announces that it is going to sleep before its first poll
+// enables the ring), and a message the kernel could not post at once would be cancelled if the poster's thread
+// exits before it is delivered. So a message is sent only to a ring known to be enabled, and the poster looks for
+// its completion right after the submit: anything but an immediate success also writes the eventfd.
 //
 // Cancellation is by user_data (IORING_OP_ASYNC_CANCEL on the op's address), never by fd: an fd number can be reused
 // as soon as it is closed, an address cannot while the op is pending. The cancelled op still delivers its own CQE
 // (-ECANCELED, or its result if it had already finished), and only then is its coroutine resumed, so the kernel is
 // done with the buffer by the time the awaiter looks at it.
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <ctime>
@@ -33,6 +41,9 @@ namespace {
 
 constexpr std::uint64_t cancel_tag = 0;
 constexpr std::uint64_t wake_tag = 1;
+constexpr std::uint64_t message_tag = 2;  // a wake-up message received from another loop's ring
+// The sender's own completion of a wake-up message: this bit plus a sequence number. No io_op address has it.
+constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
 
 class io_uring_backend final : public backend {
  public:
@@ -50,6 +61,7 @@ class io_uring_backend final : public backend {
       rc = io_uring_queue_init_params(entries, &ring_, &p);
       if (rc == 0) {
         disabled_ = (flags & IORING_SETUP_R_DISABLED) != 0;
+        enabled_.store(!disabled_, std::memory_order_relaxed);
         break;
       }
     }
@@ -125,6 +137,11 @@ class io_uring_backend final : public backend {
   }
 
   void wake() noexcept override {
+    io_context* poster = io_context::current();
+    if (poster != nullptr && poster != &ctx_ && poster->backend() == backend_kind::io_uring &&
+        enabled_.load(std::memory_order_acquire)) {
+      if (static_cast<io_uring_backend&>(poster->backend_impl()).send_wake(ring_.ring_fd)) return;
+    }
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
   }
@@ -137,7 +154,25 @@ class io_uring_backend final : public backend {
     // liburing 2.3's shared library lacks io_uring_enable_rings; the register call is one line.
     ::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
     disabled_ = false;
+    enabled_.store(true, std::memory_order_release);
     io_uring_register_ring_fd(&ring_);  // optional speed-up; on failure liburing keeps using the plain fd
+  }
+
+  // Poster's side (this is the poster's ring, on its own thread): sends a wake-up message to another ring now;
+  // true if the kernel has delivered it already.
+  bool send_wake(int target_ring_fd) noexcept {
+    const std::uint64_t tag = sent_bit | ++messages_sent_;
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_msg_ring(sqe, target_ring_fd, 0, message_tag, 0);
+    io_uring_sqe_set_data64(sqe, tag);
+    submit();
+    // A message the kernel posts at once has completed by the time the submit returns.
+    unsigned head;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      if (cqe->user_data == tag) return cqe->res >= 0;
+    }
+    return false;
   }
 
   void submit() noexcept {
@@ -167,7 +202,7 @@ class io_uring_backend final : public backend {
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;
       const std::uint64_t ud = cqe->user_data;
-      if (ud == cancel_tag) continue;
+      if (ud == cancel_tag || ud == message_tag || (ud & sent_bit) != 0) continue;
       if (ud == wake_tag) {
         std::uint64_t value;
         [[maybe_unused]] ssize_t n = ::read(wake_fd_, &value, sizeof value);
@@ -187,6 +222,8 @@ class io_uring_backend final : public backend {
   int wake_fd_ = -1;
   unsigned in_flight_ = 0;
   bool disabled_ = false;
+  std::atomic<bool> enabled_{false};  // the ring accepts messages (read by other loops' threads)
+  std::uint64_t messages_sent_ = 0;
 };
 
 }  // namespace

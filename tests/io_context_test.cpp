@@ -154,6 +154,50 @@ TEST_P(io_context_test, post_from_another_thread_wakes_blocked_run) {
   EXPECT_LT(clock_type::now() - start, 15s);  // hang guard only
 }
 
+// A handler on one loop wakes another loop that is parking for the first time in its life, a few hundred times.
+// A loop announces its sleep before its first poll, and on io_uring that poll is what enables a new ring (a wake-up
+// message sent to a ring not yet enabled is rejected); the waker must still reach it every time. Each round is
+// bounded: the target's run() has to return once its guard is released from the other loop.
+TEST_P(io_context_test, wake_from_another_loop_reaches_a_loop_parking_for_the_first_time) {
+  constexpr int rounds = 300;
+  int returned = 0;
+  for (int i = 0; i < rounds; ++i) {
+    tern::io_context target(options_for(GetParam()));
+    std::optional<tern::io_context::work_guard> guard(target.make_work_guard());
+    std::atomic<bool> target_done{false};
+    std::atomic<bool> about_to_park{false};
+    // The target's only handler runs right before its first park.
+    target.post([&about_to_park] { about_to_park = true; });
+    std::thread t([&] {
+      target.run();
+      target_done = true;
+    });
+    // The waker loop releases the guard from its handler, 0 to 5 us after the target's last handler: around the
+    // moment the target announces its sleep and makes its first poll.
+    tern::io_context waker(options_for(GetParam()));
+    waker.post([&guard, &about_to_park, i] {
+      while (!about_to_park.load()) {
+      }
+      const auto until = clock_type::now() + std::chrono::nanoseconds((i % 50) * 100);
+      while (clock_type::now() < until) {
+      }
+      guard.reset();
+    });
+    waker.run();
+    const auto deadline = clock_type::now() + 10s;
+    while (!target_done.load() && clock_type::now() < deadline) std::this_thread::sleep_for(100us);
+    if (!target_done.load()) {
+      ADD_FAILURE() << "round " << i << ": the target loop was never woken";
+      target.stop();  // stop() wakes through the eventfd
+      t.join();
+      break;
+    }
+    t.join();
+    ++returned;
+  }
+  EXPECT_EQ(returned, rounds);
+}
+
 // Nothing but a work guard keeps the loop alive: it blocks with no deadline at all, and only the post wakes it.
 TEST_P(io_context_test, post_from_another_thread_wakes_run_blocked_without_deadline) {
   std::optional<tern::io_context::work_guard> guard(ctx.make_work_guard());

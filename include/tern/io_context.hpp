@@ -10,7 +10,8 @@
 //      the backend is skipped entirely when it has nothing in flight and nothing would block;
 //   4. fire the timers that are due.
 // A poster from another thread pays for a wake-up (eventfd) only when the loop has announced that it is going to
-// sleep (the sleeping_ flag, checked Dekker-style with seq_cst fences on both sides).
+// sleep (the sleeping_ flag, checked Dekker-style: a seq_cst store and fence on the loop's side, the poster's seq_cst
+// inbox push or a fence on the other).
 //
 // The loop is single-threaded by construction: everything except post(), stop() and wake-ups must be called on the
 // thread running it. run() returns when it is stopped or runs out of work: nothing queued, no operation pending,
@@ -342,6 +343,8 @@ class io_context {
   bool has_work() const noexcept;
   void enqueue_remote(detail::work_item* w) noexcept;
   void wake_if_sleeping() noexcept;
+  // wake_if_sleeping() after a seq_cst push onto the inbox, which already orders the check (no fence).
+  void wake_if_announced() noexcept;
   // Polls I/O and timers once; blocks only if allowed and nothing is queued.
   void poll_io(bool may_block);
   // Polls without blocking until work shows up or spin_ns_ (at most limit_ns, if positive) has passed; true if

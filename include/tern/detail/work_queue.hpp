@@ -98,8 +98,9 @@ class remote_inbox {
     work_item* old = head_.load(std::memory_order_relaxed);
     do {
       w->next = old;
-      // release: the consumer's acquire exchange must see the item's contents and its next link.
-    } while (!head_.compare_exchange_weak(old, w, std::memory_order_release, std::memory_order_relaxed));
+      // release: the consumer's acquire exchange must see the item's contents and its next link; seq_cst: the
+      // push also orders the poster's check of the loop's sleeping flag after it (io_context::enqueue_remote).
+    } while (!head_.compare_exchange_weak(old, w, std::memory_order_seq_cst, std::memory_order_relaxed));
     return old == nullptr;
   }
 
@@ -108,7 +109,7 @@ class remote_inbox {
     work_item* old = head_.load(std::memory_order_relaxed);
     do {
       oldest->next = old;
-    } while (!head_.compare_exchange_weak(old, newest, std::memory_order_release, std::memory_order_relaxed));
+    } while (!head_.compare_exchange_weak(old, newest, std::memory_order_seq_cst, std::memory_order_relaxed));
   }
 
   // Loop thread only: a cheap check before paying for the exchange.
