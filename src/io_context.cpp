@@ -122,6 +122,9 @@ void* io_context::grow_handler_blocks() {
 
 io_context::~io_context() {
   scope s(this);
+  // In a runtime the free handler blocks may belong to another loop's slabs, and that loop may be gone already;
+  // what the teardown below posts takes fresh blocks from this loop's own slabs.
+  handler_blocks_ = nullptr;
   // 1. Queued items are still valid here: free the handlers that own themselves, skip coroutine resumptions.
   discard_queued();
   // 2. Destroy every spawned task still suspended. Its frame's destructors close sockets and disarm timers, which
@@ -181,7 +184,7 @@ std::size_t io_context::run_loop(const bool* done) {
     }
     n += ran;
     if (stopped() || *done) break;
-    if (group_ != nullptr && shared_count_ > 1) share_with_idle_workers();
+    if (group_ != nullptr) balance();
     if (!has_work()) break;
     poll_io(true);
   }
@@ -286,20 +289,43 @@ void io_context::join_share_group(detail::share_group* g, unsigned index) noexce
   group_index_ = index;
 }
 
-void io_context::share_with_idle_workers() noexcept {
-  if (!group_->any_idle()) return;
-  io_context* target = group_->claim_idle(group_index_);
-  if (target == nullptr) return;
-  // Give away half of the shareable work, oldest first, in one push onto the target's inbox.
-  std::size_t give = shared_count_ / 2;
+// An idle peer gets half of the shareable work at once. A busy but underloaded peer (one that kept a single chain
+// of handlers, say, while this loop kept the rest) never goes idle, so loads are also compared: every 16 turns, a
+// loop with at least balance_floor items queued hands a peer with less than half as many (minus the floor) enough to
+// even the two out. The loads are published per turn, only when they change, each in its own cache line.
+void io_context::balance() noexcept {
+  if (shared_count_ != published_load_) {
+    published_load_ = shared_count_;
+    group_->publish_load(group_index_, shared_count_);
+  }
+  if (shared_count_ <= 1) return;
+  if (group_->any_idle()) {
+    if (io_context* target = group_->claim_idle(group_index_)) {
+      donate(target, shared_count_ / 2);
+      return;
+    }
+  }
+  constexpr std::size_t balance_floor = 32;
+  if (shared_count_ < balance_floor || (++balance_turn_ & 15) != 0) return;
+  std::size_t load = 0;
+  io_context* target = group_->least_loaded(group_index_, load);
+  if (target != nullptr && shared_count_ > 2 * load + balance_floor) donate(target, (shared_count_ - load) / 2);
+}
+
+void io_context::donate(io_context* target, std::size_t give) noexcept {
+  // The oldest shareable items, in one push onto the target's inbox.
   detail::work_item* newest = nullptr;
   detail::work_item* oldest = nullptr;
   for (std::size_t i = 0; i < give; ++i) {
     detail::work_item* w = pop_shared();
+    if (w == nullptr) break;
     w->next = newest;  // the inbox is a stack: newest first; draining reverses it back to FIFO
     newest = w;
     if (oldest == nullptr) oldest = w;
   }
+  if (newest == nullptr) return;
+  published_load_ = shared_count_;
+  group_->publish_load(group_index_, shared_count_);
   target->enqueue_remote_chain(newest, oldest);
 }
 

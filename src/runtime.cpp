@@ -31,6 +31,20 @@ io_context* share_group::claim_idle(unsigned self) noexcept {
   return nullptr;
 }
 
+io_context* share_group::least_loaded(unsigned self, std::size_t& load) noexcept {
+  const unsigned n = member_count();
+  io_context* best = nullptr;
+  for (unsigned k = 1; k < n; ++k) {
+    unsigned i = (self + k) % n;
+    std::size_t l = load_slot(i).load(std::memory_order_relaxed);
+    if (best == nullptr || l < load) {
+      best = member(i);
+      load = l;
+    }
+  }
+  return best;
+}
+
 }  // namespace detail
 
 runtime::runtime(runtime_options opts) {

@@ -347,6 +347,51 @@ TEST_P(runtime_test, an_idle_worker_takes_over_shareable_work) {
   EXPECT_GT(ran_on[1].load(), chains * steps / 10) << "worker 1 took over part of the work";
 }
 
+// A worker that is never idle but has far less to do than its peer still gets shareable work: worker 1 keeps one
+// chain of its own going (so it never parks), while 100 chains start on worker 0. Without comparing loads, worker 1
+// would never run a step of those 100.
+TEST_P(runtime_test, a_busy_but_underloaded_worker_takes_over_shareable_work) {
+  tern::runtime rt(options(2));
+  constexpr int chains = 100;
+  constexpr int steps = 2000;
+  std::atomic<int> big_ran_on[2] = {0, 0};
+  std::atomic<int> finished{0};
+  std::atomic<bool> done{false};
+  struct chain {
+    tern::runtime* rt;
+    std::atomic<int>* ran_on;
+    std::atomic<int>* finished;
+    int left;
+    void operator()() {
+      ran_on[rt->current_worker()].fetch_add(1, std::memory_order_relaxed);
+      volatile int spin = 0;
+      for (int i = 0; i < 200; ++i) spin = spin + i;
+      if (--left > 0) {
+        rt->post(*this);
+      } else {
+        finished->fetch_add(1);
+      }
+    }
+  };
+  struct keep_busy {
+    tern::runtime* rt;
+    std::atomic<bool>* done;
+    void operator()() const {
+      if (!done->load(std::memory_order_relaxed)) rt->post_to(1, *this);  // pinned to worker 1
+    }
+  };
+  rt.post_to(1, keep_busy{&rt, &done});
+  rt.post_to(0, [&] {
+    for (int i = 0; i < chains; ++i) rt.post(chain{&rt, big_ran_on, &finished, steps});
+  });
+  const auto deadline = clock_type::now() + 60s;
+  while (finished.load() < chains && clock_type::now() < deadline) std::this_thread::sleep_for(1ms);
+  done = true;
+  ASSERT_EQ(finished.load(), chains);
+  EXPECT_EQ(big_ran_on[0].load() + big_ran_on[1].load(), chains * steps) << "every step ran exactly once";
+  EXPECT_GT(big_ran_on[1].load(), chains * steps / 10) << "the busy but underloaded worker took over part of the work";
+}
+
 // A task spawned with runtime::spawn may start on the idle worker; it then belongs there (joins still work).
 TEST_P(runtime_test, shareable_spawns_complete_wherever_they_start) {
   tern::runtime rt(options(2));

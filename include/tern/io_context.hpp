@@ -68,12 +68,17 @@ class share_group {
   void set_idle(unsigned i, bool idle) noexcept;
   // Claims an idle member other than self (clears its idle mark), or returns null.
   io_context* claim_idle(unsigned self) noexcept;
+  // Member i's amount of shareable work, as it last published it (from member i's thread).
+  void publish_load(unsigned i, std::size_t load) noexcept { load_slot(i).store(load, std::memory_order_relaxed); }
+  // The member other than self with the least published shareable work, and that amount (null if alone).
+  io_context* least_loaded(unsigned self, std::size_t& load) noexcept;
 
  protected:
   share_group() = default;
   ~share_group() = default;
   virtual io_context* member(unsigned i) noexcept = 0;
   virtual std::atomic<bool>& idle_flag(unsigned i) noexcept = 0;
+  virtual std::atomic<std::size_t>& load_slot(unsigned i) noexcept = 0;
   virtual unsigned member_count() const noexcept = 0;
 
  private:
@@ -114,6 +119,21 @@ struct posted_here final : work_item {
   posted_here(F&& f, io_context* h) : work_item(&invoke, &drop), fn(std::move(f)), home(h) {}
   posted_here(const F& f, io_context* h) : work_item(&invoke, &drop), fn(f), home(h) {}
   static void drop(work_item* w) noexcept;
+  static void invoke(work_item* w);
+};
+
+// Shareable handler posted from a runtime worker's own thread: it lives in a block of that worker's handler slabs
+// and may run on any worker of the runtime (work sharing); whichever runs it keeps the block. Cache-line blocks
+// matter here: handlers that move between workers would otherwise share lines with other workers' handlers
+// (malloc's blocks sit 16 bytes apart), and two cores would write the same lines. A runtime destroys its loops
+// only after discarding what every loop has queued, so a block outlives every use of it.
+template <class F>
+struct posted_roaming final : work_item {
+  F fn;
+  explicit posted_roaming(F&& f) : work_item(&invoke, &drop), fn(std::move(f)) {}
+  explicit posted_roaming(const F& f) : work_item(&invoke, &drop), fn(f) {}
+  // Teardown: the block goes with its slab.
+  static void drop(work_item* w) noexcept { static_cast<posted_roaming*>(w)->~posted_roaming(); }
   static void invoke(work_item* w);
 };
 
@@ -188,7 +208,24 @@ class io_context {
   // Queues f() as shareable work: in a runtime, an idle worker may take it over. Any thread.
   template <class F>
   void post_shared(F&& f) {
-    using P = detail::posted<std::decay_t<F>>;
+    using D = std::decay_t<F>;
+    if constexpr (sizeof(detail::posted_roaming<D>) <= handler_block_size &&
+                  alignof(detail::posted_roaming<D>) <= handler_block_size) {
+      if (running_here()) {
+        void* b = handler_blocks_;
+        if (b != nullptr) {
+          handler_blocks_ = handler_blocks_->next;
+        } else {
+          b = grow_handler_blocks();
+        }
+        if (b != nullptr) {
+          shared_queue_.push_back(::new (b) detail::posted_roaming<D>(std::forward<F>(f)));
+          ++shared_count_;
+          return;
+        }
+      }
+    }
+    using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
     enqueue_shared(p);
   }
@@ -333,13 +370,28 @@ class io_context {
   class scope;
   std::size_t run_loop(const bool* done);
   bool ready_empty() const noexcept { return run_queue_.empty() && shared_queue_.empty(); }
-  // Pinned work first (completions, resumptions), then shareable work.
+  // Pinned work first (completions, resumptions), then shareable work; but when both are queued, at least one
+  // item in shared_every + 1 is shareable, so a stream of pinned work (a handler that re-posts itself) cannot
+  // starve the shareable queue.
+  static constexpr unsigned shared_every = 4;
   detail::work_item* next_ready() noexcept {
+    if (shared_count_ != 0 && pinned_streak_ >= shared_every) {
+      pinned_streak_ = 0;
+      return pop_shared();
+    }
     detail::work_item* w = run_queue_.pop_front_prefetch();
-    return w != nullptr ? w : pop_shared();
+    if (w != nullptr) {
+      ++pinned_streak_;
+      return w;
+    }
+    pinned_streak_ = 0;
+    return pop_shared();
   }
   detail::work_item* pop_shared() noexcept;
-  void share_with_idle_workers() noexcept;
+  // Runs once per turn in a runtime: publishes this loop's load, then gives work to an idle peer, or (every few
+  // turns, with plenty queued) to a peer with far less.
+  void balance() noexcept;
+  void donate(io_context* target, std::size_t count) noexcept;
   bool has_work() const noexcept;
   void enqueue_remote(detail::work_item* w) noexcept;
   void wake_if_sleeping() noexcept;
@@ -378,6 +430,9 @@ class io_context {
   std::size_t shared_count_ = 0;
   detail::share_group* group_ = nullptr;
   unsigned group_index_ = 0;
+  unsigned pinned_streak_ = 0;  // pinned items run in a row while shareable work waited (see next_ready)
+  std::size_t published_load_ = 0;
+  unsigned balance_turn_ = 0;
   detail::remote_inbox inbox_;
   detail::timer_wheel timers_;
   std::unique_ptr<detail::backend> backend_;
@@ -395,6 +450,15 @@ class io_context {
   std::atomic<bool> sleeping_{false};
   std::atomic<std::size_t> guards_{0};
 };
+
+template <class F>
+void detail::posted_roaming<F>::invoke(work_item* w) {
+  auto* self = static_cast<posted_roaming*>(w);
+  F local(std::move(self->fn));
+  self->~posted_roaming();
+  io_context::current()->give_handler_block(self);  // the loop running it, which may not be the one it came from
+  local();
+}
 
 template <class F>
 void detail::posted_here<F>::drop(work_item* w) noexcept {

@@ -138,6 +138,7 @@ class runtime final : private detail::share_group {
     std::thread thread;
     std::atomic<bool> finished{false};
     std::atomic<bool> idle{false};  // parked or about to park with nothing to run (work sharing)
+    alignas(64) std::atomic<std::size_t> load{0};  // shareable work queued, as last published (work sharing)
   };
 
   io_context& pick() noexcept;
@@ -146,6 +147,7 @@ class runtime final : private detail::share_group {
   // share_group
   io_context* member(unsigned i) noexcept override { return &workers_[i]->ctx; }
   std::atomic<bool>& idle_flag(unsigned i) noexcept override { return workers_[i]->idle; }
+  std::atomic<std::size_t>& load_slot(unsigned i) noexcept override { return workers_[i]->load; }
   unsigned member_count() const noexcept override { return static_cast<unsigned>(workers_.size()); }
 
   std::vector<std::unique_ptr<worker_state>> workers_;
