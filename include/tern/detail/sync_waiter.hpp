@@ -231,6 +231,7 @@ inline std::error_code wait_error(wait_state s, std::error_code closed_error = {
 //   spinlock lock_;  waiter_list waiters_;
 //   bool try_take_locked() noexcept;  // with lock_ held: takes what a waiter waits for if it is available now
 //   void give_back() noexcept;        // passes on what was granted to a waiter that will never run
+// and may have bool maybe_available() const noexcept (a relaxed look, no lock: false may spare await_ready the lock).
 template <class P>
 class primitive_wait : public sync_wait {
  public:
@@ -244,8 +245,12 @@ class primitive_wait : public sync_wait {
     if (abandon() == wait_state::granted) p_->give_back();
   }
 
-  // Takes it now if it is available.
+  // Takes it now if it is available. A primitive with a lock-free hint (maybe_available, a relaxed read) spares
+  // the lock when the hint says no: await_suspend checks again under the lock before it waits.
   bool await_ready() noexcept {
+    if constexpr (requires(const P& p) { p.maybe_available(); }) {
+      if (!p_->maybe_available()) return false;
+    }
     std::lock_guard<spinlock> guard(p_->lock_);
     if (!p_->try_take_locked()) return false;
     state = wait_state::granted;

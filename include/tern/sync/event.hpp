@@ -22,6 +22,7 @@
 // A waiting coroutine does not keep its loop's run() from returning. An event must outlive its waiters.
 #pragma once
 
+#include <atomic>
 #include <cassert>
 #include <mutex>
 
@@ -49,7 +50,7 @@ class manual_reset_event {
     detail::sync_waiter* woken;
     {
       std::lock_guard<detail::spinlock> g(lock_);
-      set_ = true;
+      set_.store(true, std::memory_order_relaxed);
       woken = waiters_.release_all(detail::wait_state::granted);
     }
     detail::resume_all(woken);
@@ -57,22 +58,23 @@ class manual_reset_event {
   // Unsets the event; later waits wait. Any thread.
   void reset() noexcept {
     std::lock_guard<detail::spinlock> g(lock_);
-    set_ = false;
+    set_.store(false, std::memory_order_relaxed);
   }
   // True while the event is set (a snapshot).
   bool is_set() const noexcept {
     std::lock_guard<detail::spinlock> g(lock_);
-    return set_;
+    return set_.load(std::memory_order_relaxed);
   }
 
  private:
   friend class detail::primitive_wait<manual_reset_event>;
 
-  bool try_take_locked() const noexcept { return set_; }
+  bool try_take_locked() const noexcept { return set_.load(std::memory_order_relaxed); }
+  bool maybe_available() const noexcept { return set_.load(std::memory_order_relaxed); }
   void give_back() noexcept {}
 
   mutable detail::spinlock lock_;
-  bool set_;
+  std::atomic<bool> set_;  // written under the lock; read without it only as a hint
   detail::waiter_list waiters_;  // only while unset
 };
 
@@ -100,7 +102,7 @@ class auto_reset_event {
       if (next != nullptr) {
         next->state = detail::wait_state::granted;  // the signal goes to it: the event stays unset
       } else {
-        set_ = true;
+        set_.store(true, std::memory_order_relaxed);
       }
     }
     if (next != nullptr) detail::resume_waiter(next);
@@ -108,26 +110,27 @@ class auto_reset_event {
   // Unsets the event. Any thread.
   void reset() noexcept {
     std::lock_guard<detail::spinlock> g(lock_);
-    set_ = false;
+    set_.store(false, std::memory_order_relaxed);
   }
   // True while the event is set (a snapshot).
   bool is_set() const noexcept {
     std::lock_guard<detail::spinlock> g(lock_);
-    return set_;
+    return set_.load(std::memory_order_relaxed);
   }
 
  private:
   friend class detail::primitive_wait<auto_reset_event>;
 
   bool try_take_locked() noexcept {
-    if (!set_) return false;
-    set_ = false;
+    if (!set_.load(std::memory_order_relaxed)) return false;
+    set_.store(false, std::memory_order_relaxed);
     return true;
   }
+  bool maybe_available() const noexcept { return set_.load(std::memory_order_relaxed); }
   void give_back() noexcept { set(); }
 
   mutable detail::spinlock lock_;
-  bool set_;
+  std::atomic<bool> set_;  // written under the lock; read without it only as a hint
   detail::waiter_list waiters_;  // only while unset
 };
 
