@@ -31,6 +31,17 @@ void frame_pool::keep_until_thread_exit() noexcept {
   thread_lists.cleanup_armed = true;
 }
 
+std::uint32_t frame_pool::cached(std::size_t n) noexcept { return thread_lists.counts[class_of(n)]; }
+
+void frame_pool::adopt(void* first, void* last, std::uint32_t count, std::size_t n) noexcept {
+  const std::size_t c = class_of(n);
+  if (!thread_lists.cleanup_armed) keep_until_thread_exit();
+  static_cast<free_block*>(last)->next = thread_lists.heads[c];
+  thread_lists.heads[c] = static_cast<free_block*>(first);
+  thread_lists.counts[c] += count;
+  thread_lists.live[c] -= count;
+}
+
 void* frame_pool::refill(std::size_t c) {
   keep_until_thread_exit();
   return ::operator new((c + 1) * granularity);

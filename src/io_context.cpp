@@ -136,6 +136,12 @@ io_context::~io_context() {
     if (w->discard != nullptr) w->discard(w);
   }
   handler_blocks_ = nullptr;
+  publish_returned();
+  for (returned_block* b = returned_.exchange(nullptr, std::memory_order_acquire); b != nullptr;) {
+    returned_block* next = b->next;
+    detail::frame_pool::deallocate(b, handler_block_size);
+    b = next;
+  }
   while (handler_slabs_ != nullptr) {
     handler_slab* next = handler_slabs_->next;
     delete handler_slabs_;
@@ -148,6 +154,29 @@ io_context::~io_context() {
     delete free_descriptors_;
     free_descriptors_ = next;
   }
+}
+
+void io_context::publish_returned() noexcept {
+  if (returning_ == nullptr) return;
+  returned_block* head = returned_.load(std::memory_order_relaxed);
+  do {
+    returning_last_->next = head;
+  } while (!returned_.compare_exchange_weak(head, returning_, std::memory_order_release, std::memory_order_relaxed));
+  returning_ = returning_last_ = nullptr;
+  returning_count_ = 0;
+}
+
+void io_context::reclaim_returned() noexcept {
+  if (detail::frame_pool::cached(handler_block_size) != 0) return;
+  returned_block* chain = returned_.exchange(nullptr, std::memory_order_acquire);
+  if (chain == nullptr) return;
+  std::uint32_t n = 1;
+  returned_block* last = chain;
+  while (last->next != nullptr) {
+    last = last->next;
+    ++n;
+  }
+  detail::frame_pool::adopt(chain, last, n, handler_block_size);
 }
 
 void io_context::discard_queued() noexcept {
@@ -240,6 +269,7 @@ std::int64_t io_context::timer_timeout_ns() const noexcept {
 
 void io_context::poll_io(bool may_block) {
   inline_streak_ = 0;
+  if (returning_count_ != 0) publish_returned();
   const bool has_timers = timers_.size() != 0;
   if (!may_block || !ready_empty()) {
     if (backend_->busy()) backend_->poll(0);

@@ -10,6 +10,8 @@
 #include <new>
 #include <string_view>
 #include <vector>
+#include <thread>
+#include <optional>
 
 namespace {
 
@@ -323,6 +325,34 @@ TEST_P(alloc_test, repeated_burst_beyond_the_fixed_cache_allocates_nothing_the_s
   EXPECT_TRUE(r.measured);
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_EQ(r.allocations, 0u) << "heap allocations in the second burst of " << burst << " tasks";
+}
+
+// Handlers posted from another thread, in waves: their blocks come back from the loop to the poster, so once the
+// blocks in circulation cover a wave, posting allocates nothing (on either thread).
+TEST_P(alloc_test, posts_from_another_thread_reuse_their_blocks) {
+  constexpr int wave = 100;
+  constexpr int warm_waves = 50;
+  constexpr int measured_waves = 200;
+  std::optional<tern::io_context::work_guard> guard(ctx.make_work_guard());
+  std::atomic<int> ran{0};
+  std::thread loop([&] { ctx.run(); });
+  int posted = 0;
+  std::size_t allocs = 0;
+  for (int w = 0; w < warm_waves + measured_waves; ++w) {
+    if (w == warm_waves) start_counting();
+    for (int i = 0; i < wave; ++i) ctx.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
+    posted += wave;
+    const auto deadline = clock_type::now() + 10s;
+    while (ran.load() < posted && clock_type::now() < deadline) std::this_thread::yield();
+    if (ran.load() != posted) {
+      ADD_FAILURE() << "wave " << w << " did not run";
+      break;
+    }
+  }
+  allocs = stop_counting();
+  ctx.post([&guard] { guard.reset(); });
+  loop.join();
+  EXPECT_EQ(allocs, 0u) << "heap allocations over " << measured_waves << " waves of " << wave << " cross-thread posts";
 }
 
 }  // namespace

@@ -137,6 +137,19 @@ struct posted_roaming final : work_item {
   static void invoke(work_item* w);
 };
 
+// Handler posted from another thread (or loop) to its home loop: its block comes from the poster's frame pool and
+// goes back to the posters through the home loop (io_context::return_remote_block), instead of piling up in the
+// loop thread's pool while every poster mallocs afresh.
+template <class F>
+struct posted_remote final : work_item {
+  F fn;
+  io_context* home;
+  posted_remote(F&& f, io_context* h) : work_item(&invoke, &drop), fn(std::move(f)), home(h) {}
+  posted_remote(const F& f, io_context* h) : work_item(&invoke, &drop), fn(f), home(h) {}
+  static void drop(work_item* w) noexcept;
+  static void invoke(work_item* w);
+};
+
 // Intrusive list node of a spawned root task, so the context can destroy what is still suspended when it dies.
 struct spawn_link {
   spawn_link* prev = nullptr;
@@ -200,9 +213,28 @@ class io_context {
         }
       }
     }
+    if constexpr (sizeof(detail::posted_remote<D>) <= handler_block_size &&
+                  alignof(detail::posted_remote<D>) <= alignof(std::max_align_t)) {
+      if (!running_here()) {
+        if (returned_.load(std::memory_order_relaxed) != nullptr) reclaim_returned();
+        using P = detail::posted_remote<D>;
+        enqueue_remote(::new (detail::frame_pool::allocate(handler_block_size)) P(std::forward<F>(f), this));
+        return;
+      }
+    }
     using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
     enqueue(p);
+  }
+
+  // Loop thread: takes back the block of a handler posted from elsewhere, for the posters to reuse. Blocks go
+  // back in batches, with one CAS per batch.
+  void return_remote_block(void* p) noexcept {
+    auto* b = static_cast<returned_block*>(p);
+    b->next = returning_;
+    if (returning_ == nullptr) returning_last_ = b;
+    returning_ = b;
+    if (++returning_count_ == return_batch) publish_returned();
   }
 
   // Queues f() as shareable work: in a runtime, an idle worker may take it over. Any thread.
@@ -411,6 +443,14 @@ class io_context {
     handler_block* next;
   };
   struct handler_slab;
+  struct returned_block {
+    returned_block* next;
+  };
+  static constexpr unsigned return_batch = 32;
+  // Loop thread: hands the blocks returned so far to the posters.
+  void publish_returned() noexcept;
+  // Poster: if its own pool has no block of the class, takes every returned block into it.
+  void reclaim_returned() noexcept;
   // Blocks per slab, and the most slabs a loop keeps (256 KiB: far more than a steady chain of posts needs).
   static constexpr std::size_t handler_slab_blocks = 63;
   static constexpr std::size_t handler_slab_limit = 64;
@@ -425,6 +465,9 @@ class io_context {
   std::atomic<bool> stopped_{false};
   handler_block* handler_blocks_ = nullptr;
   handler_slab* handler_slabs_ = nullptr;
+  returned_block* returning_ = nullptr;  // loop thread: blocks of remote posts that ran, not yet published
+  returned_block* returning_last_ = nullptr;
+  unsigned returning_count_ = 0;
   std::size_t handler_slab_count_ = 0;
   detail::work_queue shared_queue_;  // work an idle worker of the same runtime may take (runtime::post/spawn)
   std::size_t shared_count_ = 0;
@@ -448,8 +491,26 @@ class io_context {
   detail::spawn_link* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;
   std::atomic<bool> sleeping_{false};
+  alignas(64) std::atomic<returned_block*> returned_{nullptr};  // published blocks; a poster takes them all at once
   std::atomic<std::size_t> guards_{0};
 };
+
+template <class F>
+void detail::posted_remote<F>::drop(work_item* w) noexcept {
+  auto* self = static_cast<posted_remote*>(w);
+  self->~posted_remote();
+  frame_pool::deallocate(self, io_context::handler_block_size);
+}
+
+template <class F>
+void detail::posted_remote<F>::invoke(work_item* w) {
+  auto* self = static_cast<posted_remote*>(w);
+  io_context* home = self->home;
+  F local(std::move(self->fn));
+  self->~posted_remote();
+  home->return_remote_block(self);
+  local();
+}
 
 template <class F>
 void detail::posted_roaming<F>::invoke(work_item* w) {

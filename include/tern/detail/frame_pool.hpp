@@ -75,6 +75,12 @@ class frame_pool {
     return refill(c);
   }
 
+  // How many blocks of n's class the calling thread has cached.
+  static std::uint32_t cached(std::size_t n) noexcept;
+  // Puts a chain of blocks (first..last, linked through their first word, count of them) of n's class into the
+  // calling thread's cache, as if this thread had freed them.
+  static void adopt(void* first, void* last, std::uint32_t count, std::size_t n) noexcept;
+
   // Returns a block obtained from allocate(n) with the same n.
   static void deallocate(void* p, std::size_t n) noexcept {
     if (n > max_pooled) {
