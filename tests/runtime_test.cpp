@@ -351,12 +351,12 @@ TEST_P(runtime_test, an_idle_worker_takes_over_shareable_work) {
 // chain of its own going (so it never parks), while 100 chains start on worker 0. Without comparing loads, worker 1
 // would never run a step of those 100.
 TEST_P(runtime_test, a_busy_but_underloaded_worker_takes_over_shareable_work) {
-  tern::runtime rt(options(2));
   constexpr int chains = 100;
   constexpr int steps = 2000;
   std::atomic<int> big_ran_on[2] = {0, 0};
   std::atomic<int> finished{0};
   std::atomic<bool> done{false};
+  tern::runtime rt(options(2));  // after what its handlers use: its workers are joined before those go
   struct chain {
     tern::runtime* rt;
     std::atomic<int>* ran_on;
