@@ -62,15 +62,14 @@ runtime::runtime(runtime_options opts) {
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < n; ++i) {
     worker_state& w = *workers_[i];
-    w.thread = std::thread([&w, i, cpus, pin = opts.pin_threads] {
+    w.thread = std::thread([this, &w, i, cpus, pin = opts.pin_threads] {
       if (pin) {
         cpu_set_t set;
         CPU_ZERO(&set);
         CPU_SET(i % cpus, &set);
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
       }
-      w.ctx.run();
-      w.finished.store(true, std::memory_order_release);
+      work(w);
     });
   }
 }
@@ -81,6 +80,45 @@ runtime::~runtime() {
   // that worker's queue while its frame belongs to this one), then destroy the loops.
   for (auto& w : workers_) w->ctx.discard_queued();
   workers_.clear();
+}
+
+void runtime::work(worker_state& w) {
+  for (;;) {
+    w.ctx.run();
+    if (w.ctx.stopped() || settle(w)) break;
+  }
+  w.finished.store(true, std::memory_order_release);
+}
+
+bool runtime::settle(worker_state& w) {
+  // Only shutdown gets here (until then a guard keeps every loop running), so a short sleep between looks costs
+  // nothing that matters, and a peer's hand-over needs no wake-up: it is seen at the next look.
+  {
+    std::lock_guard<std::mutex> lock(settle_mutex_);
+    ++settled_;
+  }
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(settle_mutex_);
+      if (all_settled_ || w.ctx.stopped()) return true;
+      if (w.ctx.has_incoming()) {
+        --settled_;
+        return false;
+      }
+      // Every worker is outside its loop now, and a worker hands work over only from inside its loop: if no inbox
+      // holds anything either (what was pushed before a peer settled is visible through this mutex), no more
+      // work can appear from within the runtime.
+      if (settled_ == workers_.size()) {
+        bool quiet = true;
+        for (auto& peer : workers_) quiet = quiet && !peer->ctx.has_incoming();
+        if (quiet) {
+          all_settled_ = true;
+          return true;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 std::size_t runtime::current_worker() const noexcept {

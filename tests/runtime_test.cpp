@@ -392,6 +392,37 @@ TEST_P(runtime_test, a_busy_but_underloaded_worker_takes_over_shareable_work) {
   EXPECT_GT(big_ran_on[1].load(), chains * steps / 10) << "the busy but underloaded worker took over part of the work";
 }
 
+// Shutdown while both workers run shareable work: a worker that runs out of work first must not leave while its
+// peer can still hand it part of a queue (an idle worker is handed half, an underloaded one enough to even the
+// loads), or what it was handed is dropped unrun. Every chain here runs until it sees the stop request, so each
+// must end exactly once. Several rounds, since the hand-over at the end is a matter of timing.
+TEST_P(runtime_test, shutdown_loses_no_shareable_work_handed_to_a_finishing_worker) {
+  constexpr int chains = 20000;
+  for (int round = 0; round < 10; ++round) {
+    std::atomic<int> ended{0};
+    std::atomic<long> steps{0};
+    tern::runtime rt(options(2));  // after what its handlers use: its workers are joined before those go
+    struct chain {
+      tern::runtime* rt;
+      std::atomic<int>* ended;
+      std::atomic<long>* steps;
+      void operator()() const {
+        steps->fetch_add(1, std::memory_order_relaxed);
+        if (rt->stop_token().stop_requested()) {
+          ended->fetch_add(1, std::memory_order_relaxed);
+        } else {
+          rt->post(*this);
+        }
+      }
+    };
+    for (int i = 0; i < chains; ++i) rt.post(chain{&rt, &ended, &steps});
+    const auto deadline = clock_type::now() + 10s;
+    while (steps.load() < 20L * chains && clock_type::now() < deadline) std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(rt.shutdown(10s)) << "round " << round;
+    ASSERT_EQ(ended.load(), chains) << "round " << round << ": every chain ends once, none dropped unrun";
+  }
+}
+
 // A task spawned with runtime::spawn may start on the idle worker; it then belongs there (joins still work).
 TEST_P(runtime_test, shareable_spawns_complete_wherever_they_start) {
   tern::runtime rt(options(2));

@@ -184,6 +184,9 @@ class io_context {
   bool stopped() const noexcept { return stopped_.load(std::memory_order_relaxed); }
   // Clears the stopped state so that run() may be called again.
   void restart() noexcept { stopped_.store(false, std::memory_order_relaxed); }
+  // True if items queued from other threads (posts, wake-ups, work handed over by a runtime peer) wait to be run.
+  // Any thread; a relaxed look, exact only once every poster is known to have stopped posting.
+  bool has_incoming() const noexcept { return inbox_.maybe_nonempty(); }
 
   // Queues f() to run on the loop. Any thread; never runs f inline.
   template <class F>

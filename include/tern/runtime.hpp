@@ -20,7 +20,11 @@
 //
 // Shutdown: shutdown(grace) requests stop on stop_token() (tasks watch it, e.g. an accept loop wrapped in
 // with_stop), lets every worker run until it is out of work or the grace period ends, then stops the loops; tasks
-// still suspended are destroyed with their loops (their destructors run: sockets close, timers disarm).
+// still suspended are destroyed with their loops (their destructors run: sockets close, timers disarm). A worker
+// that runs out of work first does not leave while a peer is still running: the peer may yet hand it shareable
+// work or post to it. It waits outside its loop, polling its inbox, until every worker is out of work with every
+// inbox empty (checked under one mutex, so no worker can be inside its loop at that moment), and runs whatever
+// arrives meanwhile. Work posted from outside the runtime after that point is dropped with the loops.
 #pragma once
 
 #include <atomic>
@@ -31,6 +35,7 @@
 #include <stdexcept>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
@@ -143,6 +148,11 @@ class runtime final : private detail::share_group {
 
   io_context& pick() noexcept;
   void join_all() noexcept;
+  // The body of worker i's thread: runs its loop until stopped, or until the whole runtime is out of work.
+  void work(worker_state& w);
+  // Called by a worker whose run() returned for lack of work: waits until every worker is out of work (true: the
+  // worker may leave) or until this one has work again (false: run again). See "Shutdown" above.
+  bool settle(worker_state& w);
 
   // share_group
   io_context* member(unsigned i) noexcept override { return &workers_[i]->ctx; }
@@ -154,6 +164,9 @@ class runtime final : private detail::share_group {
   std::atomic<std::size_t> next_{0};
   std::stop_source stop_;
   bool joined_ = false;
+  std::mutex settle_mutex_;  // guards the two below: workers out of work, and whether all were at once
+  std::size_t settled_ = 0;
+  bool all_settled_ = false;
 };
 
 template <class T>
