@@ -299,9 +299,10 @@ void add_thread_scenarios(std::vector<scenario_def>& s) {
     scenario_def channel{
         "coro/channel", "coro",
         "`pairs` producer/consumer coroutine pairs, each with its own channel of capacity 1024, on 2 threads "
-        "(thread i pinned to CPU i % 2): tern tern::sync::channel<int> with tasks spawned on a 2-worker runtime; "
-        "Asio experimental::channel<void(error_code, int)> (asio 1.22.1, not thread-safe) with one io_context per "
-        "thread, pair k on thread k % 2 (asio/coroutines: co_await async_send / async_receive; asio/callbacks: each "
+        "(thread i pinned to CPU i % 2), pair k on thread k % 2: tern tern::sync::channel<int> with both tasks of a "
+        "pair spawned on worker k % 2 of a 2-worker runtime (runtime::spawn_on); Asio "
+        "experimental::channel<void(error_code, int)> (asio 1.22.1, not thread-safe) with one io_context per "
+        "thread (asio/coroutines: co_await async_send / async_receive; asio/callbacks: each "
         "completion handler starts the next operation); n messages in all, every consumer checks the count and "
         "sum of what it received; ms",
         {{"ms", "ms", better::lower}},

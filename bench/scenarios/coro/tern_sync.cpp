@@ -1,8 +1,10 @@
 // coro/channel and coro/event for tern.
 //
-// channel: a runtime of 2 workers (worker i pinned to CPU i % 2); `pairs` producer/consumer task pairs spawned
-// with runtime::spawn, each pair with its own tern::sync::channel<int> of capacity 1024; producer k sends the
-// values 1..m (m = n / pairs), its consumer receives m values and checks their count and their sum.
+// channel: a runtime of 2 workers (worker i pinned to CPU i % 2); `pairs` producer/consumer task pairs, each pair
+// with its own tern::sync::channel<int> of capacity 1024 and both its tasks spawned with runtime::spawn_on on
+// worker k % 2, the placement the Asio side uses (its channel is not thread-safe, so a pair must share a thread);
+// producer k sends the values 1..m (m = n / pairs), its consumer receives m values and checks their count and
+// their sum.
 // event: Ichor's loop on one io_context: the coroutine posts a handler (io_context::post) that sets a
 // tern::sync::auto_reset_event, then awaits the event; n times.
 #include "../tern_setup.hpp"
@@ -48,8 +50,10 @@ tern::task<double> run_pairs(tern::runtime& rt, int pairs, int m) {
     std::vector<tern::join_handle<void>> handles;
     auto t0 = bench_clock::now();
     for (int p = 0; p < pairs; ++p) {
-        handles.push_back(rt.spawn(consume(*chans[static_cast<std::size_t>(p)], m)));
-        handles.push_back(rt.spawn(produce(*chans[static_cast<std::size_t>(p)], m)));
+        auto& ch = *chans[static_cast<std::size_t>(p)];
+        auto worker = static_cast<std::size_t>(p) % rt.size();
+        handles.push_back(rt.spawn_on(worker, consume(ch, m)));
+        handles.push_back(rt.spawn_on(worker, produce(ch, m)));
     }
     for (auto& h : handles) co_await std::move(h);
     auto t1 = bench_clock::now();
