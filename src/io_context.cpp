@@ -1,6 +1,7 @@
 // The loop: turn structure, sleeping/wake protocol, work accounting and teardown (see io_context.hpp).
 #include "tern/io_context.hpp"
 
+#include <cassert>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -111,6 +112,14 @@ struct alignas(io_context::handler_block_size) io_context::handler_slab {
 };
 
 void* io_context::grow_handler_blocks() {
+  if (returned_handlers_.load(std::memory_order_relaxed) != nullptr) {
+    handler_block* chain = returned_handlers_.exchange(nullptr, std::memory_order_acquire);
+    if (chain != nullptr) {
+      assert(handler_blocks_ == nullptr && "called only when the free list is empty");
+      handler_blocks_ = chain->next;
+      return chain;
+    }
+  }
   if (handler_slab_count_ == handler_slab_limit) return nullptr;
   auto* slab = new handler_slab;
   slab->next = handler_slabs_;
@@ -122,9 +131,6 @@ void* io_context::grow_handler_blocks() {
 
 io_context::~io_context() {
   scope s(this);
-  // In a runtime the free handler blocks may belong to another loop's slabs, and that loop may be gone already;
-  // what the teardown below posts takes fresh blocks from this loop's own slabs.
-  handler_blocks_ = nullptr;
   // 1. Queued items are still valid here: free the handlers that own themselves, skip coroutine resumptions.
   discard_queued();
   // 2. Destroy every spawned task still suspended. Its frame's destructors close sockets and disarm timers, which

@@ -123,15 +123,19 @@ struct posted_here final : work_item {
 };
 
 // Shareable handler posted from a runtime worker's own thread: it lives in a block of that worker's handler slabs
-// and may run on any worker of the runtime (work sharing); whichever runs it keeps the block. Cache-line blocks
-// matter here: handlers that move between workers would otherwise share lines with other workers' handlers
-// (malloc's blocks sit 16 bytes apart), and two cores would write the same lines. A runtime destroys its loops
-// only after discarding what every loop has queued, so a block outlives every use of it.
+// and may run on any worker of the runtime (work sharing). The block always goes back to its home worker: run at
+// home, onto its free list; run elsewhere, through the home's returned list (one CAS). If the worker that ran it
+// kept it instead, the two workers' live blocks would end up interleaved line by line in the same slabs, and the
+// cores would keep stealing neighbouring lines from each other (the adjacent-line prefetch works in pairs of
+// lines): dispatch/scaling at 2 workers fell from 1.9x to 1.1-1.3x in about a third of the runs once a hand-over
+// had mixed the blocks. A runtime destroys its loops only after discarding what every loop has queued, so a block
+// outlives every use of it.
 template <class F>
 struct posted_roaming final : work_item {
   F fn;
-  explicit posted_roaming(F&& f) : work_item(&invoke, &drop), fn(std::move(f)) {}
-  explicit posted_roaming(const F& f) : work_item(&invoke, &drop), fn(f) {}
+  io_context* home;
+  posted_roaming(F&& f, io_context* h) : work_item(&invoke, &drop), fn(std::move(f)), home(h) {}
+  posted_roaming(const F& f, io_context* h) : work_item(&invoke, &drop), fn(f), home(h) {}
   // Teardown: the block goes with its slab.
   static void drop(work_item* w) noexcept { static_cast<posted_roaming*>(w)->~posted_roaming(); }
   static void invoke(work_item* w);
@@ -254,7 +258,7 @@ class io_context {
           b = grow_handler_blocks();
         }
         if (b != nullptr) {
-          shared_queue_.push_back(::new (b) detail::posted_roaming<D>(std::forward<F>(f)));
+          shared_queue_.push_back(::new (b) detail::posted_roaming<D>(std::forward<F>(f), this));
           ++shared_count_;
           return;
         }
@@ -368,6 +372,15 @@ class io_context {
     b->next = handler_blocks_;
     handler_blocks_ = b;
   }
+  // Any thread: gives back a block of this loop's slabs used by a handler that ran on another loop. The loop takes
+  // the returned blocks back when its free list runs dry (see grow_handler_blocks).
+  void return_handler_block(void* p) noexcept {
+    auto* b = static_cast<handler_block*>(p);
+    handler_block* head = returned_handlers_.load(std::memory_order_relaxed);
+    do {
+      b->next = head;
+    } while (!returned_handlers_.compare_exchange_weak(head, b, std::memory_order_release, std::memory_order_relaxed));
+  }
 
   // An upper bound of now_ns() that is at most a few microseconds high, for computing deadlines (see
   // deadline_clock.hpp). Loop thread only.
@@ -457,7 +470,8 @@ class io_context {
   // Blocks per slab, and the most slabs a loop keeps (256 KiB: far more than a steady chain of posts needs).
   static constexpr std::size_t handler_slab_blocks = 63;
   static constexpr std::size_t handler_slab_limit = 64;
-  // Adds a slab to the free list and returns one of its blocks, or null at handler_slab_limit.
+  // Refills the free list with the blocks returned by other loops, or else adds a slab to it; returns one block, or
+  // null at handler_slab_limit.
   void* grow_handler_blocks();
 
   // The fields every item touches come first, in one cache line.
@@ -495,6 +509,8 @@ class io_context {
   std::function<void(std::exception_ptr)> exception_handler_;
   std::atomic<bool> sleeping_{false};
   alignas(64) std::atomic<returned_block*> returned_{nullptr};  // published blocks; a poster takes them all at once
+  // Blocks of this loop's slabs whose handlers ran on another loop (work sharing), for this loop to take back.
+  alignas(64) std::atomic<handler_block*> returned_handlers_{nullptr};
   std::atomic<std::size_t> guards_{0};
 };
 
@@ -520,7 +536,12 @@ void detail::posted_roaming<F>::invoke(work_item* w) {
   auto* self = static_cast<posted_roaming*>(w);
   F local(std::move(self->fn));
   self->~posted_roaming();
-  io_context::current()->give_handler_block(self);  // the loop running it, which may not be the one it came from
+  io_context* home = self->home;
+  if (home->running_here()) [[likely]] {
+    home->give_handler_block(self);
+  } else {
+    home->return_handler_block(self);  // handed over to another worker: the block still goes home
+  }
   local();
 }
 
