@@ -412,8 +412,10 @@ class io_context {
  private:
   // How many items a turn runs before it looks at I/O again.
   static constexpr std::size_t batch_limit = 256;
-  // How many operations may complete inline (epoll's speculative syscalls) between two polls of the backend.
+  // How many operations, and how many bytes, may complete inline (epoll's speculative syscalls) between two polls
+  // of the backend. The byte bound keeps bulk transfers in short bursts (see start()).
   static constexpr unsigned inline_limit = 16;
+  static constexpr std::size_t inline_byte_limit = std::size_t{256} << 10;
 
   class scope;
   std::size_t run_loop(const bool* done);
@@ -499,6 +501,8 @@ class io_context {
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
   unsigned inline_streak_ = 0;
+  std::size_t inline_bytes_ = 0;  // bytes moved by the inline completions since the last poll
+  bool poll_due_ = false;  // inline_limit was reached: end the turn and poll before running more
   std::uint64_t loop_time_ns_;
   detail::tsc_scale tsc_;
   std::uint64_t tsc_base_ = 0;
