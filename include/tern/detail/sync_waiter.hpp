@@ -201,7 +201,12 @@ class sync_wait : public sync_waiter {
   // In destructors: unlinks a waiter whose coroutine is destroyed while suspended. Returns granted if it had been
   // given something it will now never use, so that the derived awaiter can pass it on (unlock, release, set).
   wait_state abandon() noexcept {
-    if (!suspended_) return wait_state::idle;
+    if (!suspended_) [[likely]] return wait_state::idle;
+    return abandon_suspended();
+  }
+
+ private:
+  [[gnu::noinline]] wait_state abandon_suspended() noexcept {
     suspended_ = false;
     std::lock_guard<spinlock> guard(*lock_);
     if (state == wait_state::waiting) {
@@ -211,19 +216,22 @@ class sync_wait : public sync_waiter {
     return state;
   }
 
- private:
   spinlock* lock_ = nullptr;     // the primitive's lock and the list this waiter is on, set when it suspends
   waiter_list* list_ = nullptr;
   bool suspended_ = false;       // owner's thread only: between a suspension and its await_resume
 };
 
-// The error_code a finished wait reports.
-inline std::error_code wait_error(wait_state s, std::error_code closed_error = {}) noexcept {
-  switch (s) {
-    case wait_state::canceled: return std::make_error_code(std::errc::operation_canceled);
-    case wait_state::closed: return closed_error;
-    default: return {};
-  }
+// The error_code a finished wait reports; a closed channel reports closed_error, made only then (making an
+// error_code reaches its category through a function-local static, a guarded load on every call).
+inline std::error_code wait_error(wait_state s) noexcept {
+  if (s == wait_state::canceled) [[unlikely]] return std::make_error_code(std::errc::operation_canceled);
+  return {};
+}
+template <class E>
+std::error_code wait_error(wait_state s, E closed_error) noexcept {
+  if (s == wait_state::granted) [[likely]] return {};
+  if (s == wait_state::closed) return make_error_code(closed_error);
+  return wait_error(s);
 }
 
 // The awaiter of a primitive whose waiters all wait for the same kind of thing: mutex (ownership), semaphore (a
