@@ -125,11 +125,10 @@ struct posted_here final : work_item {
 // Shareable handler posted from a runtime worker's own thread: it lives in a block of that worker's handler slabs
 // and may run on any worker of the runtime (work sharing). The block always goes back to its home worker: run at
 // home, onto its free list; run elsewhere, through the home's returned list (one CAS). If the worker that ran it
-// kept it instead, the two workers' live blocks would end up interleaved line by line in the same slabs, and the
-// cores would keep stealing neighbouring lines from each other (the adjacent-line prefetch works in pairs of
-// lines): dispatch/scaling at 2 workers fell from 1.9x to 1.1-1.3x in about a third of the runs once a hand-over
-// had mixed the blocks. A runtime destroys its loops only after discarding what every loop has queued, so a block
-// outlives every use of it.
+// kept it instead, the two workers' live blocks would end up interleaved line by line in the same slabs, and
+// dispatch/scaling at 2 workers fell from 1.9x to 1.1-1.3x in about a third of the runs once a hand-over had mixed
+// the blocks (both workers slowed alike, missing the cache on the next queued handler; see docs/design.md). A
+// runtime destroys its loops only after discarding what every loop has queued, so a block outlives every use of it.
 template <class F>
 struct posted_roaming final : work_item {
   F fn;
