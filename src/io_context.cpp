@@ -115,8 +115,8 @@ void* io_context::grow_handler_blocks() {
   if (returned_handlers_.load(std::memory_order_relaxed) != nullptr) {
     handler_block* chain = returned_handlers_.exchange(nullptr, std::memory_order_acquire);
     if (chain != nullptr) {
-      assert(handler_blocks_ == nullptr && "called only when the free list is empty");
-      handler_blocks_ = chain->next;
+      assert(handler_blocks_.load(std::memory_order_relaxed) == nullptr && "called only when the list is empty");
+      handler_blocks_.store(chain->next, std::memory_order_relaxed);
       return chain;
     }
   }
@@ -141,7 +141,7 @@ io_context::~io_context() {
   while (detail::work_item* w = run_queue_.pop_front()) {
     if (w->discard != nullptr) w->discard(w);
   }
-  handler_blocks_ = nullptr;
+  handler_blocks_.store(nullptr, std::memory_order_relaxed);
   publish_returned();
   for (returned_block* b = returned_.exchange(nullptr, std::memory_order_acquire); b != nullptr;) {
     returned_block* next = b->next;

@@ -197,9 +197,9 @@ class io_context {
     using D = std::decay_t<F>;
     if constexpr (fits_handler_block<D>) {
       // Fast path, kept small enough to inline: a post from the loop's own thread with a free block at hand.
-      if (handler_blocks_ != nullptr && running_here()) [[likely]] {
-        handler_block* b = handler_blocks_;
-        handler_blocks_ = b->next;
+      if (handler_blocks_.load(std::memory_order_relaxed) != nullptr && running_here()) [[likely]] {
+        handler_block* b = handler_blocks_.load(std::memory_order_relaxed);
+        handler_blocks_.store(b->next, std::memory_order_relaxed);
         run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
         return;
       }
@@ -250,9 +250,9 @@ class io_context {
     if constexpr (sizeof(detail::posted_roaming<D>) <= handler_block_size &&
                   alignof(detail::posted_roaming<D>) <= handler_block_size) {
       if (running_here()) {
-        void* b = handler_blocks_;
+        void* b = handler_blocks_.load(std::memory_order_relaxed);
         if (b != nullptr) {
-          handler_blocks_ = handler_blocks_->next;
+          handler_blocks_.store(static_cast<handler_block*>(b)->next, std::memory_order_relaxed);
         } else {
           b = grow_handler_blocks();
         }
@@ -368,8 +368,8 @@ class io_context {
       sizeof(detail::posted_here<D>) <= handler_block_size && alignof(detail::posted_here<D>) <= handler_block_size;
   void give_handler_block(void* p) noexcept {
     auto* b = static_cast<handler_block*>(p);
-    b->next = handler_blocks_;
-    handler_blocks_ = b;
+    b->next = handler_blocks_.load(std::memory_order_relaxed);
+    handler_blocks_.store(b, std::memory_order_relaxed);
   }
   // Any thread: gives back a block of this loop's slabs used by a handler that ran on another loop. The loop takes
   // the returned blocks back when its free list runs dry (see grow_handler_blocks).
@@ -481,7 +481,9 @@ class io_context {
   // that they are not that thread, which any value they can see tells them.
   std::atomic<std::uintptr_t> owner_{0};
   std::atomic<bool> stopped_{false};
-  handler_block* handler_blocks_ = nullptr;
+  // The loop thread's free list. Atomic (relaxed, plain moves on x86) only because post() from another thread
+  // looks at it before it learns that it is not the loop's thread; only the loop's thread follows or changes it.
+  std::atomic<handler_block*> handler_blocks_{nullptr};
   handler_slab* handler_slabs_ = nullptr;
   returned_block* returning_ = nullptr;  // loop thread: blocks of remote posts that ran, not yet published
   returned_block* returning_last_ = nullptr;
