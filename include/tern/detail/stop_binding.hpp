@@ -64,7 +64,8 @@ class stop_binding {
   stop_binding& operator=(const stop_binding&) = delete;
   ~stop_binding() { unregister(); }
 
-  bool await_ready() { return op_.await_ready(); }
+  // Inlined so that an operation's own inlined fast path (a channel's, say) stays inline in the task.
+  [[gnu::always_inline]] bool await_ready() { return op_.await_ready(); }
   bool await_suspend(std::coroutine_handle<> h) {
     if (!suspend_on(op_, h)) return false;
     const std::stop_token* t = token_ptr(token_);
@@ -114,7 +115,10 @@ class stop_binding {
     }
   };
 
+  // One test when nothing was registered (every await that did not suspend): remote_ is set only by a callback,
+  // so only while registered.
   void unregister() noexcept {
+    if (!registration_) [[likely]] return;
     registration_.reset();  // waits for a callback running on another thread
     if (remote_ != nullptr) {
       remote_->target = nullptr;

@@ -30,7 +30,7 @@
 #include <system_error>
 #include <utility>
 
-#include "tern/detail/spinlock.hpp"
+#include "tern/detail/biased_lock.hpp"
 #include "tern/detail/work_queue.hpp"
 #include "tern/io_context.hpp"
 
@@ -38,7 +38,7 @@ namespace tern::detail {
 
 // Where a waiter stands. Changes only under the owning primitive's lock once the waiter is linked.
 enum class wait_state : unsigned char {
-  idle,      // not waiting: before the first attempt
+  idle,      // not waiting (what abandon() reports for a waiter that never suspended)
   waiting,   // linked on the primitive's list
   granted,   // got what it waited for (a value, a slot, ownership, a permit, a signal)
   closed,    // the channel was closed
@@ -46,11 +46,15 @@ enum class wait_state : unsigned char {
 };
 
 // A suspended coroutine: the queue node that resumes it, its links on a waiter list, and its loop.
+// A waiter is made on every wait, and most waits complete at once, so its fields are set only when they are
+// needed: the node, the links, ctx and state when it is linked (sync_wait::link), state alone when the wait
+// completes without suspending.
 struct sync_waiter : resume_item {
-  sync_waiter* prev_waiter = nullptr;
-  sync_waiter* next_waiter = nullptr;
-  io_context* ctx = nullptr;  // the loop the coroutine was suspended on, and resumes on
-  wait_state state = wait_state::idle;
+  sync_waiter() noexcept : resume_item(unset_t{}) {}
+  sync_waiter* prev_waiter;
+  sync_waiter* next_waiter;
+  io_context* ctx;  // the loop the coroutine was suspended on, and resumes on
+  wait_state state;
 };
 
 // Intrusive FIFO of waiters (doubly linked, so a cancelled waiter unlinks in O(1)). Guarded by the primitive's lock.
@@ -173,7 +177,7 @@ class sync_wait : public sync_waiter {
   void cancel() noexcept {
     if (!suspended_) return;
     {
-      std::lock_guard<spinlock> guard(*lock_);
+      std::lock_guard<biased_lock> guard(*lock_);
       if (state != wait_state::waiting) return;
       list_->remove(this);
       state = wait_state::canceled;
@@ -183,8 +187,8 @@ class sync_wait : public sync_waiter {
 
  protected:
   // With lock held: links this waiter at the back of list; h resumes on loop when woken.
-  void link(spinlock& lock, waiter_list& list, io_context& loop, std::coroutine_handle<> h) noexcept {
-    handle = h;
+  void link(biased_lock& lock, waiter_list& list, io_context& loop, std::coroutine_handle<> h) noexcept {
+    prepare(h);
     ctx = &loop;
     lock_ = &lock;
     list_ = &list;
@@ -208,7 +212,7 @@ class sync_wait : public sync_waiter {
  private:
   [[gnu::noinline]] wait_state abandon_suspended() noexcept {
     suspended_ = false;
-    std::lock_guard<spinlock> guard(*lock_);
+    std::lock_guard<biased_lock> guard(*lock_);
     if (state == wait_state::waiting) {
       list_->remove(this);
       state = wait_state::canceled;
@@ -216,7 +220,7 @@ class sync_wait : public sync_waiter {
     return state;
   }
 
-  spinlock* lock_ = nullptr;     // the primitive's lock and the list this waiter is on, set when it suspends
+  biased_lock* lock_ = nullptr;     // the primitive's lock and the list this waiter is on, set when it suspends
   waiter_list* list_ = nullptr;
   bool suspended_ = false;       // owner's thread only: between a suspension and its await_resume
 };
@@ -236,7 +240,7 @@ std::error_code wait_error(wait_state s, E closed_error) noexcept {
 
 // The awaiter of a primitive whose waiters all wait for the same kind of thing: mutex (ownership), semaphore (a
 // permit), the events (a signal), latch and wait_group (the count reaching zero). P grants it friendship and has:
-//   spinlock lock_;  waiter_list waiters_;
+//   biased_lock lock_;  waiter_list waiters_;
 //   bool try_take_locked() noexcept;  // with lock_ held: takes what a waiter waits for if it is available now
 //   void give_back() noexcept;        // passes on what was granted to a waiter that will never run
 // and may have bool maybe_available() const noexcept (a relaxed look, no lock: false may spare await_ready the lock).
@@ -259,7 +263,7 @@ class primitive_wait : public sync_wait {
     if constexpr (requires(const P& p) { p.maybe_available(); }) {
       if (!p_->maybe_available()) return false;
     }
-    std::lock_guard<spinlock> guard(p_->lock_);
+    std::lock_guard<biased_lock> guard(p_->lock_);
     if (!p_->try_take_locked()) return false;
     state = wait_state::granted;
     return true;
@@ -267,7 +271,7 @@ class primitive_wait : public sync_wait {
   // Tries again under the lock, and waits if it is still not available.
   bool await_suspend(std::coroutine_handle<> h) {
     io_context& loop = waiting_loop();
-    std::lock_guard<spinlock> guard(p_->lock_);
+    std::lock_guard<biased_lock> guard(p_->lock_);
     if (p_->try_take_locked()) {
       state = wait_state::granted;
       return false;

@@ -28,6 +28,12 @@ struct work_item {
 
   work_item() = default;
   work_item(run_fn r, discard_fn d) noexcept : run(r), discard(d) {}
+
+ protected:
+  // Leaves the fields unset, for a node that sets them only when it is about to be queued (a sync waiter, made
+  // on every wait but queued only when the wait suspends).
+  struct unset_t {};
+  explicit work_item(unset_t) noexcept {}
 };
 
 // A work item that resumes a coroutine.
@@ -35,6 +41,15 @@ struct resume_item : work_item {
   std::coroutine_handle<> handle;
   resume_item() noexcept { run = &resume; }
   static void resume(work_item* w) { static_cast<resume_item*>(w)->handle.resume(); }
+
+ protected:
+  explicit resume_item(unset_t u) noexcept : work_item(u) {}
+  // Sets what resume_item() and work_item() would have; the queue push sets next.
+  void prepare(std::coroutine_handle<> h) noexcept {
+    run = &resume;
+    discard = nullptr;
+    handle = h;
+  }
 };
 
 class work_queue {

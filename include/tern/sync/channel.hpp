@@ -46,7 +46,7 @@
 #include <utility>
 
 #include "tern/detail/ring_buffer.hpp"
-#include "tern/detail/spinlock.hpp"
+#include "tern/detail/biased_lock.hpp"
 #include "tern/detail/sync_waiter.hpp"
 #include "tern/sync/error.hpp"
 
@@ -96,7 +96,7 @@ class channel {
     detail::sync_waiter* wake = nullptr;
     detail::wait_state s;
     {
-      std::lock_guard<detail::spinlock> guard(lock_);
+      std::lock_guard<detail::biased_lock> guard(lock_);
       s = send_locked(value, wake);
     }
     if (wake != nullptr) detail::resume_waiter(wake);
@@ -114,7 +114,7 @@ class channel {
     std::optional<T> out;
     detail::sync_waiter* wake = nullptr;
     {
-      std::lock_guard<detail::spinlock> guard(lock_);
+      std::lock_guard<detail::biased_lock> guard(lock_);
       if (receive_locked(out, wake) == detail::wait_state::waiting) return out;
     }
     if (wake != nullptr) detail::resume_waiter(wake);
@@ -127,7 +127,7 @@ class channel {
     detail::sync_waiter* senders;
     detail::sync_waiter* receivers;
     {
-      std::lock_guard<detail::spinlock> guard(lock_);
+      std::lock_guard<detail::biased_lock> guard(lock_);
       if (closed_) return;
       closed_ = true;
       senders = senders_.release_all(detail::wait_state::closed);
@@ -139,17 +139,17 @@ class channel {
 
   // The number of values buffered now.
   std::size_t size() const noexcept {
-    std::lock_guard<detail::spinlock> guard(lock_);
+    std::lock_guard<detail::biased_lock> guard(lock_);
     return buffer_.size();
   }
   // The capacity of a bounded channel, unbounded_capacity for an unbounded one.
   std::size_t capacity() const noexcept {
-    std::lock_guard<detail::spinlock> guard(lock_);
+    std::lock_guard<detail::biased_lock> guard(lock_);
     return bounded_ ? buffer_.capacity() : unbounded_capacity;
   }
   // True once close() has been called.
   bool is_closed() const noexcept {
-    std::lock_guard<detail::spinlock> guard(lock_);
+    std::lock_guard<detail::biased_lock> guard(lock_);
     return closed_;
   }
 
@@ -162,25 +162,25 @@ class channel {
     // Unlinks a send destroyed while waiting (before value_ goes, which a receiver could otherwise still take).
     ~send_awaiter() { abandon(); }
 
-    // Sends now if the value can go without waiting.
-    bool await_ready() {
-      detail::sync_waiter* wake = nullptr;
-      detail::wait_state s;
-      {
-        std::lock_guard<detail::spinlock> guard(ch_->lock_);
-        s = ch_->send_locked(value_, wake);
+    // Sends now if the value can go without waiting. The common case, room in the buffer and nobody waiting, is
+    // inlined into the awaiting coroutine (clang's heuristics otherwise keep it a call); the rest is out of line.
+    [[gnu::always_inline]] bool await_ready() {
+      channel& ch = *ch_;
+      ch.lock_.lock();
+      if (!ch.closed_ && ch.receivers_.empty() && !ch.buffer_.full()) [[likely]] {
+        ch.buffer_.push_back(std::move(value_));
+        ch.lock_.unlock();
+        state = detail::wait_state::granted;
+        return true;
       }
-      if (wake != nullptr) detail::resume_waiter(wake);
-      if (s == detail::wait_state::waiting) return false;
-      state = s;
-      return true;
+      return ready_locked();
     }
     // Tries again under the lock, and waits if the channel is still full.
     bool await_suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
-        std::lock_guard<detail::spinlock> guard(ch_->lock_);
+        std::lock_guard<detail::biased_lock> guard(ch_->lock_);
         detail::wait_state s = ch_->send_locked(value_, wake);
         if (s == detail::wait_state::waiting) {
           link(ch_->lock_, ch_->senders_, loop, h);
@@ -198,6 +198,20 @@ class channel {
     friend class channel;
     send_awaiter(channel& ch, T&& value) noexcept : ch_(&ch), value_(std::move(value)) {}
 
+    // await_ready with the lock held, for every case but the common one; releases the lock.
+    [[gnu::noinline]] bool ready_locked() {
+      detail::sync_waiter* wake = nullptr;
+      detail::wait_state s;
+      {
+        std::lock_guard<detail::biased_lock> guard(ch_->lock_, std::adopt_lock);
+        s = ch_->send_locked(value_, wake);
+      }
+      if (wake != nullptr) detail::resume_waiter(wake);
+      if (s == detail::wait_state::waiting) return false;
+      state = s;
+      return true;
+    }
+
     channel* ch_;
     T value_;
   };
@@ -210,25 +224,25 @@ class channel {
     // Unlinks a receive destroyed while waiting (before value_ goes, which a sender could otherwise still fill).
     ~receive_awaiter() { abandon(); }
 
-    // Receives now if a value is buffered or the channel is closed.
-    bool await_ready() {
-      detail::sync_waiter* wake = nullptr;
-      detail::wait_state s;
-      {
-        std::lock_guard<detail::spinlock> guard(ch_->lock_);
-        s = ch_->receive_locked(value_, wake);
+    // Receives now if a value is buffered or the channel is closed. As for send, the common case (a value
+    // buffered, no sender waiting) is inline and the rest out of line.
+    [[gnu::always_inline]] bool await_ready() {
+      channel& ch = *ch_;
+      ch.lock_.lock();
+      if (!ch.buffer_.empty() && ch.senders_.empty()) [[likely]] {
+        ch.buffer_.pop_front_into(value_);
+        ch.lock_.unlock();
+        state = detail::wait_state::granted;
+        return true;
       }
-      if (wake != nullptr) detail::resume_waiter(wake);
-      if (s == detail::wait_state::waiting) return false;
-      state = s;
-      return true;
+      return ready_locked();
     }
     // Tries again under the lock, and waits if there is still nothing to receive.
     bool await_suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
-        std::lock_guard<detail::spinlock> guard(ch_->lock_);
+        std::lock_guard<detail::biased_lock> guard(ch_->lock_);
         detail::wait_state s = ch_->receive_locked(value_, wake);
         if (s == detail::wait_state::waiting) {
           link(ch_->lock_, ch_->receivers_, loop, h);
@@ -248,6 +262,20 @@ class channel {
    private:
     friend class channel;
     explicit receive_awaiter(channel& ch) noexcept : ch_(&ch) {}
+
+    // await_ready with the lock held, for every case but the common one; releases the lock.
+    [[gnu::noinline]] bool ready_locked() noexcept {
+      detail::sync_waiter* wake = nullptr;
+      detail::wait_state s;
+      {
+        std::lock_guard<detail::biased_lock> guard(ch_->lock_, std::adopt_lock);
+        s = ch_->receive_locked(value_, wake);
+      }
+      if (wake != nullptr) detail::resume_waiter(wake);
+      if (s == detail::wait_state::waiting) return false;
+      state = s;
+      return true;
+    }
 
     channel* ch_;
     std::optional<T> value_;  // written by the sender that grants this receive
@@ -296,7 +324,7 @@ class channel {
     return detail::wait_state::granted;
   }
 
-  mutable detail::spinlock lock_;
+  mutable detail::biased_lock lock_;
   detail::ring_buffer<T> buffer_;
   detail::waiter_list senders_;    // only while a bounded buffer is full
   detail::waiter_list receivers_;  // only while the buffer is empty

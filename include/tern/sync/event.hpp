@@ -26,7 +26,7 @@
 #include <cassert>
 #include <mutex>
 
-#include "tern/detail/spinlock.hpp"
+#include "tern/detail/biased_lock.hpp"
 #include "tern/detail/sync_waiter.hpp"
 
 namespace tern::sync {
@@ -49,7 +49,7 @@ class manual_reset_event {
   void set() noexcept {
     detail::sync_waiter* woken;
     {
-      std::lock_guard<detail::spinlock> g(lock_);
+      std::lock_guard<detail::biased_lock> g(lock_);
       set_.store(true, std::memory_order_relaxed);
       woken = waiters_.release_all(detail::wait_state::granted);
     }
@@ -57,12 +57,12 @@ class manual_reset_event {
   }
   // Unsets the event; later waits wait. Any thread.
   void reset() noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     set_.store(false, std::memory_order_relaxed);
   }
   // True while the event is set (a snapshot).
   bool is_set() const noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return set_.load(std::memory_order_relaxed);
   }
 
@@ -73,7 +73,7 @@ class manual_reset_event {
   bool maybe_available() const noexcept { return set_.load(std::memory_order_relaxed); }
   void give_back() noexcept {}
 
-  mutable detail::spinlock lock_;
+  mutable detail::biased_lock lock_;
   std::atomic<bool> set_;  // written under the lock; read without it only as a hint
   detail::waiter_list waiters_;  // only while unset
 };
@@ -97,7 +97,7 @@ class auto_reset_event {
   void set() noexcept {
     detail::sync_waiter* next;
     {
-      std::lock_guard<detail::spinlock> g(lock_);
+      std::lock_guard<detail::biased_lock> g(lock_);
       next = waiters_.pop_front();
       if (next != nullptr) {
         next->state = detail::wait_state::granted;  // the signal goes to it: the event stays unset
@@ -109,12 +109,12 @@ class auto_reset_event {
   }
   // Unsets the event. Any thread.
   void reset() noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     set_.store(false, std::memory_order_relaxed);
   }
   // True while the event is set (a snapshot).
   bool is_set() const noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return set_.load(std::memory_order_relaxed);
   }
 
@@ -129,7 +129,7 @@ class auto_reset_event {
   bool maybe_available() const noexcept { return set_.load(std::memory_order_relaxed); }
   void give_back() noexcept { set(); }
 
-  mutable detail::spinlock lock_;
+  mutable detail::biased_lock lock_;
   std::atomic<bool> set_;  // written under the lock; read without it only as a hint
   detail::waiter_list waiters_;  // only while unset
 };

@@ -24,7 +24,7 @@
 #include <cstddef>
 #include <mutex>
 
-#include "tern/detail/spinlock.hpp"
+#include "tern/detail/biased_lock.hpp"
 #include "tern/detail/sync_waiter.hpp"
 
 namespace tern::sync {
@@ -47,7 +47,7 @@ class latch {
   void count_down(std::size_t n = 1) noexcept {
     detail::sync_waiter* woken = nullptr;
     {
-      std::lock_guard<detail::spinlock> g(lock_);
+      std::lock_guard<detail::biased_lock> g(lock_);
       assert(n <= count_ && "tern::sync::latch counted down below zero");
       count_ = n >= count_ ? 0 : count_ - n;
       if (count_ == 0) woken = waiters_.release_all(detail::wait_state::granted);
@@ -58,7 +58,7 @@ class latch {
   bool try_wait() const noexcept { return count() == 0; }
   // The current count (a snapshot).
   std::size_t count() const noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return count_;
   }
 
@@ -68,7 +68,7 @@ class latch {
   bool try_take_locked() const noexcept { return count_ == 0; }
   void give_back() noexcept {}
 
-  mutable detail::spinlock lock_;
+  mutable detail::biased_lock lock_;
   std::size_t count_;
   detail::waiter_list waiters_;  // only while count_ is above zero
 };

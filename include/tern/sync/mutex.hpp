@@ -34,7 +34,7 @@
 #include <system_error>
 #include <utility>
 
-#include "tern/detail/spinlock.hpp"
+#include "tern/detail/biased_lock.hpp"
 #include "tern/detail/sync_waiter.hpp"
 
 namespace tern::sync {
@@ -59,14 +59,14 @@ class mutex {
   scoped_lock_awaiter scoped_lock() noexcept;
   // Takes the mutex if it is free now; never waits.
   bool try_lock() noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return try_take_locked();
   }
   // Releases the mutex (which must be locked), handing it to the oldest waiter if there is one. Any thread.
   void unlock() noexcept {
     detail::sync_waiter* next;
     {
-      std::lock_guard<detail::spinlock> g(lock_);
+      std::lock_guard<detail::biased_lock> g(lock_);
       assert(locked_ && "tern::sync::mutex unlocked while not locked");
       next = waiters_.pop_front();
       if (next != nullptr) {
@@ -79,7 +79,7 @@ class mutex {
   }
   // True while some coroutine owns the mutex (a snapshot).
   bool is_locked() const noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return locked_;
   }
 
@@ -93,7 +93,7 @@ class mutex {
   }
   void give_back() noexcept { unlock(); }
 
-  mutable detail::spinlock lock_;
+  mutable detail::biased_lock lock_;
   bool locked_ = false;
   detail::waiter_list waiters_;  // only while locked_
 };

@@ -26,7 +26,7 @@
 #include <cstddef>
 #include <mutex>
 
-#include "tern/detail/spinlock.hpp"
+#include "tern/detail/biased_lock.hpp"
 #include "tern/detail/sync_waiter.hpp"
 
 namespace tern::sync {
@@ -48,14 +48,14 @@ class semaphore {
   acquire_awaiter acquire() noexcept { return acquire_awaiter(*this); }
   // Takes a permit if one is available now; never waits.
   bool try_acquire() noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return try_take_locked();
   }
   // Returns n permits, handing them to the oldest waiters first. Any thread.
   void release(std::size_t n = 1) noexcept {
     detail::sync_waiter* woken;
     {
-      std::lock_guard<detail::spinlock> g(lock_);
+      std::lock_guard<detail::biased_lock> g(lock_);
       std::size_t handed = 0;
       woken = waiters_.release_front(n, handed);
       count_ += n - handed;
@@ -64,7 +64,7 @@ class semaphore {
   }
   // The permits available now (a snapshot).
   std::size_t available() const noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return count_;
   }
 
@@ -78,7 +78,7 @@ class semaphore {
   }
   void give_back() noexcept { release(1); }
 
-  mutable detail::spinlock lock_;
+  mutable detail::biased_lock lock_;
   std::size_t count_;
   detail::waiter_list waiters_;  // only while count_ is zero
 };

@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <mutex>
 
-#include "tern/detail/spinlock.hpp"
+#include "tern/detail/biased_lock.hpp"
 #include "tern/detail/sync_waiter.hpp"
 
 namespace tern::sync {
@@ -46,14 +46,14 @@ class wait_group {
   wait_awaiter wait() noexcept { return wait_awaiter(*this); }
   // Raises the count by n. Any thread.
   void add(std::size_t n = 1) noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     count_ += n;
   }
   // Lowers the count by one; at zero, wakes every waiter. Any thread.
   void done() noexcept {
     detail::sync_waiter* woken = nullptr;
     {
-      std::lock_guard<detail::spinlock> g(lock_);
+      std::lock_guard<detail::biased_lock> g(lock_);
       assert(count_ > 0 && "tern::sync::wait_group::done() without a matching add()");
       if (count_ > 0) --count_;
       if (count_ == 0) woken = waiters_.release_all(detail::wait_state::granted);
@@ -62,7 +62,7 @@ class wait_group {
   }
   // The current count (a snapshot).
   std::size_t count() const noexcept {
-    std::lock_guard<detail::spinlock> g(lock_);
+    std::lock_guard<detail::biased_lock> g(lock_);
     return count_;
   }
 
@@ -72,7 +72,7 @@ class wait_group {
   bool try_take_locked() const noexcept { return count_ == 0; }
   void give_back() noexcept {}
 
-  mutable detail::spinlock lock_;
+  mutable detail::biased_lock lock_;
   std::size_t count_ = 0;
   detail::waiter_list waiters_;  // only while count_ is above zero
 };

@@ -1,0 +1,57 @@
+// The slow parts of detail::biased_lock (tern/detail/biased_lock.hpp): the process-wide memory barrier that revokes
+// a bias, and the wait for the owner to leave its section.
+#include "tern/detail/biased_lock.hpp"
+
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace tern::detail {
+
+namespace {
+
+long membarrier(int cmd) noexcept { return ::syscall(__NR_membarrier, cmd, 0U, 0); }
+
+// PRIVATE_EXPEDITED interrupts only the CPUs running this process's threads, and needs a registration of the
+// process first (once; later threads are covered). Without it (kernel before 4.14, seccomp), no lock biases.
+bool register_once() noexcept {
+  long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+  if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 ||
+      (cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
+    return false;
+  }
+  return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+}  // namespace
+
+bool membarrier_biasing_available() noexcept {
+  static const bool available = register_once();
+  return available;
+}
+
+void heavy_barrier() noexcept {
+  // A lock biases only after membarrier_biasing_available() said yes, and a registered process's expedited
+  // barrier does not fail; if it ever did, going on could let two threads into one section.
+  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+    std::fputs("tern: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after registration\n", stderr);
+    std::abort();
+  }
+}
+
+void biased_lock::spin_wait(unsigned spins) noexcept {
+  // The owner is inside a section of a few pointer moves; if it was preempted there, give it the CPU.
+  if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace tern::detail
