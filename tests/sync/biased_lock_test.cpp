@@ -70,8 +70,7 @@ void increment(counted& c, int times, int spin) {
   for (int i = 0; i < times; ++i) {
     std::lock_guard<biased_lock> g(c.lock);
     std::uint64_t v = c.value;
-    for (volatile int k = 0; k < spin; k = k + 1) {
-    }
+    for (int k = 0; k < spin; ++k) asm volatile("" ::: "memory");  // a step the compiler cannot drop
     c.value = v + 1;
   }
 }

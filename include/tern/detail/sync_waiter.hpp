@@ -5,10 +5,11 @@
 //
 // A coroutine that has to wait is a sync_waiter: an intrusive node inside its awaiter (so inside its coroutine
 // frame), linked on a FIFO waiter_list of the primitive. Nothing is allocated per wait. Each primitive guards its
-// state and its lists with one spinlock; the node records the loop it was suspended on, and whoever wakes it
-// (from any thread) takes it off the list under that lock, writes its result into it, releases the lock, and then
-// queues it on that loop with io_context::enqueue. So a waiter always resumes on its own loop, never inline on the
-// waker's stack, and the lock is never held across a wake-up (which may cost an eventfd write).
+// state and its lists with one lock (a spinlock biased towards a thread that uses it alone, biased_lock.hpp); the
+// node records the loop it was suspended on, and whoever wakes it (from any thread) takes it off the list under
+// that lock, writes its result into it, releases the lock, and then queues it on that loop with
+// io_context::enqueue. So a waiter always resumes on its own loop, never inline on the waker's stack, and the lock
+// is never held across a wake-up (which may cost an eventfd write).
 //
 // The state of a linked node changes only under the primitive's lock, and exactly one party takes it off the list:
 // - a waker (set, unlock, release, send, receive, close): state becomes granted or closed, and the waker queues it;
