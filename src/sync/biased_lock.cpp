@@ -1,5 +1,5 @@
 // The slow parts of detail::biased_lock (tern/detail/biased_lock.hpp): the process-wide memory barrier that revokes
-// a bias, and the wait for the owner to leave its section.
+// a bias.
 #include "tern/detail/biased_lock.hpp"
 
 #include <linux/membarrier.h>
@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 namespace tern::detail {
 
@@ -40,17 +39,6 @@ void heavy_barrier() noexcept {
   if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
     std::fputs("tern: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after registration\n", stderr);
     std::abort();
-  }
-}
-
-void biased_lock::spin_wait(unsigned spins) noexcept {
-  // The owner is inside a section of a few pointer moves; if it was preempted there, give it the CPU.
-  if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else {
-    std::this_thread::yield();
   }
 }
 

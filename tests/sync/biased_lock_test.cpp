@@ -202,14 +202,7 @@ TEST_P(biased_channel_test, a_channel_biased_on_one_loop_and_then_shared_deliver
   loops.run();
   EXPECT_EQ(s->errors.load(), 0);
   EXPECT_EQ(s->received.load(), solo_messages + 2 * shared_messages);
-  int missing = 0;
-  int duplicated = 0;
-  for (auto& n : s->seen) {
-    missing += n.load() == 0;
-    duplicated += n.load() > 1;
-  }
-  EXPECT_EQ(missing, 0);
-  EXPECT_EQ(duplicated, 0);
+  expect_each_seen_once(s->seen);
 }
 
 }  // namespace

@@ -81,14 +81,7 @@ TEST_P(sync_cross_thread_test, channel_mpmc_delivers_every_message_exactly_once)
   EXPECT_EQ(s->send_errors.load(), 0);
   EXPECT_EQ(s->received.load(), messages);
   EXPECT_EQ(s->out_of_order.load(), 0);
-  int missing = 0;
-  int duplicated = 0;
-  for (auto& n : s->seen) {
-    missing += n.load() == 0;
-    duplicated += n.load() > 1;
-  }
-  EXPECT_EQ(missing, 0);
-  EXPECT_EQ(duplicated, 0);
+  expect_each_seen_once(s->seen);
   EXPECT_EQ(s->ch.size(), 0u);
 }
 

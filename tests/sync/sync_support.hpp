@@ -8,6 +8,7 @@
 // - step_flag: a round counter that two threads use to walk a race through its steps in lock-step.
 // - spin_for: a busy wait, to vary which side of a race comes first.
 // - stop_from_thread: requests a stop from another thread after a delay.
+// - expect_each_seen_once: checks a per-message delivery count (no message lost, none delivered twice).
 #pragma once
 
 #include "support.hpp"
@@ -19,6 +20,7 @@
 #include <optional>
 #include <stop_token>
 #include <thread>
+#include <vector>
 
 namespace tern_test {
 
@@ -119,6 +121,18 @@ inline void spin_for(std::chrono::nanoseconds d) noexcept {
     __builtin_ia32_pause();
 #endif
   }
+}
+
+// Expects every counter of seen to be exactly 1: a 0 is a lost message, more than 1 a duplicated one.
+inline void expect_each_seen_once(const std::vector<std::atomic<std::uint8_t>>& seen) {
+  int missing = 0;
+  int duplicated = 0;
+  for (auto& n : seen) {
+    missing += n.load() == 0;
+    duplicated += n.load() > 1;
+  }
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(duplicated, 0);
 }
 
 }  // namespace tern_test

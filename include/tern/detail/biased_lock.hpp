@@ -114,10 +114,8 @@ class biased_lock {
     revoked_.store(true, std::memory_order_relaxed);
     heavy_barrier();
     // acquire: pairs with the owner's releasing store, so its last section happens before ours.
-    for (unsigned spins = 0; busy_.load(std::memory_order_acquire); ++spins) spin_wait(spins);
+    for (unsigned spins = 0; busy_.load(std::memory_order_acquire); ++spins) spinlock::relax(spins);
   }
-
-  static void spin_wait(unsigned spins) noexcept;
 
   std::atomic<std::uintptr_t> owner_{0};  // the biased thread; written once, under spin_
   std::atomic<bool> busy_{false};         // written by the owner only: it holds the lock through the bias

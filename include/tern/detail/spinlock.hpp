@@ -28,13 +28,17 @@ class spinlock {
     // acquire: what the previous holder wrote inside its section is visible in ours.
     while (locked_.exchange(true, std::memory_order_acquire)) {
       // Wait on a plain load so that the spinning core keeps the line shared instead of bouncing it.
-      for (unsigned spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
-        if (spins < spin_limit) {
-          pause();
-        } else {
-          std::this_thread::yield();
-        }
-      }
+      for (unsigned spins = 0; locked_.load(std::memory_order_relaxed); ++spins) relax(spins);
+    }
+  }
+
+  // One round of waiting for a holder in a short section: the CPU's pause hint for the first spin_limit rounds,
+  // then a yield of the time slice (the holder may have been preempted). Also used by biased_lock.
+  static void relax(unsigned spins) noexcept {
+    if (spins < spin_limit) {
+      pause();
+    } else {
+      std::this_thread::yield();
     }
   }
 
