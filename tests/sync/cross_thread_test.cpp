@@ -237,10 +237,10 @@ constexpr int race_rounds = 1000;
 enum class canceller { stop_from_other_thread, timeout };
 
 struct race_flags {
-  step_flag prepared;
-  step_flag armed;
-  step_flag fired;
-  step_flag checked;
+  step_flag prepared{"prepared"};
+  step_flag armed{"armed"};
+  step_flag fired{"fired"};
+  step_flag checked{"checked"};
   std::vector<std::stop_source> sources = std::vector<std::stop_source>(race_rounds);
   std::atomic<int> woken{0};
   std::atomic<int> cancelled{0};

@@ -16,9 +16,12 @@
 #include <tern/sync.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -80,20 +83,38 @@ class loop_pair {
 
 // A round counter that one thread advances and another waits on. Waiting blocks the thread (and so the loop it
 // runs): use it only between the steps of a race, where the loop has nothing else to do.
+// The wait spins, then yields, and gives up after step_limit by throwing (loop_pair reports it as a failure that
+// names the step and the round), so that a round that never comes fails the test instead of blocking a loop's
+// thread where its watchdog cannot reach it. It does not sleep in std::atomic::wait: a notify that misses a
+// sleeper would turn a correct run into a hang.
 class step_flag {
  public:
-  void reach(int v) noexcept {
-    value_.store(v, std::memory_order_release);
-    value_.notify_all();
-  }
+  static constexpr std::chrono::seconds step_limit{20};
+
+  explicit step_flag(const char* name) noexcept : name_(name) {}
+
+  // seq_cst: the store is visible before this thread's next load of anything (an x86 exchange, not a plain move).
+  void reach(int v) noexcept { value_.store(v, std::memory_order_seq_cst); }
   bool reached(int v) const noexcept { return value_.load(std::memory_order_acquire) >= v; }
-  void wait_for(int v) const noexcept {
-    for (int now = value_.load(std::memory_order_acquire); now < v; now = value_.load(std::memory_order_acquire)) {
-      value_.wait(now, std::memory_order_acquire);
+  void wait_for(int v) const {
+    for (int spins = 0; spins < 1000; ++spins) {
+      if (reached(v)) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    const auto until = std::chrono::steady_clock::now() + step_limit;
+    while (!reached(v)) {
+      std::this_thread::yield();  // the other side may need this core
+      if (std::chrono::steady_clock::now() >= until) {
+        throw std::runtime_error(std::string("step '") + name_ + "' did not reach round " + std::to_string(v) +
+                                 " (it is at " + std::to_string(value_.load()) + ")");
+      }
     }
   }
 
  private:
+  const char* name_;
   std::atomic<int> value_{-1};
 };
 
