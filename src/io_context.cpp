@@ -145,7 +145,7 @@ io_context::~io_context() {
   publish_returned();
   for (returned_block* b = returned_.exchange(nullptr, std::memory_order_acquire); b != nullptr;) {
     returned_block* next = b->next;
-    detail::frame_pool::deallocate(b, handler_block_size);
+    detail::line_pool::deallocate(b);
     b = next;
   }
   while (handler_slabs_ != nullptr) {
@@ -173,7 +173,7 @@ void io_context::publish_returned() noexcept {
 }
 
 void io_context::reclaim_returned() noexcept {
-  if (detail::frame_pool::cached(handler_block_size) != 0) return;
+  if (detail::line_pool::cached() != 0) return;
   returned_block* chain = returned_.exchange(nullptr, std::memory_order_acquire);
   if (chain == nullptr) return;
   std::uint32_t n = 1;
@@ -182,7 +182,7 @@ void io_context::reclaim_returned() noexcept {
     last = last->next;
     ++n;
   }
-  detail::frame_pool::adopt(chain, last, n, handler_block_size);
+  detail::line_pool::adopt(chain, last, n);
 }
 
 void io_context::discard_queued() noexcept {

@@ -4,7 +4,11 @@
 // spawn/join.
 #include "net_support.hpp"
 
+#include <tern/detail/line_pool.hpp>
+
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -109,6 +113,104 @@ TEST(alloc_counter, counts_allocations) {
   std::size_t n = stop_counting();
   ::operator delete(p);
   EXPECT_EQ(n, 1u);
+}
+
+// --- The line pool of cross-thread posts (no I/O: the pool is the same under both backends) ---
+
+using tern::detail::line_pool;
+
+// Runs f on a new thread (whose pool list starts empty) and waits for it.
+template <class F>
+void on_fresh_thread(F f) {
+  std::thread t(f);
+  t.join();
+}
+
+// Blocks are carved from slabs: a thousand cost a handful of allocations, and each has a cache line of its own.
+TEST(line_pool, blocks_come_many_to_an_allocation_each_on_its_own_line) {
+  constexpr int n = 1000;
+  std::vector<void*> blocks;
+  std::size_t allocs = 0;
+  on_fresh_thread([&] {
+    blocks.reserve(n);
+    start_counting();
+    for (int i = 0; i < n; ++i) blocks.push_back(line_pool::allocate());
+    allocs = stop_counting();
+  });
+  EXPECT_LE(allocs, n / line_pool::blocks_per_slab + 1) << "one slab holds " << line_pool::blocks_per_slab << " blocks";
+  std::vector<std::uintptr_t> addresses;
+  for (void* b : blocks) addresses.push_back(reinterpret_cast<std::uintptr_t>(b));
+  std::sort(addresses.begin(), addresses.end());
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    EXPECT_EQ(addresses[i] % 64, 0u) << "block " << i << " is not aligned to a cache line";
+    if (i > 0) EXPECT_GE(addresses[i] - addresses[i - 1], 64u) << "blocks " << i - 1 << " and " << i << " overlap";
+  }
+  on_fresh_thread([&] {
+    for (void* b : blocks) line_pool::deallocate(b);
+  });
+}
+
+// The blocks a thread held when it exits are not lost with it: another thread allocates as many again without a
+// new slab (it would need about twenty).
+TEST(line_pool, a_thread_that_exits_leaves_its_blocks_to_the_others) {
+  constexpr int n = 5000;
+  on_fresh_thread([] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < n; ++i) blocks.push_back(line_pool::allocate());
+    for (void* b : blocks) line_pool::deallocate(b);
+  });
+  EXPECT_GE(line_pool::depot_size(), static_cast<std::size_t>(n));
+  std::size_t allocs = 1;
+  on_fresh_thread([&] {
+    std::vector<void*> blocks;
+    blocks.reserve(n);
+    start_counting();
+    for (int i = 0; i < n; ++i) blocks.push_back(line_pool::allocate());
+    allocs = stop_counting();
+    for (void* b : blocks) line_pool::deallocate(b);
+  });
+  EXPECT_EQ(allocs, 0u) << "allocations for " << n << " blocks another thread had left";
+}
+
+// A thread that frees what others allocated keeps at most max_cached blocks; the rest goes to the depot (never to
+// operator delete, which a block inside a slab cannot take), where a third thread finds it while the second
+// still runs.
+TEST(line_pool, a_thread_past_its_cap_passes_the_rest_on_while_it_runs) {
+  constexpr std::uint32_t cap = line_pool::max_cached;
+  constexpr int extra = 50'000;
+  const int n = static_cast<int>(cap) + extra;
+  std::vector<void*> blocks;
+  on_fresh_thread([&] {
+    blocks.reserve(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) blocks.push_back(line_pool::allocate());
+  });
+  const std::size_t depot_before = line_pool::depot_size();
+  std::atomic<bool> freed{false};
+  std::atomic<bool> done{false};
+  std::uint32_t kept = 0;
+  std::size_t depot_after = 0;
+  std::thread freeing([&] {
+    for (void* b : blocks) line_pool::deallocate(b);
+    kept = line_pool::cached();
+    depot_after = line_pool::depot_size();
+    freed.store(true);
+    while (!done.load()) std::this_thread::yield();
+  });
+  while (!freed.load()) std::this_thread::yield();
+  std::size_t allocs = 1;
+  on_fresh_thread([&] {
+    std::vector<void*> again;
+    again.reserve(extra);
+    start_counting();
+    for (int i = 0; i < extra; ++i) again.push_back(line_pool::allocate());
+    allocs = stop_counting();
+    for (void* b : again) line_pool::deallocate(b);
+  });
+  done.store(true);
+  freeing.join();
+  EXPECT_LE(kept, cap) << "the freeing thread kept more than its cap";
+  EXPECT_GE(depot_after, depot_before + extra) << "the blocks past the cap did not reach the depot";
+  EXPECT_EQ(allocs, 0u) << "allocations for blocks the freeing thread passed on";
 }
 
 struct loop_result {

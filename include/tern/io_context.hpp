@@ -32,6 +32,7 @@
 #include "tern/detail/backend.hpp"
 #include "tern/detail/deadline_clock.hpp"
 #include "tern/detail/frame_pool.hpp"
+#include "tern/detail/line_pool.hpp"
 #include "tern/detail/thread_identity.hpp"
 #include "tern/detail/timer_wheel.hpp"
 #include "tern/detail/work_queue.hpp"
@@ -140,9 +141,10 @@ struct posted_roaming final : work_item {
   static void invoke(work_item* w);
 };
 
-// Handler posted from another thread (or loop) to its home loop: its block comes from the poster's frame pool and
-// goes back to the posters through the home loop (io_context::return_remote_block), instead of piling up in the
-// loop thread's pool while every poster mallocs afresh.
+// Handler posted from another thread (or loop) to its home loop: its block comes from the poster's line pool
+// (cache-line blocks carved from slabs, detail/line_pool.hpp) and goes back to the posters through the home loop
+// (io_context::return_remote_block), instead of piling up in the loop thread's pool while every poster allocates
+// afresh.
 template <class F>
 struct posted_remote final : work_item {
   F fn;
@@ -224,7 +226,7 @@ class io_context {
       if (!running_here()) {
         if (returned_.load(std::memory_order_relaxed) != nullptr) reclaim_returned();
         using P = detail::posted_remote<D>;
-        enqueue_remote(::new (detail::frame_pool::allocate(handler_block_size)) P(std::forward<F>(f), this));
+        enqueue_remote(::new (detail::line_pool::allocate()) P(std::forward<F>(f), this));
         return;
       }
     }
@@ -363,6 +365,7 @@ class io_context {
   // each rather than the two that malloc's 16-byte headers would make it straddle. The slabs stop growing at
   // handler_slab_limit; posts beyond that burst use the frame pool.
   static constexpr std::size_t handler_block_size = 64;
+  static_assert(handler_block_size == detail::line_pool::block_size, "posts from other threads use line_pool blocks");
   template <class D>
   static constexpr bool fits_handler_block =
       sizeof(detail::posted_here<D>) <= handler_block_size && alignof(detail::posted_here<D>) <= handler_block_size;
@@ -523,7 +526,7 @@ template <class F>
 void detail::posted_remote<F>::drop(work_item* w) noexcept {
   auto* self = static_cast<posted_remote*>(w);
   self->~posted_remote();
-  frame_pool::deallocate(self, io_context::handler_block_size);
+  line_pool::deallocate(self);
 }
 
 template <class F>
