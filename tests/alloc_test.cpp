@@ -143,7 +143,9 @@ TEST(line_pool, blocks_come_many_to_an_allocation_each_on_its_own_line) {
   std::sort(addresses.begin(), addresses.end());
   for (std::size_t i = 0; i < addresses.size(); ++i) {
     EXPECT_EQ(addresses[i] % 64, 0u) << "block " << i << " is not aligned to a cache line";
-    if (i > 0) EXPECT_GE(addresses[i] - addresses[i - 1], 64u) << "blocks " << i - 1 << " and " << i << " overlap";
+    if (i > 0) {
+      EXPECT_GE(addresses[i] - addresses[i - 1], 64u) << "blocks " << i - 1 << " and " << i << " overlap";
+    }
   }
   on_fresh_thread([&] {
     for (void* b : blocks) line_pool::deallocate(b);

@@ -543,8 +543,8 @@ template <class F>
 void detail::posted_roaming<F>::invoke(work_item* w) {
   auto* self = static_cast<posted_roaming*>(w);
   F local(std::move(self->fn));
+  io_context* home = self->home;  // read before the destructor ends the object's lifetime
   self->~posted_roaming();
-  io_context* home = self->home;
   if (home->running_here()) [[likely]] {
     home->give_handler_block(self);
   } else {
