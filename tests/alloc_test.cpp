@@ -126,6 +126,20 @@ void on_fresh_thread(F f) {
   t.join();
 }
 
+// Allocates n blocks on a fresh thread, counting operator new calls meanwhile, then frees them; returns the count.
+std::size_t allocations_for_blocks_on_fresh_thread(int n) {
+  std::size_t allocs = 0;
+  on_fresh_thread([&] {
+    std::vector<void*> blocks;
+    blocks.reserve(static_cast<std::size_t>(n));
+    start_counting();
+    for (int i = 0; i < n; ++i) blocks.push_back(line_pool::allocate());
+    allocs = stop_counting();
+    for (void* b : blocks) line_pool::deallocate(b);
+  });
+  return allocs;
+}
+
 // Blocks are carved from slabs: a thousand cost a handful of allocations, and each has a cache line of its own.
 TEST(line_pool, blocks_come_many_to_an_allocation_each_on_its_own_line) {
   constexpr int n = 1000;
@@ -162,15 +176,7 @@ TEST(line_pool, a_thread_that_exits_leaves_its_blocks_to_the_others) {
     for (void* b : blocks) line_pool::deallocate(b);
   });
   EXPECT_GE(line_pool::depot_size(), static_cast<std::size_t>(n));
-  std::size_t allocs = 1;
-  on_fresh_thread([&] {
-    std::vector<void*> blocks;
-    blocks.reserve(n);
-    start_counting();
-    for (int i = 0; i < n; ++i) blocks.push_back(line_pool::allocate());
-    allocs = stop_counting();
-    for (void* b : blocks) line_pool::deallocate(b);
-  });
+  std::size_t allocs = allocations_for_blocks_on_fresh_thread(n);
   EXPECT_EQ(allocs, 0u) << "allocations for " << n << " blocks another thread had left";
 }
 
@@ -199,15 +205,7 @@ TEST(line_pool, a_thread_past_its_cap_passes_the_rest_on_while_it_runs) {
     while (!done.load()) std::this_thread::yield();
   });
   while (!freed.load()) std::this_thread::yield();
-  std::size_t allocs = 1;
-  on_fresh_thread([&] {
-    std::vector<void*> again;
-    again.reserve(extra);
-    start_counting();
-    for (int i = 0; i < extra; ++i) again.push_back(line_pool::allocate());
-    allocs = stop_counting();
-    for (void* b : again) line_pool::deallocate(b);
-  });
+  std::size_t allocs = allocations_for_blocks_on_fresh_thread(extra);
   done.store(true);
   freeing.join();
   EXPECT_LE(kept, cap) << "the freeing thread kept more than its cap";

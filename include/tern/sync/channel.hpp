@@ -93,13 +93,8 @@ class channel {
   // Sends without waiting: empty on success (value moved from), sync::error::full or sync::error::closed (value
   // left untouched).
   std::error_code try_send(T&& value) {
-    detail::sync_waiter* wake = nullptr;
-    detail::wait_state s;
-    {
-      std::lock_guard<detail::biased_lock> guard(lock_);
-      s = send_locked(value, wake);
-    }
-    if (wake != nullptr) detail::resume_waiter(wake);
+    lock_.lock();
+    detail::wait_state s = step_and_unlock([&](detail::sync_waiter*& wake) { return send_locked(value, wake); });
     if (s == detail::wait_state::waiting) return error::full;
     return s == detail::wait_state::closed ? make_error_code(error::closed) : std::error_code{};
   }
@@ -200,13 +195,8 @@ class channel {
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
     [[gnu::noinline]] bool ready_locked() {
-      detail::sync_waiter* wake = nullptr;
-      detail::wait_state s;
-      {
-        std::lock_guard<detail::biased_lock> guard(ch_->lock_, std::adopt_lock);
-        s = ch_->send_locked(value_, wake);
-      }
-      if (wake != nullptr) detail::resume_waiter(wake);
+      detail::wait_state s =
+          ch_->step_and_unlock([this](detail::sync_waiter*& wake) { return ch_->send_locked(value_, wake); });
       if (s == detail::wait_state::waiting) return false;
       state = s;
       return true;
@@ -265,13 +255,8 @@ class channel {
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
     [[gnu::noinline]] bool ready_locked() noexcept {
-      detail::sync_waiter* wake = nullptr;
-      detail::wait_state s;
-      {
-        std::lock_guard<detail::biased_lock> guard(ch_->lock_, std::adopt_lock);
-        s = ch_->receive_locked(value_, wake);
-      }
-      if (wake != nullptr) detail::resume_waiter(wake);
+      detail::wait_state s =
+          ch_->step_and_unlock([this](detail::sync_waiter*& wake) { return ch_->receive_locked(value_, wake); });
       if (s == detail::wait_state::waiting) return false;
       state = s;
       return true;
@@ -288,6 +273,20 @@ class channel {
   static std::size_t checked(std::size_t capacity) {
     if (capacity == 0) throw std::invalid_argument("tern::sync::channel: capacity must be at least 1");
     return capacity;
+  }
+
+  // With lock_ held (adopted here): runs step, a send_locked or receive_locked that may free a waiter, releases the
+  // lock, and only then resumes that waiter. Returns the step's state.
+  template <class Step>
+  detail::wait_state step_and_unlock(Step step) {
+    detail::sync_waiter* wake = nullptr;
+    detail::wait_state s;
+    {
+      std::lock_guard<detail::biased_lock> guard(lock_, std::adopt_lock);
+      s = step(wake);
+    }
+    if (wake != nullptr) detail::resume_waiter(wake);
+    return s;
   }
 
   // With lock_ held: delivers value to the oldest waiting receiver (returned in wake, to be resumed after the
