@@ -780,6 +780,55 @@ TEST_P(tcp_adopt_test, adopted_socketpair_carries_data_both_ways) {
   }(ctx, fds[0], fds[1]));
 }
 
+// Connections whose data arrives in a given order, each needing the same few reads, finish in that order: every
+// one that becomes ready is served for its whole stretch in its turn. A per-turn allowance of inline completions
+// (epoll) once broke this: the first connections of a turn used it up, and each later one was sent to the back of
+// the queue after a single read, so it fell behind connections that became ready after it.
+TEST_P(tcp_adopt_test, ready_connections_finish_in_arrival_order) {
+  constexpr int pairs = 24;
+  constexpr int reads = 6;
+  constexpr std::size_t chunk = 8;
+  std::vector<int> readers, writers;
+  for (int i = 0; i < pairs; ++i) {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    readers.push_back(fds[0]);
+    writers.push_back(fds[1]);
+  }
+  std::vector<int> finished;
+  tern_test::run_bounded(ctx, [](tern::io_context& ctx, const std::vector<int>& readers,
+                                 const std::vector<int>& writers, std::vector<int>& finished) -> tern::task<void> {
+    std::vector<tern::net::tcp_socket> socks;
+    for (int fd : readers) {
+      auto [ec, s] = tern::net::tcp_socket::adopt(ctx, fd);
+      CO_ASSERT_OK(ec);
+      socks.push_back(std::move(s));
+    }
+    auto reader = [](tern::net::tcp_socket& s, int id, std::vector<int>& finished) -> tern::task<void> {
+      for (int r = 0; r < reads; ++r) {
+        char buf[chunk];
+        auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf, chunk));
+        CO_ASSERT_OK(ec);
+        CO_ASSERT(n == chunk);
+        for (char c : buf) EXPECT_EQ(c, static_cast<char>('A' + id));
+      }
+      finished.push_back(id);
+    };
+    std::vector<tern::join_handle<void>> tasks;
+    for (int i = 0; i < pairs; ++i) tasks.push_back(tern::spawn(ctx, reader(socks[i], i, finished)));
+    // The data goes in pair by pair before any reader runs (spawn queues them), so arrival order is pair order.
+    for (int i = 0; i < pairs; ++i) {
+      std::string data(reads * chunk, static_cast<char>('A' + i));
+      EXPECT_EQ(::write(writers[i], data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    }
+    for (auto& t : tasks) co_await std::move(t);
+  }(ctx, readers, writers, finished));
+  for (int fd : writers) ::close(fd);
+  std::vector<int> arrival(pairs);
+  for (int i = 0; i < pairs; ++i) arrival[i] = i;
+  EXPECT_EQ(finished, arrival);
+}
+
 TEST_P(tcp_adopt_test, adopting_a_bad_fd_reports_an_error) {
   auto [ec, s] = tern::net::tcp_socket::adopt(ctx, -1);
   EXPECT_EC(ec, std::errc::bad_file_descriptor);
