@@ -415,14 +415,16 @@ bool io_context::start(detail::io_op& op) noexcept {
   if (backend_->start(op)) {
     op.st = detail::io_op::state::done;
     // A peer that is always ready (a writer into a roomy socket buffer) would otherwise keep its coroutine
-    // running without ever letting the loop poll; past a few operations or a few hundred KiB since it was resumed
+    // running without ever letting the loop poll; past a few operations, or 128 KiB sent, since it was resumed
     // (run_item), the completion goes through the back of the queue instead, and the turn ends there (see
-    // run_loop), so the poll comes before the coroutine goes on. Both bounds matter on loopback: a writer that runs on until the socket buffer
-    // is full (megabytes) before the reader on the same loop is woken leaves the receiver's queue nearly full, and
-    // the kernel then moves the data in window-limited steps from inside the reader's recv calls, at half the
-    // speed of short bursts (sockets/unidirectional at 64 KiB went from 2.9 to 5.2 GB/s).
-    if (op.res > 0 && (op.code == detail::op_code::recv || op.code == detail::op_code::send ||
-                       op.code == detail::op_code::read || op.code == detail::op_code::write)) {
+    // run_loop), so the poll comes before the coroutine goes on. Both bounds matter on loopback: a writer that
+    // runs on until the socket buffer is full (megabytes) before the reader on the same loop is woken leaves the
+    // receiver's queue nearly full, and the kernel then moves the data in window-limited steps from inside the
+    // reader's recv calls, at half the speed of short bursts (sockets/unidirectional at 64 KiB went from 2.9 to
+    // 5.2 GB/s). Only bytes sent count: a reader that drains its socket makes room, and bounding it too kept
+    // receive queues fuller, and the kernel's receive-buffer tuning then sometimes left one direction of
+    // sockets/bidirectional with a quarter of the other's buffer (440 KB against 1.6-2 MB: 3.4 GB/s, not 6).
+    if (op.res > 0 && (op.code == detail::op_code::send || op.code == detail::op_code::write)) {
       inline_bytes_ += static_cast<std::size_t>(op.res);
     }
     if (++inline_streak_ <= inline_limit && inline_bytes_ <= inline_byte_limit) return true;

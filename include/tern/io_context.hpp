@@ -414,13 +414,13 @@ class io_context {
  private:
   // How many items a turn runs before it looks at I/O again.
   static constexpr std::size_t batch_limit = 256;
-  // How many operations, and how many bytes, may complete inline (epoll's speculative syscalls) in one run of a
-  // queued item, that is, in one coroutine's stretch from its resumption until it next waits. The byte bound keeps
-  // bulk transfers in short bursts (see start()). The allowance is each item's own, not the turn's: a shared one
+  // How many operations, and how many bytes sent, may complete inline (epoll's speculative syscalls) in one run
+  // of a queued item, that is, in one coroutine's stretch from its resumption until it next waits. The byte bound
+  // keeps bulk writes in short bursts (see start()). The allowance is each item's own, not the turn's: a shared one
   // is used up by the first items of a turn, and every item after them has its next operation sent to the back of
   // the queue after a single step, so a connection's progress depended on where it stood in the queue.
   static constexpr unsigned inline_limit = 16;
-  static constexpr std::size_t inline_byte_limit = std::size_t{256} << 10;
+  static constexpr std::size_t inline_byte_limit = std::size_t{128} << 10;
 
   class scope;
   std::size_t run_loop(const bool* done);
@@ -514,7 +514,7 @@ class io_context {
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
   unsigned inline_streak_ = 0;
-  std::size_t inline_bytes_ = 0;  // bytes moved by the inline completions of the item running now
+  std::size_t inline_bytes_ = 0;  // bytes sent by the inline completions of the item running now
   bool poll_due_ = false;  // inline_limit was reached: end the turn and poll before running more
   std::uint64_t loop_time_ns_;
   detail::tsc_scale tsc_;
