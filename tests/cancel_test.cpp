@@ -2,10 +2,12 @@
 // after, and from another thread), and the objects' own cancel(). A cancelled operation leaves its object usable.
 #include "net_support.hpp"
 
+#include <algorithm>
 #include <stop_token>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -269,6 +271,85 @@ TEST_P(cancel_test, socket_cancel_cancels_read_but_not_completed_write) {
     EXPECT_OK(rec);
     EXPECT_EQ(rn, 1u);
     EXPECT_EQ(c, 'x');
+  }(ctx));
+}
+
+// read_exact and write_all chain their pieces without resuming the caller; a cancellation must still end them,
+// and the result must count exactly the bytes that moved, so the caller knows where the stream stands.
+TEST_P(cancel_test, with_timeout_on_read_exact_reports_the_bytes_already_read) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    auto [wec, wn] = co_await server.write_all(std::string_view("abc"));
+    CO_ASSERT_OK(wec);
+    char buf[8] = {};
+    auto [ec, n] = co_await tern::with_timeout(client.read_exact(tern::mutable_buffer(buf, sizeof(buf))), 50ms);
+    EXPECT_EC(ec, std::errc::timed_out);
+    EXPECT_EQ(n, 3u);
+    EXPECT_EQ(std::string_view(buf, 3), "abc");
+
+    // The rest of the stream is intact.
+    auto writer = tern::spawn(ctx, write_later(server, "defgh", 1ms));
+    auto [ec2, n2] = co_await tern::with_timeout(client.read_exact(tern::mutable_buffer(buf + 3, 5)), 10s);
+    EXPECT_OK(ec2);
+    EXPECT_EQ(n2, 5u);
+    EXPECT_EQ(std::string_view(buf, 8), "abcdefgh");
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_on_read_exact_after_partial_data) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::stop_source source;
+    auto stopper = tern::spawn(ctx, [](tern::net::tcp_socket& s, std::stop_source& stop) -> tern::task<void> {
+      auto [ec, n] = co_await s.write_all(std::string_view("xy"));
+      EXPECT_OK(ec);
+      (void)co_await tern::sleep_for(20ms);
+      stop.request_stop();
+    }(server, source));
+    char buf[16] = {};
+    auto [ec, n] = co_await tern::with_stop(client.read_exact(tern::mutable_buffer(buf, sizeof(buf))),
+                                            source.get_token());
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(n, 2u);
+    EXPECT_EQ(std::string_view(buf, 2), "xy");
+    co_await std::move(stopper);
+  }(ctx));
+}
+
+// A write_all blocked on a peer that does not read: cancelling it reports how much went out, and the peer then
+// receives exactly that many bytes, in order, and nothing else.
+TEST_P(cancel_test, socket_cancel_under_blocked_write_all_counts_what_was_sent) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    const std::vector<char> big = make_pattern(std::size_t{32} << 20);
+    auto canceller = tern::spawn(ctx, [](tern::net::tcp_socket& s) -> tern::task<void> {
+      (void)co_await tern::sleep_for(30ms);
+      s.cancel();
+    }(client));
+    auto [ec, sent] = co_await client.write_all(tern::const_buffer(big));
+    co_await std::move(canceller);
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_GT(sent, 0u);
+    EXPECT_LT(sent, big.size());
+    CO_ASSERT_OK(client.shutdown(tern::net::shutdown_how::send));
+
+    std::vector<char> got(big.size());
+    std::size_t received = 0;
+    for (;;) {
+      auto [rec, rn] = co_await tern::with_timeout(
+          server.read_some(tern::mutable_buffer(got.data() + received, got.size() - received)), 10s);
+      if (rec == tern::net::error::eof) break;
+      CO_ASSERT_OK(rec);
+      received += rn;
+      CO_ASSERT(received <= sent);
+    }
+    EXPECT_EQ(received, sent);
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(received), big.begin()))
+        << "the bytes received differ from the start of what was written";
   }(ctx));
 }
 

@@ -105,11 +105,6 @@ TEST_P(tcp_test, large_bidirectional_transfer) {
     const auto up = make_pattern(size, 1);
     const auto down = make_pattern(size, 2);
 
-    auto writer = [](tcp_socket& s, const std::vector<char>& data) -> tern::task<void> {
-      auto [ec, n] = co_await s.write_all(tern::const_buffer(data));
-      EXPECT_OK(ec);
-      EXPECT_EQ(n, data.size());
-    };
     auto reader = [](tcp_socket& s, const std::vector<char>& expected) -> tern::task<void> {
       std::vector<char> got(expected.size());
       auto [ec, n] = co_await s.read_exact(tern::mutable_buffer(got));
@@ -117,13 +112,18 @@ TEST_P(tcp_test, large_bidirectional_transfer) {
       EXPECT_EQ(n, expected.size());
       EXPECT_TRUE(got == expected) << "payload corrupted";
     };
-    auto w1 = tern::spawn(ctx, writer(client, up));
+    // The writes are operations spawned as tasks of their own (no wrapping coroutine of ours).
+    auto w1 = tern::spawn(ctx, client.write_all(tern::const_buffer(up)));
     auto r1 = tern::spawn(ctx, reader(server, up));
-    auto w2 = tern::spawn(ctx, writer(server, down));
+    auto w2 = tern::spawn(ctx, server.write_all(tern::const_buffer(down)));
     auto r2 = tern::spawn(ctx, reader(client, down));
-    co_await std::move(w1);
+    auto [ec1, n1] = co_await std::move(w1);
+    EXPECT_OK(ec1);
+    EXPECT_EQ(n1, size);
     co_await std::move(r1);
-    co_await std::move(w2);
+    auto [ec2, n2] = co_await std::move(w2);
+    EXPECT_OK(ec2);
+    EXPECT_EQ(n2, size);
     co_await std::move(r2);
   }(ctx), 100s);
 }
@@ -291,6 +291,13 @@ TEST_P(tcp_test, read_on_closed_socket_gives_error) {
     EXPECT_TRUE(static_cast<bool>(wec)) << "writing a closed socket must fail";
     EXPECT_FALSE(wec == std::errc::timed_out);
     EXPECT_EQ(wn, 0u);
+    // The composed operations fail the same way.
+    auto [xec, xn] = co_await tern::with_timeout(client.read_exact(tern::mutable_buffer(buf, sizeof(buf))), 10s);
+    EXPECT_EC(xec, std::errc::bad_file_descriptor);
+    EXPECT_EQ(xn, 0u);
+    auto [aec, an] = co_await tern::with_timeout(client.write_all(tern::const_buffer(std::string_view("x"))), 10s);
+    EXPECT_EC(aec, std::errc::bad_file_descriptor);
+    EXPECT_EQ(an, 0u);
   }(ctx));
 }
 

@@ -18,6 +18,7 @@
 #include <new>
 #include <stop_token>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include "tern/detail/frame_pool.hpp"
@@ -235,6 +236,29 @@ template <class T>
 join_handle<T> spawn(io_context& ctx, task<T> t, std::stop_token token) {
   if (!t.valid()) throw std::invalid_argument("tern::spawn: empty task");
   return join_handle<T>(detail::spawn_state<T>::create(ctx, t.release(), std::move(token)));
+}
+
+namespace detail {
+template <class Op>
+using operation_result_t = decltype(std::declval<Op&>().await_resume());
+
+// The task that spawn(ctx, op) runs: it only awaits op, which lives in its frame.
+template <class Op>
+task<operation_result_t<Op>> operation_task(Op op) {
+  if constexpr (std::is_void_v<operation_result_t<Op>>) {
+    co_await op;
+  } else {
+    co_return co_await op;
+  }
+}
+}  // namespace detail
+
+// Starts one operation (an awaiter such as sock.write_all(b), or a timer wait) on ctx as its own task, so it can
+// proceed while the caller does something else; join the handle for its result. The operation object is moved
+// into the task's frame, so it needs nothing from the caller except the buffers it names.
+template <detail::cancellable Op>
+join_handle<detail::operation_result_t<Op>> spawn(io_context& ctx, Op op) {
+  return spawn(ctx, detail::operation_task(std::move(op)));
 }
 
 // Starts t on the loop running on this thread.

@@ -13,6 +13,8 @@
 // a time; a read and a write may be pending together. The io_context must outlive its sockets.
 #pragma once
 
+#include <cerrno>
+#include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <system_error>
@@ -72,6 +74,65 @@ class write_awaiter : public op_awaiter {
   }
 };
 
+// read_exact and write_all: one io_op issued again for the rest of the buffer after each partial transfer. The
+// pieces are chained from the op's own completion, so the awaiting coroutine is resumed once, at the end, and the
+// operation needs no frame of its own (it used to be a task looping over read_some/write_some, one frame and one
+// resumption per call and one per piece). Cancellation is remembered, so a cancel that arrives while the next
+// piece is queued (between two kernel operations) still ends the transfer with operation_canceled; bytes moved
+// before it are counted in the result either way.
+class transfer_awaiter {
+ public:
+  transfer_awaiter(io_context& ctx, tern::detail::descriptor* d, tern::detail::op_code code, void* base,
+                   std::size_t size) noexcept
+      : base_(static_cast<unsigned char*>(base)), size_(size) {
+    op_.ctx = &ctx;
+    op_.desc = d;
+    op_.code = code;
+    op_.run = &on_piece;
+    op_.self = this;
+  }
+  transfer_awaiter(const transfer_awaiter& o) noexcept
+      : transfer_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.base_, o.size_) {}
+  transfer_awaiter& operator=(const transfer_awaiter&) = delete;
+  ~transfer_awaiter() { op_.ctx->forget(op_); }
+
+  bool await_ready() noexcept {
+    if (op_.desc == nullptr) {
+      ec_ = {EBADF, std::system_category()};
+      return true;
+    }
+    return size_ == 0;
+  }
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    op_.handle = h;
+    return !issue();
+  }
+  // The byte count moved before any error; ec is eof when a read meets the end of the stream first.
+  io_result<std::size_t> await_resume() const noexcept { return {ec_, done_}; }
+  void cancel() noexcept {
+    canceled_ = true;
+    op_.ctx->cancel(op_);
+  }
+  io_context& context() const noexcept { return *op_.ctx; }
+
+ private:
+  struct piece_op : tern::detail::io_op {
+    transfer_awaiter* self;
+  };
+  // Starts pieces until one is pending (false) or the transfer has ended (true).
+  bool issue() noexcept;
+  // Takes in the result of the piece that just finished; true when the transfer has ended.
+  bool finish_piece() noexcept;
+  static void on_piece(tern::detail::work_item* w);
+
+  piece_op op_;
+  unsigned char* base_;
+  std::size_t size_;
+  std::size_t done_ = 0;
+  std::error_code ec_;
+  bool canceled_ = false;
+};
+
 class accept_awaiter : public op_awaiter {
  public:
   accept_awaiter(io_context& ctx, tern::detail::descriptor* d) noexcept
@@ -127,10 +188,15 @@ class tcp_socket {
   detail::read_awaiter read_some(mutable_buffer b) noexcept { return {*ctx_, desc_, b}; }
   // Awaitable: writes some of b; yields io_result<size_t>.
   detail::write_awaiter write_some(const_buffer b) noexcept { return {*ctx_, desc_, b}; }
-  // Reads until b is full; value is the byte count read before any error.
-  task<io_result<std::size_t>> read_exact(mutable_buffer b);
-  // Writes all of b; value is the byte count written before any error.
-  task<io_result<std::size_t>> write_all(const_buffer b);
+  // Awaitable: reads until b is full; yields io_result<size_t>, the byte count read before any error (eof when
+  // the peer closed first). Cancellable like read_some; spawn(ctx, s.read_exact(b)) runs it as its own task.
+  detail::transfer_awaiter read_exact(mutable_buffer b) noexcept {
+    return {*ctx_, desc_, tern::detail::op_code::recv, b.data(), b.size()};
+  }
+  // Awaitable: writes all of b; yields io_result<size_t>, the byte count written before any error.
+  detail::transfer_awaiter write_all(const_buffer b) noexcept {
+    return {*ctx_, desc_, tern::detail::op_code::send, const_cast<void*>(b.data()), b.size()};
+  }
 
   // Shuts down one or both directions (send: the peer reads eof after the data already sent).
   std::error_code shutdown(shutdown_how how = shutdown_how::send) noexcept;
