@@ -123,8 +123,10 @@ class io_uring_backend final : public backend {
     if (timeout_ns == 0) {
       rc = io_uring_submit_and_get_events(&ring_);
     } else if (timeout_ns < 0) {
-      io_uring_cqe* cqe = nullptr;
-      rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, nullptr, nullptr);
+      // The plain submit-and-wait: one flush of the SQ tail and the enter. submit_and_wait_timeout without a
+      // timeout goes through liburing's get_cqe loop (peek, decide, enter, peek again), which cost 200 more
+      // user-space instructions per sockets/pingpong round trip (callgrind: 2239 -> 2039).
+      rc = io_uring_submit_and_wait(&ring_, 1);
     } else {
       __kernel_timespec ts{};
       ts.tv_sec = timeout_ns / 1'000'000'000;
