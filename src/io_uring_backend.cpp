@@ -88,7 +88,18 @@ class io_uring_backend final : public backend {
     io_uring_sqe* sqe = get_sqe();
     const int fd = op.desc->fd;
     switch (op.code) {
-      case op_code::recv: io_uring_prep_recv(sqe, fd, op.buf, op.len, 0); break;
+      case op_code::recv:
+        io_uring_prep_recv(sqe, fd, op.buf, op.len, 0);
+        // A receive that finds the socket empty first tries it, fails, and only then arms its poll. When the
+        // last receive drained the socket and a send has completed since (a request/response peer waiting for
+        // the answer), arming the poll first (POLL_FIRST) skips that failed attempt: 0.3 us of a 10 us
+        // loopback round trip on the raw liburing floor (10.37-10.46 -> 10.08-10.09 us over 3 x 6 rounds),
+        // and sockets/pingpong on tern went from 10.38 to 10.13 us. If the data is there after all, the poll
+        // finds it ready and the receive runs at once, at the cost of the poll; that is why a drained socket
+        // alone is not enough: a stream's reader drains its socket all the time while its writer refills it,
+        // and flagging those receives cost the 4 KiB streams 6-7%.
+        if (op.desc->answer_awaited) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+        break;
       case op_code::send: io_uring_prep_send(sqe, fd, op.buf, op.len, MSG_NOSIGNAL); break;
       case op_code::accept:
         io_uring_prep_accept(sqe, fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_CLOEXEC);
@@ -213,6 +224,13 @@ class io_uring_backend final : public backend {
       }
       auto* op = reinterpret_cast<io_op*>(static_cast<std::uintptr_t>(ud));
       op->res = cqe->res;
+      if (op->code == op_code::recv) {
+        // The kernel reports whether data was left in the socket (SOCK_NONEMPTY, from TCP's receive queue).
+        op->desc->recv_drained = cqe->res >= 0 && (cqe->flags & IORING_CQE_F_SOCK_NONEMPTY) == 0;
+        op->desc->answer_awaited = false;
+      } else if (op->code == op_code::send && op->desc->recv_drained) {
+        op->desc->answer_awaited = true;
+      }
       --in_flight_;
       ctx_.complete(*op);
     }

@@ -260,6 +260,43 @@ TEST_P(tcp_test, read_after_peer_close_gives_eof) {
   }(ctx));
 }
 
+// After a receive that drained the socket and a send since, the io_uring backend arms the next receive's poll
+// before trying the socket (the answer is usually not there yet). When it is there already, or the peer has
+// closed, that receive must still complete at once with the data, then with eof.
+TEST_P(tcp_test, receive_after_an_answer_finds_data_and_eof_already_there) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    char buf[16] = {};
+    for (int round = 0; round < 3; ++round) {
+      auto [w1, n1] = co_await client.write_all(std::string_view("ask"));
+      CO_ASSERT_OK(w1);
+      auto [r1, m1] = co_await tern::with_timeout(server.read_exact(tern::mutable_buffer(buf, 3)), 10s);
+      CO_ASSERT_OK(r1);
+      auto [w2, n2] = co_await server.write_all(std::string_view("answer"));
+      CO_ASSERT_OK(w2);
+      auto [r2, m2] = co_await tern::with_timeout(client.read_exact(tern::mutable_buffer(buf, 6)), 10s);
+      CO_ASSERT_OK(r2);
+      EXPECT_EQ(std::string_view(buf, 6), "answer");
+    }
+    // The next request is in the server's socket before its receive starts.
+    auto [w3, n3] = co_await client.write_all(std::string_view("early"));
+    CO_ASSERT_OK(w3);
+    (void)co_await tern::sleep_for(5ms);
+    auto [r3, m3] = co_await tern::with_timeout(server.read_some(tern::mutable_buffer(buf, sizeof(buf))), 10s);
+    CO_ASSERT_OK(r3);
+    EXPECT_EQ(std::string_view(buf, m3), "early");
+    auto [w4, n4] = co_await server.write_all(std::string_view("ok"));
+    CO_ASSERT_OK(w4);
+    // And the peer's close, before the receive starts.
+    CO_ASSERT_OK(client.shutdown(tern::net::shutdown_how::send));
+    (void)co_await tern::sleep_for(5ms);
+    auto [r4, m4] = co_await tern::with_timeout(server.read_some(tern::mutable_buffer(buf, sizeof(buf))), 10s);
+    EXPECT_EC(r4, tern::net::error::eof);
+    EXPECT_EQ(m4, 0u);
+  }(ctx));
+}
+
 TEST_P(tcp_test, read_exact_reports_eof_after_partial_data) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     auto [client, server] = co_await connected_pair(ctx);

@@ -54,6 +54,10 @@ struct descriptor {
   int fd = -1;
   bool closing = false;        // close() ran while operations were still pending
   bool epoll_registered = false;
+  // io_uring only (see io_uring_backend::start): the last receive left the socket empty; and a send has
+  // completed since, so the next receive is most likely waiting for the peer's answer.
+  bool recv_drained = false;
+  bool answer_awaited = false;
   io_op* pending_head = nullptr;
   io_op* pending_tail = nullptr;
   descriptor* next_free = nullptr;
