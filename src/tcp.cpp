@@ -93,8 +93,7 @@ bool transfer_awaiter::issue() noexcept {
   // 1 MiB bidirectional streams went from 3.0-3.3 to 4.7-5.0 GB/s with 64 KiB sends (Asio also sends at most
   // 64 KiB per call).
   constexpr std::size_t write_piece = 64 * 1024;
-  constexpr std::size_t max_piece = std::size_t{1} << 30;
-  const std::size_t limit = op_.code == tern::detail::op_code::send ? write_piece : max_piece;
+  const std::size_t limit = op_.code == tern::detail::op_code::send ? write_piece : tern::detail::max_op_len;
   for (;;) {
     const std::size_t rest = size_ - done_;
     op_.buf = base_ + done_;

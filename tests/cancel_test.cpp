@@ -24,6 +24,12 @@ tern::task<void> write_later(tern::net::tcp_socket& s, std::string text, std::ch
   EXPECT_EQ(n, text.size());
 }
 
+// Cancels s's pending operations after delay.
+tern::task<void> cancel_later(tern::net::tcp_socket& s, std::chrono::milliseconds delay) {
+  (void)co_await tern::sleep_for(delay);
+  s.cancel();
+}
+
 TEST_P(cancel_test, with_timeout_on_silent_read_times_out_and_socket_still_works) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     auto [client, server] = co_await connected_pair(ctx);
@@ -214,10 +220,7 @@ TEST_P(cancel_test, socket_cancel_under_pending_read) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     auto [client, server] = co_await connected_pair(ctx);
     CO_ASSERT(client.is_open() && server.is_open());
-    auto canceller = tern::spawn(ctx, [](tern::net::tcp_socket& s) -> tern::task<void> {
-      (void)co_await tern::sleep_for(10ms);
-      s.cancel();
-    }(client));
+    auto canceller = tern::spawn(ctx, cancel_later(client, 10ms));
     char buf[16];
     auto [ec, n] = co_await client.read_some(tern::mutable_buffer(buf, sizeof(buf)));
     EXPECT_EC(ec, std::errc::operation_canceled);
@@ -326,10 +329,7 @@ TEST_P(cancel_test, socket_cancel_under_blocked_write_all_counts_what_was_sent) 
     auto [client, server] = co_await connected_pair(ctx);
     CO_ASSERT(client.is_open() && server.is_open());
     const std::vector<char> big = make_pattern(std::size_t{32} << 20);
-    auto canceller = tern::spawn(ctx, [](tern::net::tcp_socket& s) -> tern::task<void> {
-      (void)co_await tern::sleep_for(30ms);
-      s.cancel();
-    }(client));
+    auto canceller = tern::spawn(ctx, cancel_later(client, 30ms));
     auto [ec, sent] = co_await client.write_all(tern::const_buffer(big));
     co_await std::move(canceller);
     EXPECT_EC(ec, std::errc::operation_canceled);

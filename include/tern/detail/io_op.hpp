@@ -35,6 +35,9 @@ inline bool waits_for_input(op_code c) noexcept {
 
 struct descriptor;
 
+// The largest byte count one kernel operation is asked to move; a larger request simply completes partially.
+inline constexpr std::uint32_t max_op_len = 1u << 30;
+
 struct io_op : resume_item {
   enum class state : std::uint8_t { idle, pending, cancelling, done };
 

@@ -25,7 +25,7 @@ class op_awaiter {
     op_.desc = d;
     op_.code = code;
     op_.buf = buf;
-    op_.len = len > max_len ? max_len : static_cast<std::uint32_t>(len);
+    op_.len = len > max_op_len ? max_op_len : static_cast<std::uint32_t>(len);
     if (d == nullptr) op_.res = -EBADF;
   }
   op_awaiter(const op_awaiter& o) noexcept : op_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.op_.buf, o.op_.len) {
@@ -45,7 +45,6 @@ class op_awaiter {
   io_context& context() const noexcept { return *op_.ctx; }
 
  protected:
-  static constexpr std::uint32_t max_len = 1u << 30;  // a larger request simply completes partially
   std::error_code error() const noexcept { return {-op_.res, std::system_category()}; }
   io_op op_;
 };
