@@ -43,7 +43,7 @@ tern::task<int> run_client(tern::io_context& ctx, net::endpoint server, std::siz
     std::fprintf(stderr, "connect to %s: %s\n", server.to_string().c_str(), connect_ec.message().c_str());
     co_return 1;
   }
-  socket.set_no_delay(true);
+  if (auto ec = socket.set_no_delay(true)) std::fprintf(stderr, "TCP_NODELAY: %s\n", ec.message().c_str());
 
   std::vector<char> sent(size);
   std::vector<char> received(size);

@@ -64,7 +64,7 @@ tern::task<> serve(std::unique_ptr<net::tcp_acceptor> acceptor, std::stop_token 
       continue;
     }
     auto [peer_ec, peer] = socket.remote_endpoint();
-    socket.set_no_delay(true);
+    (void)socket.set_no_delay(true);  // latency only; the echo works without it
     tern::spawn(ctx, echo(std::move(socket), peer_ec ? std::string("?") : peer.to_string())).detach();
   }
 }

@@ -61,6 +61,12 @@ class epoll_backend final : public backend {
     d.epoll_registered = true;
   }
 
+  void detach(descriptor& d) noexcept override {
+    if (!d.epoll_registered) return;
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, d.fd, nullptr);
+    d.epoll_registered = false;
+  }
+
   bool start(io_op& op) noexcept override {
     int r = attempt(op, false);
     if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINPROGRESS) {

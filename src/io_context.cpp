@@ -155,6 +155,14 @@ io_context::~io_context() {
   }
   // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight.
   backend_.reset();
+  if (free_descriptors_ == nullptr) {
+    free_descriptors_ = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire);
+  } else if (detail::descriptor* rest = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire)) {
+    detail::descriptor* last = rest;
+    while (last->next_free != nullptr) last = last->next_free;
+    last->next_free = free_descriptors_;
+    free_descriptors_ = rest;
+  }
   while (free_descriptors_ != nullptr) {
     detail::descriptor* next = free_descriptors_->next_free;
     delete free_descriptors_;
@@ -465,14 +473,27 @@ void io_context::forget(detail::io_op& op) noexcept {
 }
 
 detail::descriptor* io_context::open_descriptor(int fd) {
-  detail::descriptor* d = free_descriptors_;
+  detail::descriptor* d = nullptr;
+  if (running_here()) {
+    if (free_descriptors_ == nullptr) {
+      free_descriptors_ = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire);
+    }
+    d = free_descriptors_;
+  }
+  std::uint32_t generation = 0;
   if (d != nullptr) {
     free_descriptors_ = d->next_free;
+    generation = d->generation + 1;
     *d = detail::descriptor{};
   } else {
     d = new detail::descriptor{};
   }
   d->fd = fd;
+  d->ctx = this;
+  d->generation = generation;
+  d->close_item.run = &close_handed_over;
+  d->close_item.discard = &close_handed_over;
+  d->close_item.owner = d;
   try {
     backend_->attach(*d);
   } catch (...) {
@@ -482,7 +503,17 @@ detail::descriptor* io_context::open_descriptor(int fd) {
   return d;
 }
 
+void io_context::close_handed_over(detail::work_item* w) noexcept {
+  detail::descriptor* d = static_cast<detail::close_handoff*>(w)->owner;
+  d->ctx->close_descriptor(d);
+}
+
 void io_context::close_descriptor(detail::descriptor* d) noexcept {
+  if (running_elsewhere()) {
+    // The pending list, the ring and the free list are the loop's: hand the whole close to it.
+    enqueue_remote(&d->close_item);
+    return;
+  }
   if (d->has_pending()) {
     cancel_pending(d);
     backend_->before_close(*d);
@@ -496,8 +527,24 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
   }
 }
 
+int io_context::release_descriptor(detail::descriptor* d) noexcept {
+  if (d->has_pending()) return -1;
+  const int fd = d->fd;
+  backend_->detach(*d);
+  d->fd = -1;
+  free_descriptor(d);
+  return fd;
+}
+
 void io_context::cancel_pending(detail::descriptor* d) noexcept {
   if (d == nullptr) return;
+  if (running_elsewhere()) {
+    // The descriptor may be closed and reused before the post runs; the generation tells.
+    post([this, d, generation = d->generation] {
+      if (d->generation == generation && d->fd >= 0) cancel_pending(d);
+    });
+    return;
+  }
   for (detail::io_op* op = d->pending_head; op != nullptr;) {
     detail::io_op* next = op->next_pending;  // an epoll cancel unlinks op at once
     cancel(*op);
@@ -506,8 +553,16 @@ void io_context::cancel_pending(detail::descriptor* d) noexcept {
 }
 
 void io_context::free_descriptor(detail::descriptor* d) noexcept {
-  d->next_free = free_descriptors_;
-  free_descriptors_ = d;
+  if (running_here()) {
+    d->next_free = free_descriptors_;
+    free_descriptors_ = d;
+    return;
+  }
+  detail::descriptor* head = remote_free_descriptors_.load(std::memory_order_relaxed);
+  do {
+    d->next_free = head;
+  } while (!remote_free_descriptors_.compare_exchange_weak(head, d, std::memory_order_release,
+                                                           std::memory_order_relaxed));
 }
 
 void io_context::report_exception(std::exception_ptr e) noexcept {

@@ -83,6 +83,7 @@ class io_uring_backend final : public backend {
   backend_kind kind() const noexcept override { return backend_kind::io_uring; }
 
   void attach(descriptor&) override {}
+  void detach(descriptor&) noexcept override {}
 
   bool start(io_op& op) noexcept override {
     io_uring_sqe* sqe = get_sqe();

@@ -38,16 +38,18 @@ signal_set::signal_set(io_context& ctx, std::initializer_list<int> signals) : ct
   }
 }
 
-task<net::io_result<int>> signal_set::wait() {
+task<io_result<int>> signal_set::wait() {
+  // A signalfd read sees only the reading thread's signals, and the poll below is the loop's: refuse other threads.
+  if (!ctx_->running_here()) co_return io_result<int>{make_error_code(error::wrong_loop), 0};
   for (;;) {
-    if (desc_ == nullptr) co_return net::io_result<int>{std::make_error_code(std::errc::bad_file_descriptor), 0};
+    if (desc_ == nullptr) co_return io_result<int>{std::make_error_code(std::errc::bad_file_descriptor), 0};
     signalfd_siginfo info{};
     ssize_t n = ::read(desc_->fd, &info, sizeof info);
-    if (n == static_cast<ssize_t>(sizeof info)) co_return net::io_result<int>{{}, static_cast<int>(info.ssi_signo)};
+    if (n == static_cast<ssize_t>(sizeof info)) co_return io_result<int>{{}, static_cast<int>(info.ssi_signo)};
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
-      co_return net::io_result<int>{std::error_code(errno, std::system_category()), 0};
+      co_return io_result<int>{std::error_code(errno, std::system_category()), 0};
     }
-    if (std::error_code ec = co_await detail::readable_awaiter(*ctx_, desc_)) co_return net::io_result<int>{ec, 0};
+    if (std::error_code ec = co_await detail::readable_awaiter(*ctx_, desc_)) co_return io_result<int>{ec, 0};
   }
 }
 

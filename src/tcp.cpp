@@ -46,27 +46,18 @@ io_result<endpoint> name_of(int fd, bool peer) noexcept {
 
 }  // namespace
 
-const std::error_category& net_category() noexcept {
-  struct category final : std::error_category {
-    const char* name() const noexcept override { return "tern.net"; }
-    std::string message(int v) const override {
-      return v == static_cast<int>(error::eof) ? "end of stream: the peer closed the connection" : "unknown error";
-    }
-  };
-  static const category instance;
-  return instance;
-}
-
 // ---- awaiters ----
 
 namespace detail {
 
 io_result<tcp_socket> accept_awaiter::await_resume() {
-  io_context& ctx = *op_.ctx;
-  if (op_.res < 0) return {error(), tcp_socket(ctx)};
-  auto [ec, d] = wrap_fd(ctx, op_.res);
-  if (ec) return {ec, tcp_socket(ctx)};
-  return {{}, tcp_socket(ctx, d)};
+  io_context& target = *target_;
+  if (op_.res < 0) return {error(), tcp_socket(target)};
+  // The fd's blocking mode is the acceptor's backend's; a target on the other backend needs the other mode.
+  if (target.backend() != op_.ctx->backend()) return tcp_socket::adopt(target, op_.res);
+  auto [ec, d] = wrap_fd(target, op_.res);
+  if (ec) return {ec, tcp_socket(target)};
+  return {{}, tcp_socket(target, d)};
 }
 
 connect_awaiter::connect_awaiter(tcp_socket& s, const endpoint& ep) noexcept
@@ -76,6 +67,10 @@ connect_awaiter::connect_awaiter(tcp_socket& s, const endpoint& ep) noexcept
 }
 
 bool connect_awaiter::await_ready() noexcept {
+  if (!op_.ctx->running_here()) {
+    op_.res = tern::detail::wrong_loop_res;
+    return true;
+  }
   if (op_.desc == nullptr) {
     if (std::error_code ec = socket_->open(peer_.family())) {
       op_.res = -ec.value();
@@ -85,6 +80,18 @@ bool connect_awaiter::await_ready() noexcept {
   }
   op_.res = 0;
   return false;
+}
+
+std::error_code connect_awaiter::await_resume() noexcept {
+  if (op_.res >= 0) return {};
+  // A socket whose connect failed cannot be connected again (POSIX leaves its state unspecified, and Linux keeps
+  // a TCP socket's error latched), so it is closed here rather than left open for a retry that would fail; the
+  // next connect() opens a fresh one. A refusal that never reached the kernel leaves the socket alone.
+  const int res = op_.res;
+  if (res != tern::detail::wrong_loop_res && res != -EISCONN && res != -EALREADY && socket_->desc_ == op_.desc) {
+    socket_->close();
+  }
+  return tern::detail::result_error(res);
 }
 
 bool transfer_awaiter::issue() noexcept {
@@ -106,7 +113,7 @@ bool transfer_awaiter::issue() noexcept {
 bool transfer_awaiter::finish_piece() noexcept {
   const int res = op_.res;
   if (res < 0) {
-    ec_ = {-res, std::system_category()};
+    ec_ = tern::detail::result_error(res);
     return true;
   }
   if (res == 0 && op_.code == tern::detail::op_code::recv) {
@@ -116,7 +123,7 @@ bool transfer_awaiter::finish_piece() noexcept {
   done_ += static_cast<std::size_t>(res);
   if (done_ == size_) return true;
   if (canceled_) {
-    ec_ = std::make_error_code(std::errc::operation_canceled);
+    ec_ = make_error_code(tern::error::operation_canceled);
     return true;
   }
   return false;
@@ -173,6 +180,22 @@ void tcp_socket::close() noexcept {
 }
 
 void tcp_socket::cancel() noexcept { ctx_->cancel_pending(desc_); }
+
+io_result<int> tcp_socket::release() noexcept {
+  if (desc_ == nullptr) return {std::make_error_code(std::errc::bad_file_descriptor), -1};
+  const int fd = ctx_->release_descriptor(desc_);
+  if (fd < 0) return {make_error_code(error::operation_in_progress), -1};
+  desc_ = nullptr;
+  return {{}, fd};
+}
+
+std::error_code tcp_socket::move_to(io_context& target) noexcept {
+  auto [ec, fd] = release();
+  if (ec) return ec;
+  auto [aec, moved] = adopt(target, fd);
+  *this = std::move(moved);  // closed on failure (adopt closed the fd)
+  return aec;
+}
 
 std::error_code tcp_socket::set_option(int level, int name, int value) noexcept {
   if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);

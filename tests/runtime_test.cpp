@@ -6,6 +6,7 @@
 #include <atomic>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -66,6 +67,26 @@ TEST_P(runtime_test, spawn_on_runs_on_that_worker_and_joins_from_another) {
     co_return v;
   }(rt));
   EXPECT_EQ(result, 7);
+}
+
+TEST_P(runtime_test, spawn_forms_keep_callables_and_arguments_alive) {
+  tern::runtime rt(options(2));
+  auto result = rt.block_on([](tern::runtime& rt) -> tern::task<std::string> {
+    std::string prefix = "worker";
+    auto pinned = rt.spawn_on(1, [prefix](tern::runtime& rt, std::string suffix) -> tern::task<std::string> {
+      co_await tern::sleep_for(2ms);
+      co_return prefix + std::to_string(rt.current_worker()) + suffix;
+    }, std::ref(rt), std::string("!"));
+    auto shared = rt.spawn([prefix]() -> tern::task<std::string> {
+      co_await tern::sleep_for(2ms);
+      co_return prefix;
+    });
+    prefix.clear();
+    std::string a = co_await std::move(pinned);
+    std::string b = co_await std::move(shared);
+    co_return a + "/" + b;
+  }(rt));
+  EXPECT_EQ(result, "worker1!/worker");
 }
 
 TEST_P(runtime_test, join_of_an_already_finished_task_on_another_worker) {

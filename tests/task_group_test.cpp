@@ -219,4 +219,92 @@ TEST_P(task_group_test, with_timeout_on_a_task_cancels_what_it_waits_on) {
   }(ctx));
 }
 
+// ---- task_group::run: the scoped form, which never lets a child outlive it ----
+
+// What a child saw, and whether it had finished when run() handed control back.
+struct child_log {
+  int finished = 0;
+  int canceled = 0;
+};
+
+tern::task<void> child_sleeping(child_log& log, std::chrono::milliseconds d) {
+  auto ec = co_await tern::sleep_for(d);
+  if (ec == std::errc::operation_canceled) ++log.canceled;
+  ++log.finished;
+}
+
+TEST_P(task_group_test, scoped_run_waits_for_the_children_and_returns_the_body_value) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    child_log log;
+    int v = co_await tern::task_group::run(ctx, [&](tern::task_group& g) -> tern::task<int> {
+      for (int i = 0; i < 3; ++i) g.spawn(child_sleeping(log, 5ms));
+      g.spawn([&log, extra = std::string("x")]() -> tern::task<void> {  // the callable form, with captures
+        co_await tern::sleep_for(2ms);
+        log.finished += static_cast<int>(extra.size());
+      });
+      co_return 11;
+    });
+    EXPECT_EQ(v, 11);
+    EXPECT_EQ(log.finished, 4) << "every child had finished when run returned";
+    EXPECT_EQ(log.canceled, 0);
+  }(ctx));
+}
+
+TEST_P(task_group_test, scoped_run_cancels_and_joins_the_children_before_a_throw_leaves_it) {
+  run_bounded(ctx, [](tern::io_context&) -> tern::task<void> {
+    child_log log;
+    try {
+      co_await tern::task_group::run([&](tern::task_group& g) -> tern::task<void> {
+        for (int i = 0; i < 5; ++i) g.spawn(child_sleeping(log, std::chrono::hours(1)));
+        co_await tern::yield();
+        throw std::runtime_error("body failed");
+      });
+      ADD_FAILURE() << "run must rethrow the body's exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "body failed");
+      EXPECT_EQ(log.finished, 5) << "the children were joined before the exception reached the caller";
+      EXPECT_EQ(log.canceled, 5);
+    }
+  }(ctx));
+}
+
+TEST_P(task_group_test, scoped_run_cancels_the_body_when_a_child_fails) {
+  run_bounded(ctx, [](tern::io_context&) -> tern::task<void> {
+    std::error_code body_wait;
+    child_log log;
+    try {
+      co_await tern::task_group::run([&](tern::task_group& g) -> tern::task<void> {
+        g.spawn(child_sleeping(log, std::chrono::hours(1)));
+        g.spawn([]() -> tern::task<void> {
+          co_await tern::sleep_for(2ms);
+          throw std::logic_error("child failed");
+        }());
+        body_wait = co_await tern::sleep_for(std::chrono::hours(1));
+      });
+      ADD_FAILURE() << "run must rethrow the child's exception";
+    } catch (const std::logic_error& e) {
+      EXPECT_STREQ(e.what(), "child failed");
+    }
+    EXPECT_EC(body_wait, std::errc::operation_canceled);
+    EXPECT_EQ(log.canceled, 1);
+  }(ctx));
+}
+
+TEST_P(task_group_test, scoped_run_under_a_stopped_parent_cancels_everything) {
+  run_bounded(ctx, [](tern::io_context&) -> tern::task<void> {
+    child_log log;
+    auto ec = co_await tern::with_timeout(
+        [](child_log& log) -> tern::task<std::error_code> {
+          co_return co_await tern::task_group::run([&log](tern::task_group& g) -> tern::task<std::error_code> {
+            g.spawn(child_sleeping(log, std::chrono::hours(1)));
+            co_return co_await tern::sleep_for(std::chrono::hours(1));
+          });
+        }(log),
+        5ms);
+    EXPECT_EC(ec, std::errc::timed_out);
+    EXPECT_EQ(log.finished, 1);
+    EXPECT_EQ(log.canceled, 1);
+  }(ctx));
+}
+
 }  // namespace

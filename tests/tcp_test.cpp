@@ -237,10 +237,53 @@ TEST_P(tcp_test, refused_connect_gives_connection_refused) {
     tcp_socket client(ctx);
     auto ec = co_await tern::with_timeout(client.connect(ep), 10s);
     EXPECT_EC(ec, std::errc::connection_refused);
+    EXPECT_FALSE(client.is_open()) << "a failed connect closes the socket";
 
     auto [cec, s] = co_await tern::net::connect(ctx, ep);
     EXPECT_EC(cec, std::errc::connection_refused);
     EXPECT_FALSE(s.is_open());
+
+    // The same socket object connects again once there is a listener: connect() opens a fresh socket.
+    tcp_acceptor acceptor(ctx);
+    CO_ASSERT_OK(acceptor.listen(ep));
+    CO_ASSERT_OK(co_await tern::with_timeout(client.connect(ep), 10s));
+    EXPECT_TRUE(client.is_open());
+    auto [aec, server] = co_await acceptor.accept();
+    CO_ASSERT_OK(aec);
+    auto [wec, n] = co_await client.write_all(tern::const_buffer("ok"));
+    EXPECT_OK(wec);
+    char buf[2];
+    auto [rec, m] = co_await server.read_exact(buf);
+    EXPECT_OK(rec);
+    EXPECT_EQ(std::string_view(buf, m), "ok");
+    (void)n;
+  }(ctx));
+}
+
+TEST_P(tcp_test, connect_that_times_out_or_is_cancelled_closes_the_socket) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    // A listener whose backlog is full leaves further connects pending (SYNs dropped), so they can be timed out.
+    tcp_acceptor acceptor(ctx);
+    tern::net::acceptor_options opts;
+    opts.backlog = 0;
+    CO_ASSERT_OK(acceptor.listen(endpoint::loopback_v4(0), opts));
+    auto [lec, ep] = acceptor.local_endpoint();
+    CO_ASSERT_OK(lec);
+    std::vector<tcp_socket> fillers;
+    bool saw_timeout = false;
+    for (int i = 0; i < 8 && !saw_timeout; ++i) {
+      tcp_socket s(ctx);
+      auto ec = co_await tern::with_timeout(s.connect(ep), 50ms);
+      if (ec == std::errc::timed_out) {
+        EXPECT_TRUE(ec == tern::error::timed_out);
+        EXPECT_FALSE(s.is_open()) << "a timed-out connect closes the socket";
+        saw_timeout = true;
+      } else {
+        CO_ASSERT_OK(ec);
+        fillers.push_back(std::move(s));
+      }
+    }
+    EXPECT_TRUE(saw_timeout) << "the backlog never filled up";
   }(ctx));
 }
 
@@ -783,16 +826,6 @@ TEST_P(tcp_test, listen_on_port_in_use_fails) {
     EXPECT_EC(ec, std::errc::address_in_use);
     co_return;
   }(ctx));
-}
-
-TEST(net_error, eof_has_its_own_category) {
-  std::error_code ec = tern::net::error::eof;
-  EXPECT_TRUE(static_cast<bool>(ec));
-  EXPECT_STREQ(ec.category().name(), "tern.net");
-  EXPECT_FALSE(ec.message().empty());
-  EXPECT_TRUE(ec == tern::net::error::eof);
-  EXPECT_FALSE(ec == std::errc::connection_reset);
-  EXPECT_FALSE(std::error_code(ECONNRESET, std::system_category()) == tern::net::error::eof);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "tern/detail/stop_binding.hpp"
 #include "tern/detail/timer_wheel.hpp"
 #include "tern/detail/work_queue.hpp"
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
 #include "tern/task.hpp"
 #include "tern/timer.hpp"
@@ -39,17 +40,17 @@ concept cancellable_operation = detail::cancellable<Op>;
 
 namespace detail {
 
-// Rewrites a cancellation into another error (timed_out), leaving every other result alone.
-inline void replace_canceled(std::error_code& ec, std::errc with) noexcept {
-  if (ec == std::errc::operation_canceled) ec = std::make_error_code(with);
+// Rewrites a cancellation into a timeout, leaving every other result alone.
+inline void cancel_to_timeout(std::error_code& ec) noexcept {
+  if (ec == std::errc::operation_canceled) ec = make_error_code(error::timed_out);
 }
 template <class R>
-void replace_canceled(R& r, std::errc with) noexcept {
-  replace_canceled(r.ec, with);
+void cancel_to_timeout(R& r) noexcept {
+  cancel_to_timeout(r.ec);
 }
 
 template <class Op>
-class timeout_awaiter : private timer_node {
+class [[nodiscard]] timeout_awaiter : private timer_node {
  public:
   timeout_awaiter(Op op, std::uint64_t deadline_ns) noexcept(std::is_nothrow_move_constructible_v<Op>)
       : op_(std::move(op)) {
@@ -75,7 +76,7 @@ class timeout_awaiter : private timer_node {
   auto await_resume() {
     disarm();
     auto r = op_.await_resume();
-    if (timed_out_) replace_canceled(r, std::errc::timed_out);
+    if (timed_out_) cancel_to_timeout(r);
     return r;
   }
   // Cancels the wrapped operation (so a timeout can itself be wrapped).
@@ -118,7 +119,7 @@ concept has_error_code = std::is_same_v<T, std::error_code> || requires(T& r) {
 
 // A task with a deadline: when d passes, every operation the task (and the tasks it awaits) is suspended on is
 // cancelled, so the task unwinds through its own error handling. If its result is an error_code or carries one
-// (io_result), operation_canceled caused by the deadline becomes std::errc::timed_out. Stops of the calling task
+// (io_result), operation_canceled caused by the deadline becomes tern::error::timed_out. Stops of the calling task
 // reach it too. Costs one std::stop_source (one allocation) per call.
 template <class T>
 task<T> with_timeout(task<T> t, clock::duration d) {
@@ -149,7 +150,7 @@ task<T> with_timeout(task<T> t, clock::duration d) {
   } else {
     T result = co_await detail::await_with_token<T>{t, &token};
     if constexpr (detail::has_error_code<T>) {
-      if (deadline.fired) detail::replace_canceled(result, std::errc::timed_out);
+      if (deadline.fired) detail::cancel_to_timeout(result);
     }
     co_return result;
   }

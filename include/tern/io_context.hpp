@@ -403,9 +403,22 @@ class io_context {
                                           std::chrono::steady_clock::now().time_since_epoch())
                                           .count());
   }
+  // True if another thread is inside this loop's run now. Any thread.
+  bool running_elsewhere() const noexcept {
+    const std::uintptr_t o = owner_.load(std::memory_order_relaxed);
+    return o != 0 && o != detail::thread_identity();
+  }
+  // Wraps fd for this loop. Any thread: off the loop's thread the descriptor is allocated afresh instead of taken
+  // from the loop's free list, and the backend's registration (epoll_ctl) is thread-safe.
   detail::descriptor* open_descriptor(int fd);
+  // Cancels d's pending operations and closes its fd. Any thread: from a thread that does not run the loop while
+  // another does, the close is queued on the loop (d's own close_item) and happens there.
   void close_descriptor(detail::descriptor* d) noexcept;
-  // Requests cancellation of every pending operation on d (null: nothing).
+  // Gives up d without closing its fd (the caller owns the fd from now on); d must have no pending operation.
+  // Any thread.
+  int release_descriptor(detail::descriptor* d) noexcept;
+  // Requests cancellation of every pending operation on d (null: nothing). Any thread: from a thread that does not
+  // run the loop while another does, the request is posted to the loop.
   void cancel_pending(detail::descriptor* d) noexcept;
   void report_exception(std::exception_ptr e) noexcept;
   void link_spawned(detail::spawn_link* s) noexcept;
@@ -467,6 +480,7 @@ class io_context {
   // Reads the clock, and the TSC just before it as the base of deadline_now_ns(); returns the clock.
   std::uint64_t refresh_clock_base() noexcept;
   void free_descriptor(detail::descriptor* d) noexcept;
+  static void close_handed_over(detail::work_item* w) noexcept;
 
   struct handler_block {
     handler_block* next;
@@ -521,7 +535,10 @@ class io_context {
   std::uint64_t tsc_base_ = 0;
   std::uint64_t ns_base_ = 0;
   std::uint64_t spin_ns_;
-  detail::descriptor* free_descriptors_ = nullptr;
+  detail::descriptor* free_descriptors_ = nullptr;  // loop thread only, inside run
+  // Descriptors given up by other threads (or by this one outside run), taken back into free_descriptors_ when
+  // that runs dry: a lock-free stack, so that no thread but the loop's ever touches the free list.
+  std::atomic<detail::descriptor*> remote_free_descriptors_{nullptr};
   detail::spawn_link* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;
   std::atomic<bool> sleeping_{false};

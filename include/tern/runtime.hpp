@@ -62,7 +62,7 @@ struct runtime_options {
 };
 
 namespace detail {
-struct switch_awaiter : resume_item {
+struct [[nodiscard]] switch_awaiter : resume_item {
   io_context* target;
   bool await_ready() const noexcept { return io_context::current() == target; }
   void await_suspend(std::coroutine_handle<> h) noexcept {
@@ -94,6 +94,13 @@ class runtime final : private detail::share_group {
   join_handle<T> spawn_on(std::size_t i, task<T> t) {
     return tern::spawn(worker(i), std::move(t));
   }
+  // Starts f(args...) on worker i, keeping f and decayed copies of args alive until the task finishes (see
+  // tern::spawn(ctx, f, args...)).
+  template <class F, class... Args>
+    requires detail::task_factory<F, Args...>
+  auto spawn_on(std::size_t i, F&& f, Args&&... args) {
+    return tern::spawn(worker(i), std::forward<F>(f), std::forward<Args>(args)...);
+  }
   // Starts t on the calling worker, or on the next worker in turn when called from outside the runtime. Until
   // its first step runs, an idle worker may take it over (work sharing): spawn this way only tasks that create
   // their I/O objects themselves.
@@ -101,6 +108,12 @@ class runtime final : private detail::share_group {
   join_handle<T> spawn(task<T> t) {
     if (!t.valid()) throw std::invalid_argument("tern::runtime::spawn: empty task");
     return join_handle<T>(detail::spawn_state<T>::create(pick(), t.release(), {}, true));
+  }
+  // spawn(t) for f(args...), keeping f and decayed copies of args alive until the task finishes.
+  template <class F, class... Args>
+    requires detail::task_factory<F, Args...>
+  auto spawn(F&& f, Args&&... args) {
+    return spawn(detail::owned_task(std::forward<F>(f), std::forward<Args>(args)...));
   }
   // Queues f() on worker i.
   template <class F>

@@ -20,18 +20,19 @@
 #include <system_error>
 
 #include "tern/detail/op_awaiter.hpp"
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
-#include "tern/net/tcp.hpp"
+#include "tern/io_result.hpp"
 #include "tern/task.hpp"
 
 namespace tern {
 
 // Blocks the given signals in the calling thread (and the threads it creates afterwards).
-std::error_code block_signals(std::initializer_list<int> signals) noexcept;
+[[nodiscard]] std::error_code block_signals(std::initializer_list<int> signals) noexcept;
 
 namespace detail {
 // Waits until a descriptor is readable; yields std::error_code.
-class readable_awaiter : public op_awaiter {
+class [[nodiscard]] readable_awaiter : public op_awaiter {
  public:
   readable_awaiter(io_context& ctx, descriptor* d) noexcept : op_awaiter(ctx, d, op_code::poll_in, nullptr, 0) {}
   std::error_code await_resume() const noexcept { return op_.res < 0 ? error() : std::error_code{}; }
@@ -48,8 +49,8 @@ class signal_set {
   ~signal_set() { close(); }
 
   // The next delivered signal of the set: io_result<int> with the signal number, operation_canceled, or
-  // bad_file_descriptor once closed.
-  task<net::io_result<int>> wait();
+  // bad_file_descriptor once closed; wrong_loop when awaited on a thread that does not run the set's loop.
+  task<io_result<int>> wait();
   // Cancels a pending wait (it completes with operation_canceled).
   void cancel() noexcept;
   // Cancels a pending wait and closes the signalfd. Idempotent.

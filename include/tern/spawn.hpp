@@ -15,6 +15,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <new>
 #include <stop_token>
 #include <stdexcept>
@@ -206,7 +207,7 @@ class [[nodiscard]] join_handle {
     if (s_ != nullptr) std::exchange(s_, nullptr)->detach();
   }
 
-  struct awaiter {
+  struct [[nodiscard]] awaiter {
     detail::spawn_state<T>* s;
     bool await_ready() const noexcept { return s->done(); }
     bool await_suspend(std::coroutine_handle<> h) noexcept { return s->set_joiner(h); }
@@ -261,12 +262,57 @@ join_handle<detail::operation_result_t<Op>> spawn(io_context& ctx, Op op) {
   return spawn(ctx, detail::operation_task(std::move(op)));
 }
 
+namespace detail {
+// The task type that calling F with Args (as spawn passes them: the callable as an lvalue, the arguments as
+// rvalues of their decayed copies) returns.
+template <class F, class... Args>
+using invoke_task_t = std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>...>;
+
+// F called with Args makes a task: what spawn(ctx, f, args...) accepts.
+template <class F, class... Args>
+concept task_factory = std::invocable<std::decay_t<F>&, std::decay_t<Args>...> &&
+                       is_task<std::remove_cvref_t<invoke_task_t<F, Args...>>>::value;
+
+// The root task of spawn(ctx, f, args...). f and the copies of the arguments are parameters of this coroutine, so
+// they live in its frame until the task that f returns has finished: a coroutine lambda's captures (reached
+// through its `this`) and reference parameters bound to the arguments stay valid for the task's whole life. The
+// arguments are passed on as rvalues, as std::thread does: a by-value parameter takes them over, a const&
+// parameter refers to the copy here, and a non-const lvalue reference parameter needs std::ref.
+template <class F, class... Args>
+std::remove_cvref_t<invoke_task_t<F, Args...>> invoke_owned(F f, Args... args) {
+  co_return co_await std::invoke(f, std::move(args)...);
+}
+
+template <class F, class... Args>
+TERN_CORO_WRAPPER auto owned_task(F&& f, Args&&... args) {
+  return invoke_owned<std::decay_t<F>, std::decay_t<Args>...>(std::forward<F>(f), std::forward<Args>(args)...);
+}
+}  // namespace detail
+
+// Starts f(args...) on ctx, where f returns a task: f and decayed copies of args are kept alive in the spawned
+// frame until that task finishes. The safe way to spawn a coroutine lambda with captures, or a coroutine that
+// takes references: spawn(ctx, [msg]() -> task<> { ... co_await sleep_for(1s); use(msg); }) and
+// spawn(ctx, print_later, std::string("text")) both keep what they need, where spawn(ctx, lambda()) and
+// spawn(ctx, print_later(std::string("text"))) would leave the task referring to destroyed temporaries.
+template <class F, class... Args>
+  requires detail::task_factory<F, Args...>
+auto spawn(io_context& ctx, F&& f, Args&&... args) {
+  return spawn(ctx, detail::owned_task(std::forward<F>(f), std::forward<Args>(args)...));
+}
+
 // Starts t on the loop running on this thread.
 template <class T>
 join_handle<T> spawn(task<T> t) {
   io_context* ctx = io_context::current();
   if (ctx == nullptr) throw std::logic_error("tern::spawn: no io_context runs on this thread");
   return spawn(*ctx, std::move(t));
+}
+
+// Starts f(args...) on the loop running on this thread, keeping f and copies of args alive (see above).
+template <class F, class... Args>
+  requires detail::task_factory<F, Args...>
+auto spawn(F&& f, Args&&... args) {
+  return spawn(detail::owned_task(std::forward<F>(f), std::forward<Args>(args)...));
 }
 
 template <class T>

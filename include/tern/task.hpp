@@ -16,6 +16,16 @@
 // task_group, when_any and with_timeout on tasks; a task without one pays a null check per await.
 // A task can also become the root of a spawned coroutine (see spawn.hpp); then final_suspend notifies its
 // spawn_state instead of resuming an awaiter.
+//
+// Lifetimes: a task's frame keeps its parameters, but a reference parameter refers to the caller's object, and a
+// coroutine lambda's frame refers to the lambda object (its captures) through `this`. Awaited at once
+// (`co_await f(std::string("x"))`) both outlive the task. A task that is kept (stored, spawned) must not refer to
+// temporaries: spawn(ctx, callable, args...) (spawn.hpp) keeps the callable and copies of the arguments alive for
+// the task's whole life. Clang 18 and later check part of this at compile time: task carries clang's
+// coro_return_type and coro_lifetimebound attributes there, so a task that outlives a temporary it refers to (kept
+// in a variable, returned from a plain function) is diagnosed (-Wdangling). With them, a function that returns a
+// task without being a coroutine must be marked TERN_CORO_WRAPPER; define TERN_NO_CORO_LIFETIME_CHECKS to leave the
+// attributes off.
 #pragma once
 
 #include <coroutine>
@@ -26,6 +36,22 @@
 
 #include "tern/detail/frame_pool.hpp"
 #include "tern/detail/stop_binding.hpp"
+
+#if defined(__clang__) && defined(__has_cpp_attribute) && !defined(TERN_NO_CORO_LIFETIME_CHECKS)
+#if __has_cpp_attribute(clang::coro_return_type) && __has_cpp_attribute(clang::coro_lifetimebound) && \
+    __has_cpp_attribute(clang::coro_wrapper)
+#define TERN_CORO_LIFETIME_CHECKS 1
+#endif
+#endif
+
+#ifdef TERN_CORO_LIFETIME_CHECKS
+// Marks a function that returns a task without being a coroutine (it returns one made by a coroutine).
+#define TERN_CORO_WRAPPER [[clang::coro_wrapper]]
+#define TERN_CORO_TASK_ATTRIBUTES [[nodiscard, clang::coro_return_type, clang::coro_lifetimebound]]
+#else
+#define TERN_CORO_WRAPPER
+#define TERN_CORO_TASK_ATTRIBUTES [[nodiscard]]
+#endif
 
 namespace tern {
 
@@ -135,7 +161,7 @@ class promise<void> final : public promise_base {
 }  // namespace detail
 
 template <class T>
-class [[nodiscard]] task {
+class TERN_CORO_TASK_ATTRIBUTES task {
  public:
   using promise_type = detail::promise<T>;
   using handle_type = std::coroutine_handle<promise_type>;
@@ -160,7 +186,7 @@ class [[nodiscard]] task {
   // True once the coroutine has run to completion.
   bool done() const noexcept { return h_ && h_.done(); }
 
-  struct awaiter {
+  struct [[nodiscard]] awaiter {
     handle_type h;
     bool await_ready() const noexcept { return !h || h.done(); }
     std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
@@ -189,7 +215,7 @@ class [[nodiscard]] task {
 
 namespace detail {
 // Awaiting this from a task yields the task's stop token (null if it has none) without suspending.
-struct stop_token_query {
+struct [[nodiscard]] stop_token_query {
   const std::stop_token* token = nullptr;
   bool await_ready() const noexcept { return false; }
   template <class P>
@@ -202,7 +228,7 @@ struct stop_token_query {
 
 // Awaits a task under a given stop token instead of the awaiting task's own.
 template <class T>
-struct await_with_token {
+struct [[nodiscard]] await_with_token {
   task<T>& t;
   const std::stop_token* token;
   bool await_ready() const noexcept { return !t.handle() || t.handle().done(); }

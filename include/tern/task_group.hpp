@@ -6,8 +6,13 @@
 // source: the first child that fails, or a cancel() (or a stop of the parent token the group was linked to),
 // requests stop, and every operation any child is suspended on completes with operation_canceled. wait() resumes
 // only when every child has finished, so nothing a child uses can be destroyed under it; it then rethrows the
-// first failure. A group must be waited before it is destroyed: destroying one with children still running is a
-// programming error and terminates (as std::thread does), because the children refer to it.
+// first failure.
+//
+// The form to reach for first is the scoped one, task_group::run(body): body gets the group, spawns into it, and
+// however body ends (return, throw, cancellation) run cancels what must be cancelled and waits for every child
+// before it returns or rethrows, so no child can outlive the frame whose locals it uses. A group made by hand
+// must be waited before it is destroyed: destroying one with children still running (an exception thrown between
+// spawn() and wait(), say) terminates, as std::thread does, because the children refer to it.
 //
 // The running count and the "someone waits" flag are one atomic (count * 2 + flag), so a child finishing on
 // another worker races the waiter correctly: exactly one side sees both facts and resumes the waiter.
@@ -21,7 +26,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <tuple>
 #include <type_traits>
@@ -63,7 +70,9 @@ class task_group {
   task_group& operator=(const task_group&) = delete;
   ~task_group() {
     if ((state_.load(std::memory_order_acquire) >> 1) != 0) {
-      std::fputs("tern: task_group destroyed with children still running (await wait() first)\n", stderr);
+      std::fputs("tern: task_group destroyed with children still running (await wait() first, or use "
+                 "task_group::run, which waits on every exit)\n",
+                 stderr);
       std::terminate();
     }
   }
@@ -74,6 +83,63 @@ class task_group {
     state_.fetch_add(2, std::memory_order_relaxed);
     tern::spawn(*ctx_, child(std::move(t)), source_.get_token()).detach();
   }
+  // Starts f(args...) as a child, keeping f and decayed copies of args alive until it finishes (see
+  // tern::spawn(ctx, f, args...)).
+  template <class F, class... Args>
+    requires detail::task_factory<F, Args...>
+  void spawn(F&& f, Args&&... args) {
+    spawn(detail::owned_task(std::forward<F>(f), std::forward<Args>(args)...));
+  }
+
+  // Runs body(g) for a new group g on ctx, and returns only when every child of g has finished:
+  //   co_await task_group::run(ctx, [&](task_group& g) -> task<> { g.spawn(...); g.spawn(...); co_return; });
+  // - body returns: run waits for the children, then returns body's value, or rethrows the first child failure;
+  // - body throws: the children are cancelled and awaited, then body's exception is rethrown;
+  // - a child fails: the group is cancelled, body included (its pending operation completes with
+  //   operation_canceled), and the failure is rethrown once everything has finished;
+  // - the awaiting task is stopped: body and the children are cancelled the same way.
+  // body is kept in run's frame, so a lambda capturing the caller's locals by reference is safe: no child outlives
+  // the co_await. To stop background children when body is done, call g.cancel() before returning.
+  template <class F>
+    requires std::invocable<F&, task_group&> &&
+             detail::is_task<std::remove_cvref_t<std::invoke_result_t<F&, task_group&>>>::value
+  static std::remove_cvref_t<std::invoke_result_t<F&, task_group&>> run(io_context& ctx, F body) {
+    using body_task = std::remove_cvref_t<std::invoke_result_t<F&, task_group&>>;
+    using T = typename body_task::value_type;
+    const std::stop_token* parent = co_await current_stop_token();
+    task_group g(ctx, parent);
+    const std::stop_token token = g.stop_token();  // body is cancelled with the children
+    std::optional<detail::result_of_t<T>> value;
+    std::exception_ptr failure;
+    try {
+      body_task t = std::invoke(body, g);
+      if constexpr (std::is_void_v<T>) {
+        co_await detail::await_with_token<T>{t, &token};
+        value.emplace();
+      } else {
+        value.emplace(co_await detail::await_with_token<T>{t, &token});
+      }
+    } catch (...) {
+      failure = std::current_exception();
+      g.cancel();
+    }
+    try {
+      co_await g.wait();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+    if (failure) std::rethrow_exception(failure);
+    if constexpr (!std::is_void_v<T>) co_return std::move(*value);
+  }
+  // run(ctx, body) on the loop running the calling task.
+  template <class F>
+    requires std::invocable<F&, task_group&> &&
+             detail::is_task<std::remove_cvref_t<std::invoke_result_t<F&, task_group&>>>::value
+  TERN_CORO_WRAPPER static auto run(F body) {
+    io_context* ctx = io_context::current();
+    if (ctx == nullptr) throw std::logic_error("tern::task_group::run: no io_context runs on this thread");
+    return run(*ctx, std::move(body));
+  }
 
   // Requests stop: every child's pending operation completes with operation_canceled. Any thread.
   void cancel() noexcept { source_.request_stop(); }
@@ -82,7 +148,7 @@ class task_group {
   // Children still running.
   std::size_t size() const noexcept { return state_.load(std::memory_order_acquire) >> 1; }
 
-  struct wait_awaiter {
+  struct [[nodiscard]] wait_awaiter {
     task_group* g;
     bool await_ready() const noexcept { return g->size() == 0; }
     bool await_suspend(std::coroutine_handle<> h) noexcept {
@@ -182,7 +248,7 @@ task<void> race(any_state<R>& st, task_group& g, std::size_t index, task<T> t) {
 // Runs the tasks concurrently on the current loop; returns all their results, or cancels the others on the first
 // failure, awaits them, and rethrows it.
 template <class... T>
-task<std::tuple<detail::result_of_t<T>...>> when_all(task<T>... ts) {
+TERN_CORO_WRAPPER task<std::tuple<detail::result_of_t<T>...>> when_all(task<T>... ts) {
   return detail::when_all_impl(std::index_sequence_for<T...>{}, std::move(ts)...);
 }
 

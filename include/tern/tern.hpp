@@ -3,7 +3,9 @@
 
 #include "tern/buffer.hpp"
 #include "tern/cancel.hpp"
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
+#include "tern/io_result.hpp"
 #include "tern/net/endpoint.hpp"
 #include "tern/net/error.hpp"
 #include "tern/net/tcp.hpp"

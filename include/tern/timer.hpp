@@ -15,6 +15,7 @@
 
 #include "tern/detail/timer_wheel.hpp"
 #include "tern/detail/work_queue.hpp"
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
 
 namespace tern {
@@ -49,7 +50,7 @@ inline std::uint64_t deadline_after(io_context& ctx, clock::duration d) noexcept
 inline std::uint64_t deadline_after(clock::duration d) noexcept { return deadline_after(io_context::current(), d); }
 
 // One pending wait on the wheel. Cancellable while suspended; see cancel.hpp.
-class timer_wait : public resume_item, public timer_node {
+class [[nodiscard]] timer_wait : public resume_item, public timer_node {
  public:
   timer_wait(io_context& ctx, std::uint64_t deadline_ns) noexcept : ctx_(&ctx) {
     this->deadline_ns = deadline_ns;
@@ -63,14 +64,22 @@ class timer_wait : public resume_item, public timer_node {
   ~timer_wait() { disarm(); }
 
   // A deadline more than a tick past the loop's last clock reading cannot be due yet, so the common case
-  // (a deadline in the future) costs no clock read here; only near deadlines are checked against the clock.
-  bool await_ready() const noexcept {
+  // (a deadline in the future) costs no clock read here; only near deadlines are checked against the clock. A wait
+  // awaited on a thread that does not run the timer's loop completes at once with tern::error::wrong_loop (the
+  // wheel is the loop's alone).
+  bool await_ready() noexcept {
+    if (!ctx_->running_here()) [[unlikely]] {
+      outcome_ = outcome::wrong_loop;
+      return true;
+    }
     if (deadline_ns > ctx_->loop_time_ns() + (std::uint64_t{1} << timer_wheel::tick_shift)) return false;
     return deadline_ns <= io_context::now_ns();
   }
   bool await_suspend(std::coroutine_handle<> h) noexcept;
+  // Empty when the deadline passed; operation_canceled when cancelled; wrong_loop (see await_ready).
   std::error_code await_resume() const noexcept {
-    return canceled_ ? std::make_error_code(std::errc::operation_canceled) : std::error_code{};
+    if (outcome_ == outcome::expired) [[likely]] return {};
+    return make_error_code(outcome_ == outcome::canceled ? error::operation_canceled : error::wrong_loop);
   }
 
   // The loop the wait runs on.
@@ -80,7 +89,7 @@ class timer_wait : public resume_item, public timer_node {
   void cancel() noexcept {
     if (!linked()) return;
     ctx_->timers().remove(this);
-    canceled_ = true;
+    outcome_ = outcome::canceled;
     unlink_owner();
     ctx_->schedule(this);
   }
@@ -104,7 +113,8 @@ class timer_wait : public resume_item, public timer_node {
   tern::timer* owner_ = nullptr;  // the timer object whose cancel() reaches this wait, if any
   timer_wait* prev_wait_ = nullptr;
   timer_wait* next_wait_ = nullptr;
-  bool canceled_ = false;
+  enum class outcome : unsigned char { expired, canceled, wrong_loop };
+  outcome outcome_ = outcome::expired;
 };
 
 }  // namespace detail

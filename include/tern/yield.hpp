@@ -12,7 +12,7 @@
 namespace tern {
 
 namespace detail {
-struct yield_awaiter : resume_item {
+struct [[nodiscard]] yield_awaiter : resume_item {
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) noexcept {
     handle = h;

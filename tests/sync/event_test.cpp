@@ -104,8 +104,8 @@ void wait_with_stop_from_another_thread(tern::io_context& ctx) {
     std::stop_source source;
     // The wait alone does not keep the loop running while the stop is on its way from the other thread.
     auto busy = ctx.make_work_guard();
+    auto before = clock_type::now();  // before the other thread starts its 20 ms
     stop_from_thread other(source, 20ms);
-    auto before = clock_type::now();
     EXPECT_EC(co_await tern::with_stop(e.wait(), source.get_token()), std::errc::operation_canceled);
     EXPECT_GE(clock_type::now() - before, 20ms);
     busy.reset();

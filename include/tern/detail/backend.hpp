@@ -32,6 +32,9 @@ class backend {
   virtual ~backend() = default;
   virtual backend_kind kind() const noexcept = 0;
   virtual void attach(descriptor& d) = 0;  // a new fd joins the loop (epoll: registered once, for its life)
+  // The fd leaves the loop without being closed (released to another loop); it has no pending operation. Any
+  // thread.
+  virtual void detach(descriptor& d) noexcept = 0;
   virtual bool start(io_op& op) noexcept = 0;
   virtual void cancel(io_op& op) noexcept = 0;
   virtual void before_close(descriptor& d) noexcept = 0;

@@ -35,8 +35,17 @@ inline bool waits_for_input(op_code c) noexcept {
 
 struct descriptor;
 
+// The work item by which close() from another thread reaches the loop (descriptor::close_item).
+struct close_handoff : work_item {
+  descriptor* owner = nullptr;
+};
+
 // The largest byte count one kernel operation is asked to move; a larger request simply completes partially.
 inline constexpr std::uint32_t max_op_len = 1u << 30;
+
+// The result of an operation that was refused because the awaiting thread does not run the descriptor's loop
+// (tern::error::wrong_loop). Outside the range of -errno values, so no kernel result can be mistaken for it.
+inline constexpr int wrong_loop_res = -(1 << 20);
 
 struct io_op : resume_item {
   enum class state : std::uint8_t { idle, pending, cancelling, done };
@@ -61,9 +70,17 @@ struct descriptor {
   // completed since, so the next receive is most likely waiting for the peer's answer.
   bool recv_drained = false;
   bool answer_awaited = false;
+  // Bumped at every open, so that a cancel() handed over from another thread cannot reach the next socket that
+  // reuses this descriptor.
+  std::uint32_t generation = 0;
+  io_context* ctx = nullptr;   // the loop the descriptor belongs to
   io_op* pending_head = nullptr;
   io_op* pending_tail = nullptr;
   descriptor* next_free = nullptr;
+  // close() from a thread that does not run the loop queues this on the loop's inbox, which closes the fd there
+  // (io_context::close_descriptor); queued in the descriptor itself, it needs no allocation and cannot be lost:
+  // a loop destroyed first still runs it from its teardown.
+  close_handoff close_item;
 
   bool has_pending() const noexcept { return pending_head != nullptr; }
 

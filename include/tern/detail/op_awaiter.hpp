@@ -4,6 +4,11 @@
 // accept, connect, signal reads). It holds the io_op, so the operation's state lives in the awaiting frame; it
 // models cancellable_operation (cancel(), context()); and its destructor forgets an operation that is still
 // pending, which only happens when a loop destroys a suspended frame at teardown.
+//
+// An operation is started only by a thread inside its loop's run: the ring and the epoll set are single-threaded,
+// and an operation started elsewhere would race the loop (under io_uring it was lost, and its coroutine never
+// resumed). await_ready checks it, and an operation awaited anywhere else completes at once with
+// tern::error::wrong_loop. The check is one load and one compare with the thread pointer register.
 #pragma once
 
 #include <cerrno>
@@ -13,11 +18,28 @@
 #include <system_error>
 
 #include "tern/detail/io_op.hpp"
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
 
 namespace tern::detail {
 
-class op_awaiter {
+// The error_code of a failed operation's result (-errno, or one of tern's own markers). The kernel's ECANCELED only
+// ever answers a cancellation that tern requested, so it is reported as tern::error::operation_canceled like every
+// other cancellation.
+inline std::error_code result_error(int res) noexcept {
+  if (res == -ECANCELED) return make_error_code(error::operation_canceled);
+  if (res == wrong_loop_res) return make_error_code(error::wrong_loop);
+  return {-res, std::system_category()};
+}
+
+// An operation on d may start on the calling thread: d is open and the thread runs ctx. Otherwise the result
+// that reports why not (-EBADF or wrong_loop_res).
+inline int refusal(const io_context& ctx, const descriptor* d) noexcept {
+  if (d == nullptr) return -EBADF;
+  return ctx.running_here() ? 0 : wrong_loop_res;
+}
+
+class [[nodiscard]] op_awaiter {
  public:
   op_awaiter(io_context& ctx, descriptor* d, op_code code, void* buf,
              std::size_t len) noexcept {
@@ -26,7 +48,6 @@ class op_awaiter {
     op_.code = code;
     op_.buf = buf;
     op_.len = len > max_op_len ? max_op_len : static_cast<std::uint32_t>(len);
-    if (d == nullptr) op_.res = -EBADF;
   }
   op_awaiter(const op_awaiter& o) noexcept : op_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.op_.buf, o.op_.len) {
     op_.res = o.op_.res;
@@ -34,7 +55,11 @@ class op_awaiter {
   op_awaiter& operator=(const op_awaiter&) = delete;
   ~op_awaiter() { op_.ctx->forget(op_); }
 
-  bool await_ready() const noexcept { return op_.desc == nullptr; }
+  bool await_ready() noexcept {
+    if (op_.desc != nullptr && op_.ctx->running_here()) [[likely]] return false;
+    op_.res = refusal(*op_.ctx, op_.desc);
+    return true;
+  }
   bool await_suspend(std::coroutine_handle<> h) noexcept {
     op_.handle = h;
     return !op_.ctx->start(op_);
@@ -45,7 +70,7 @@ class op_awaiter {
   io_context& context() const noexcept { return *op_.ctx; }
 
  protected:
-  std::error_code error() const noexcept { return {-op_.res, std::system_category()}; }
+  std::error_code error() const noexcept { return result_error(op_.res); }
   io_op op_;
 };
 

@@ -56,7 +56,7 @@ inline const std::stop_token* token_ptr(const std::stop_token* t) noexcept { ret
 // Op is the operation (a value) or a reference to it; Token is a std::stop_token held by value or a pointer to
 // one (possibly null).
 template <class Op, class Token>
-class stop_binding {
+class [[nodiscard]] stop_binding {
  public:
   stop_binding(Op&& op, Token token) noexcept(std::is_nothrow_constructible_v<Op, Op&&>)
       : op_(std::forward<Op>(op)), token_(std::move(token)) {}

@@ -33,6 +33,7 @@
 
 #include "tern/detail/biased_lock.hpp"
 #include "tern/detail/work_queue.hpp"
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
 
 namespace tern::detail {
@@ -226,10 +227,9 @@ class sync_wait : public sync_waiter {
   bool suspended_ = false;       // owner's thread only: between a suspension and its await_resume
 };
 
-// The error_code a finished wait reports; a closed channel reports closed_error, made only then (making an
-// error_code reaches its category through a function-local static, a guarded load on every call).
+// The error_code a finished wait reports; a closed channel reports closed_error, made only then.
 inline std::error_code wait_error(wait_state s) noexcept {
-  if (s == wait_state::canceled) [[unlikely]] return std::make_error_code(std::errc::operation_canceled);
+  if (s == wait_state::canceled) [[unlikely]] return make_error_code(error::operation_canceled);
   return {};
 }
 template <class E>
@@ -246,7 +246,7 @@ std::error_code wait_error(wait_state s, E closed_error) noexcept {
 //   void give_back() noexcept;        // passes on what was granted to a waiter that will never run
 // and may have bool maybe_available() const noexcept (a relaxed look, no lock: false may spare await_ready the lock).
 template <class P>
-class primitive_wait : public sync_wait {
+class [[nodiscard]] primitive_wait : public sync_wait {
  public:
   // A wait on p (made by p's wait(), lock() or acquire()).
   explicit primitive_wait(P& p) noexcept : p_(&p) {}

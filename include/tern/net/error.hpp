@@ -1,25 +1,11 @@
 // tern/net/error.hpp
 //
-// Errors of tern's own. Everything the kernel reports stays a std::system_category code (compare with
-// std::errc::connection_reset, std::errc::operation_canceled, ...); the only addition is eof, because a read that
-// returns zero bytes is not an errno but must not look like success to a loop that reads until done.
+// The errors of tern::net are tern's own (tern/error.hpp); net::error names the same enum, so both
+// tern::net::error::eof and tern::error::eof work. Everything the kernel reports stays a std::system_category code.
 #pragma once
 
-#include <system_error>
-#include <type_traits>
+#include "tern/error.hpp"
 
 namespace tern::net {
-
-enum class error {
-  eof = 1,  // the peer closed its sending side: no more data will arrive
-};
-
-// The category of tern::net::error ("tern.net").
-const std::error_category& net_category() noexcept;
-
-inline std::error_code make_error_code(error e) noexcept { return {static_cast<int>(e), net_category()}; }
-
+using tern::error;
 }  // namespace tern::net
-
-template <>
-struct std::is_error_code_enum<tern::net::error> : std::true_type {};

@@ -11,6 +11,12 @@
 // A socket owns a pooled descriptor of its io_context; moving the socket moves that pointer only, so a socket
 // may be moved while it has no pending operation. At most one read and one write may be pending on a socket at
 // a time; a read and a write may be pending together. The io_context must outlive its sockets.
+//
+// Which thread: a socket belongs to the loop it was created on, and its operations are awaited by tasks that this
+// loop runs. An operation awaited on any other thread completes at once with tern::error::wrong_loop (it used to
+// be lost). To hand a connection to another loop (another runtime worker), accept it there
+// (acceptor.accept(other)), or move it: socket.move_to(other), or release() on one side and adopt() on the other.
+// close(), cancel() and the destructor may run on any thread: away from a running loop they are handed to it.
 #pragma once
 
 #include <cerrno>
@@ -24,18 +30,14 @@
 #include "tern/detail/io_op.hpp"
 #include "tern/detail/op_awaiter.hpp"
 #include "tern/io_context.hpp"
+#include "tern/io_result.hpp"
 #include "tern/net/endpoint.hpp"
 #include "tern/net/error.hpp"
 #include "tern/task.hpp"
 
 namespace tern::net {
 
-// The outcome of an operation that produces a value: ec is set on failure (value is then default).
-template <class T>
-struct io_result {
-  std::error_code ec;
-  T value;
-};
+using tern::io_result;
 
 enum class shutdown_how { receive = SHUT_RD, send = SHUT_WR, both = SHUT_RDWR };
 
@@ -53,7 +55,7 @@ namespace detail {
 
 using tern::detail::op_awaiter;
 
-class read_awaiter : public op_awaiter {
+class [[nodiscard]] read_awaiter : public op_awaiter {
  public:
   read_awaiter(io_context& ctx, tern::detail::descriptor* d, mutable_buffer b) noexcept
       : op_awaiter(ctx, d, tern::detail::op_code::recv, b.data(), b.size()) {}
@@ -64,7 +66,7 @@ class read_awaiter : public op_awaiter {
   }
 };
 
-class write_awaiter : public op_awaiter {
+class [[nodiscard]] write_awaiter : public op_awaiter {
  public:
   write_awaiter(io_context& ctx, tern::detail::descriptor* d, const_buffer b) noexcept
       : op_awaiter(ctx, d, tern::detail::op_code::send, const_cast<void*>(b.data()), b.size()) {}
@@ -80,7 +82,7 @@ class write_awaiter : public op_awaiter {
 // resumption per call and one per piece). Cancellation is remembered, so a cancel that arrives while the next
 // piece is queued (between two kernel operations) still ends the transfer with operation_canceled; bytes moved
 // before it are counted in the result either way.
-class transfer_awaiter {
+class [[nodiscard]] transfer_awaiter {
  public:
   transfer_awaiter(io_context& ctx, tern::detail::descriptor* d, tern::detail::op_code code, void* base,
                    std::size_t size) noexcept
@@ -97,8 +99,8 @@ class transfer_awaiter {
   ~transfer_awaiter() { op_.ctx->forget(op_); }
 
   bool await_ready() noexcept {
-    if (op_.desc == nullptr) {
-      ec_ = {EBADF, std::system_category()};
+    if (const int refused = tern::detail::refusal(*op_.ctx, op_.desc)) [[unlikely]] {
+      ec_ = tern::detail::result_error(refused);
       return true;
     }
     return size_ == 0;
@@ -133,13 +135,14 @@ class transfer_awaiter {
   bool canceled_ = false;
 };
 
-class accept_awaiter : public op_awaiter {
+class [[nodiscard]] accept_awaiter : public op_awaiter {
  public:
-  accept_awaiter(io_context& ctx, tern::detail::descriptor* d) noexcept
-      : op_awaiter(ctx, d, tern::detail::op_code::accept, nullptr, 0) {
+  // target: the loop the accepted socket will belong to.
+  accept_awaiter(io_context& ctx, tern::detail::descriptor* d, io_context& target) noexcept
+      : op_awaiter(ctx, d, tern::detail::op_code::accept, nullptr, 0), target_(&target) {
     point_at_peer();
   }
-  accept_awaiter(const accept_awaiter& o) noexcept : op_awaiter(o) { point_at_peer(); }
+  accept_awaiter(const accept_awaiter& o) noexcept : op_awaiter(o), target_(o.target_) { point_at_peer(); }
   io_result<tcp_socket> await_resume();
 
  private:
@@ -147,17 +150,19 @@ class accept_awaiter : public op_awaiter {
     op_.buf = &peer_;
     op_.addr_len = sizeof peer_;
   }
+  io_context* target_;
   sockaddr_storage peer_{};
 };
 
-class connect_awaiter : public op_awaiter {
+class [[nodiscard]] connect_awaiter : public op_awaiter {
  public:
   connect_awaiter(tcp_socket& s, const endpoint& ep) noexcept;
   connect_awaiter(const connect_awaiter& o) noexcept : op_awaiter(o), socket_(o.socket_), peer_(o.peer_) {
     op_.buf = const_cast<sockaddr*>(peer_.data());
   }
   bool await_ready() noexcept;
-  std::error_code await_resume() const noexcept { return op_.res < 0 ? error() : std::error_code{}; }
+  // Empty on success. On failure the socket is closed (see connect()).
+  std::error_code await_resume() noexcept;
 
  private:
   tcp_socket* socket_;
@@ -177,12 +182,15 @@ class tcp_socket {
   // Closes the socket.
   ~tcp_socket() { close(); }
 
-  // Takes ownership of an open stream socket (connected, or one end of a socketpair) and puts it in the mode the
-  // loop's backend needs; on failure the fd is closed and the error returned.
-  static io_result<tcp_socket> adopt(io_context& ctx, int fd) noexcept;
+  // Takes ownership of an open stream socket (connected, or one end of a socketpair, or one released by another
+  // loop) and puts it in the mode ctx's backend needs; on failure the fd is closed and the error returned. Any
+  // thread.
+  [[nodiscard]] static io_result<tcp_socket> adopt(io_context& ctx, int fd) noexcept;
   // Creates the kernel socket for an address family (AF_INET or AF_INET6), so options can be set before connect.
-  std::error_code open(int family);
-  // Awaitable: connects to ep (opening the socket first if needed); yields std::error_code.
+  [[nodiscard]] std::error_code open(int family);
+  // Awaitable: connects to ep (opening the socket first if needed); yields std::error_code. A connect that fails
+  // (refused, unreachable, cancelled, timed out) closes the socket, because a socket whose connect failed cannot
+  // be connected again; the next connect() opens a new one, so options set before must be set again.
   detail::connect_awaiter connect(const endpoint& ep) noexcept { return detail::connect_awaiter(*this, ep); }
   // Awaitable: reads what is available, at least one byte; yields io_result<size_t> (eof when the peer closed).
   detail::read_awaiter read_some(mutable_buffer b) noexcept { return {*ctx_, desc_, b}; }
@@ -199,25 +207,34 @@ class tcp_socket {
   }
 
   // Shuts down one or both directions (send: the peer reads eof after the data already sent).
-  std::error_code shutdown(shutdown_how how = shutdown_how::send) noexcept;
-  // Cancels pending operations (they complete with operation_canceled) and closes the fd. Idempotent.
+  [[nodiscard]] std::error_code shutdown(shutdown_how how = shutdown_how::send) noexcept;
+  // Cancels pending operations (they complete with operation_canceled) and closes the fd. Idempotent. Any thread
+  // (from a thread that does not run the loop while another does, the close happens on the loop, soon).
   void close() noexcept;
-  // Cancels pending operations; they complete with operation_canceled. The socket stays open.
+  // Cancels pending operations; they complete with operation_canceled. The socket stays open. Any thread.
   void cancel() noexcept;
+  // Detaches the socket from its loop and hands its fd to the caller, who owns it from then on (to adopt() it on
+  // another loop). The socket is left closed. Any thread. Fails with operation_in_progress while an operation is
+  // pending (the socket is then unchanged), and with bad_file_descriptor when closed.
+  [[nodiscard]] io_result<int> release() noexcept;
+  // Moves the socket to another loop (release() here, adopt() there): from then on its operations are awaited
+  // by tasks of target. Any thread; same errors as release(), and adopt()'s (the socket is then closed).
+  [[nodiscard]] std::error_code move_to(io_context& target) noexcept;
   bool is_open() const noexcept { return desc_ != nullptr; }
   // The fd, or -1 when closed.
   int native_handle() const noexcept { return desc_ != nullptr ? desc_->fd : -1; }
+  // The loop the socket belongs to.
   io_context& context() const noexcept { return *ctx_; }
 
   // TCP_NODELAY: send small writes at once instead of coalescing them (Nagle).
-  std::error_code set_no_delay(bool on) noexcept;
+  [[nodiscard]] std::error_code set_no_delay(bool on) noexcept;
   // SO_KEEPALIVE: probe idle connections.
-  std::error_code set_keep_alive(bool on) noexcept;
+  [[nodiscard]] std::error_code set_keep_alive(bool on) noexcept;
   // SO_SNDBUF / SO_RCVBUF (the kernel doubles the value and caps it at wmem_max / rmem_max).
-  std::error_code set_send_buffer_size(int bytes) noexcept;
-  std::error_code set_receive_buffer_size(int bytes) noexcept;
-  io_result<endpoint> local_endpoint() const noexcept;
-  io_result<endpoint> remote_endpoint() const noexcept;
+  [[nodiscard]] std::error_code set_send_buffer_size(int bytes) noexcept;
+  [[nodiscard]] std::error_code set_receive_buffer_size(int bytes) noexcept;
+  [[nodiscard]] io_result<endpoint> local_endpoint() const noexcept;
+  [[nodiscard]] io_result<endpoint> remote_endpoint() const noexcept;
 
   // Internal: adopts an fd that is already set up for the backend (accept, connect).
   tcp_socket(io_context& ctx, tern::detail::descriptor* d) noexcept : ctx_(&ctx), desc_(d) {}
@@ -242,17 +259,21 @@ class tcp_acceptor {
   ~tcp_acceptor() { close(); }
 
   // Opens a socket, sets the options, binds to ep and listens. Port 0 picks a free port (see local_endpoint()).
-  std::error_code listen(const endpoint& ep, acceptor_options opts = {});
+  [[nodiscard]] std::error_code listen(const endpoint& ep, acceptor_options opts = {});
   // Awaitable: the next connection; yields io_result<tcp_socket>. A full fd table gives too_many_files_open and
   // leaves both the acceptor and the waiting connection in place, so a later accept can take it.
-  detail::accept_awaiter accept() noexcept { return {*ctx_, desc_}; }
-  io_result<endpoint> local_endpoint() const noexcept;
-  // Cancels pending accepts and closes the socket. Idempotent.
+  detail::accept_awaiter accept() noexcept { return {*ctx_, desc_, *ctx_}; }
+  // Awaitable: the next connection, as a socket of target (another runtime worker's loop, say): one acceptor
+  // can spread connections over loops. Awaited on the acceptor's own loop, like accept().
+  detail::accept_awaiter accept(io_context& target) noexcept { return {*ctx_, desc_, target}; }
+  [[nodiscard]] io_result<endpoint> local_endpoint() const noexcept;
+  // Cancels pending accepts and closes the socket. Idempotent. Any thread, as for tcp_socket::close().
   void close() noexcept;
-  // Cancels pending accepts; they complete with operation_canceled.
+  // Cancels pending accepts; they complete with operation_canceled. Any thread.
   void cancel() noexcept;
   bool is_open() const noexcept { return desc_ != nullptr; }
   int native_handle() const noexcept { return desc_ != nullptr ? desc_->fd : -1; }
+  // The loop the acceptor belongs to.
   io_context& context() const noexcept { return *ctx_; }
 
  private:
@@ -260,7 +281,7 @@ class tcp_acceptor {
   tern::detail::descriptor* desc_ = nullptr;
 };
 
-// Opens a socket on ctx and connects it to ep.
+// Opens a socket on ctx and connects it to ep. Awaited by a task running on ctx.
 task<io_result<tcp_socket>> connect(io_context& ctx, endpoint ep);
 
 }  // namespace tern::net

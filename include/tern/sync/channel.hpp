@@ -92,20 +92,20 @@ class channel {
 
   // Sends without waiting: empty on success (value moved from), sync::error::full or sync::error::closed (value
   // left untouched).
-  std::error_code try_send(T&& value) {
+  [[nodiscard]] std::error_code try_send(T&& value) {
     lock_.lock();
     detail::wait_state s = step_and_unlock([&](detail::sync_waiter*& wake) { return send_locked(value, wake); });
     if (s == detail::wait_state::waiting) return error::full;
     return s == detail::wait_state::closed ? make_error_code(error::closed) : std::error_code{};
   }
   // Sends a copy of value without waiting; same results.
-  std::error_code try_send(const T& value) {
+  [[nodiscard]] std::error_code try_send(const T& value) {
     T copy(value);
     return try_send(std::move(copy));
   }
 
   // Receives the oldest buffered value without waiting; nullopt if there is none (empty, or closed and drained).
-  std::optional<T> try_receive() {
+  [[nodiscard]] std::optional<T> try_receive() {
     std::optional<T> out;
     detail::sync_waiter* wake = nullptr;
     {
@@ -149,7 +149,7 @@ class channel {
   }
 
   // The awaiter of send(): owns the value until it is delivered.
-  class send_awaiter : public detail::sync_wait {
+  class [[nodiscard]] send_awaiter : public detail::sync_wait {
    public:
     // Moves a send that has not been awaited yet (into with_timeout, with_stop).
     send_awaiter(send_awaiter&& o) noexcept
@@ -207,7 +207,7 @@ class channel {
   };
 
   // The awaiter of receive(): the slot a sender hands its value into.
-  class receive_awaiter : public detail::sync_wait {
+  class [[nodiscard]] receive_awaiter : public detail::sync_wait {
    public:
     // Moves a receive that has not been awaited yet (into with_timeout, with_stop).
     receive_awaiter(receive_awaiter&& o) noexcept : detail::sync_wait(std::move(o)), ch_(o.ch_) {}

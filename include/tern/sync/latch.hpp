@@ -55,7 +55,7 @@ class latch {
     detail::resume_all(woken);
   }
   // True once the count is zero; never waits.
-  bool try_wait() const noexcept { return count() == 0; }
+  [[nodiscard]] bool try_wait() const noexcept { return count() == 0; }
   // The current count (a snapshot).
   std::size_t count() const noexcept {
     std::lock_guard<detail::biased_lock> g(lock_);

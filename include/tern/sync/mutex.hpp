@@ -58,7 +58,7 @@ class mutex {
   // Awaitable: like lock(), but yields a guard that owns the mutex and unlocks it when destroyed.
   scoped_lock_awaiter scoped_lock() noexcept;
   // Takes the mutex if it is free now; never waits.
-  bool try_lock() noexcept {
+  [[nodiscard]] bool try_lock() noexcept {
     std::lock_guard<detail::biased_lock> g(lock_);
     return try_take_locked();
   }
@@ -139,7 +139,7 @@ class mutex::guard {
 };
 
 // The awaiter of scoped_lock(): a lock wait whose result is a guard.
-class mutex::scoped_lock_awaiter : public detail::primitive_wait<mutex> {
+class [[nodiscard]] mutex::scoped_lock_awaiter : public detail::primitive_wait<mutex> {
  public:
   // Constructed by mutex::scoped_lock().
   using detail::primitive_wait<mutex>::primitive_wait;

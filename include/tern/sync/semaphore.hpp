@@ -47,7 +47,7 @@ class semaphore {
   // cancelled first).
   acquire_awaiter acquire() noexcept { return acquire_awaiter(*this); }
   // Takes a permit if one is available now; never waits.
-  bool try_acquire() noexcept {
+  [[nodiscard]] bool try_acquire() noexcept {
     std::lock_guard<detail::biased_lock> g(lock_);
     return try_take_locked();
   }

@@ -1,0 +1,39 @@
+// The "tern" error category (see tern/error.hpp). Defined once, here, so that every translation unit and every
+// shared object compares against the same category object.
+#include "tern/error.hpp"
+
+namespace tern::detail {
+
+constinit const error_category_impl error_category_instance;
+
+std::string error_category_impl::message(int value) const {
+  switch (static_cast<error>(value)) {
+    case error::operation_canceled: return "operation canceled";
+    case error::timed_out: return "operation timed out";
+    case error::wrong_loop:
+      return "I/O object used from a thread that does not run its loop: await its operations in a task running on "
+             "the io_context it was created on (spawn the task there), or move it with release() and adopt()";
+    case error::eof: return "end of stream: the peer closed the connection";
+    case error::closed: return "the channel is closed";
+    case error::full: return "the channel is full";
+    case error::line_too_long: return "no delimiter within the buffered reader's limit: the line is too long";
+    case error::operation_in_progress: return "an operation is pending on the object";
+  }
+  return "unknown tern error";
+}
+
+std::error_condition error_category_impl::default_error_condition(int value) const noexcept {
+  switch (static_cast<error>(value)) {
+    case error::operation_canceled: return std::errc::operation_canceled;
+    case error::timed_out: return std::errc::timed_out;
+    case error::full: return std::errc::resource_unavailable_try_again;
+    case error::line_too_long: return std::errc::message_size;
+    case error::operation_in_progress: return std::errc::operation_in_progress;
+    case error::wrong_loop:
+    case error::eof:
+    case error::closed: break;
+  }
+  return {value, *this};
+}
+
+}  // namespace tern::detail
