@@ -91,6 +91,7 @@ io_context::io_context(io_context_options opts)
     }
   }
   kind_ = backend_->kind();
+  stop_sources_.reserve(spare_stop_sources);
   exception_handler_ = [](std::exception_ptr e) {
     try {
       std::rethrow_exception(e);
@@ -574,6 +575,17 @@ void io_context::report_exception(std::exception_ptr e) noexcept {
   } catch (...) {
   }
   std::fprintf(stderr, "tern: unhandled exception in a detached task\n");
+}
+
+std::stop_source io_context::take_stop_source() {
+  if (stop_sources_.empty()) return std::stop_source();
+  std::stop_source s = std::move(stop_sources_.back());
+  stop_sources_.pop_back();
+  return s;
+}
+
+void io_context::give_stop_source(std::stop_source&& s) noexcept {
+  if (stop_sources_.size() < spare_stop_sources) stop_sources_.push_back(std::move(s));
 }
 
 void io_context::link_spawned(detail::spawn_link* s) noexcept {

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string_view>
@@ -301,6 +302,60 @@ TEST_P(alloc_test, echo_with_timeouts_allocates_nothing) {
   EXPECT_EQ(r.errors, 0);
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " echoed messages with timeouts";
+}
+
+// A line protocol through buffered readers and writers on both sides: every line read with read_line and every
+// answer written with write + flush. The buffers are allocated with the reader and the writer; their operations'
+// frames come from the pool, so the steady state allocates nothing.
+tern::task<void> line_echo_server(tern::net::tcp_socket& s, int lines, loop_result& r) {
+  tern::buffered_reader reader(s, 4096);
+  tern::buffered_writer writer(s, 4096);
+  for (int i = 0; i < lines; ++i) {
+    auto [ec, line] = co_await reader.read_line(100);
+    if (ec) {
+      ++r.errors;
+      co_return;
+    }
+    const bool failed = (co_await writer.write(line)).ec || (co_await writer.write(tern::const_buffer("\n"))).ec ||
+                        co_await writer.flush();
+    if (failed) {
+      ++r.errors;
+      co_return;
+    }
+  }
+}
+
+TEST_P(alloc_test, buffered_line_echo_allocates_nothing) {
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    auto srv = tern::spawn(ctx, line_echo_server(server, warmup + measured, r));
+    tern::buffered_reader reader(client, 4096);
+    tern::buffered_writer writer(client, 4096);
+    char text[32];
+    for (int i = 0; i < warmup + measured; ++i) {
+      if (i == warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      const int n = std::snprintf(text, sizeof text, "line %d", i);
+      const bool failed = (co_await writer.write(tern::const_buffer(text, static_cast<std::size_t>(n)))).ec ||
+                          (co_await writer.write(tern::const_buffer("\n"))).ec || co_await writer.flush();
+      auto [ec, line] = co_await tern::with_timeout(reader.read_line(100), 1h);
+      if (failed || ec) {
+        ++r.errors;
+        break;
+      }
+      if (line != std::string_view(text, static_cast<std::size_t>(n))) ++r.mismatches;
+    }
+    r.allocations = stop_counting();
+    co_await std::move(srv);
+  }(ctx, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " lines";
 }
 
 TEST_P(alloc_test, post_run_cycles_allocate_nothing) {

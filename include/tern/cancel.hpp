@@ -120,11 +120,22 @@ concept has_error_code = std::is_same_v<T, std::error_code> || requires(T& r) {
 // A task with a deadline: when d passes, every operation the task (and the tasks it awaits) is suspended on is
 // cancelled, so the task unwinds through its own error handling. If its result is an error_code or carries one
 // (io_result), operation_canceled caused by the deadline becomes tern::error::timed_out. Stops of the calling task
-// reach it too. Costs one std::stop_source (one allocation) per call.
+// reach it too. Its std::stop_source comes from a small cache of the loop's and goes back there unless it was
+// stopped, so a deadline that does not fire allocates nothing in steady state; a token copied out of the task
+// (through current_stop_token()) must therefore not be kept past it.
 template <class T>
 task<T> with_timeout(task<T> t, clock::duration d) {
   const std::stop_token* parent = co_await current_stop_token();
-  std::stop_source source;
+  io_context& ctx = *io_context::current();
+  // Declared first, so destroyed last: after everything that refers to the source.
+  struct source_holder {
+    io_context& ctx;
+    std::stop_source source;
+    ~source_holder() {
+      if (ctx.running_here() && !source.stop_requested()) ctx.give_stop_source(std::move(source));
+    }
+  } held{ctx, ctx.take_stop_source()};
+  std::stop_source& source = held.source;
   struct forward_stop {
     std::stop_source* source;
     void operator()() const noexcept { source->request_stop(); }
@@ -132,7 +143,6 @@ task<T> with_timeout(task<T> t, clock::duration d) {
   std::optional<std::stop_callback<forward_stop>> link;
   if (parent != nullptr && parent->stop_possible()) link.emplace(*parent, forward_stop{&source});
   const std::stop_token token = source.get_token();
-  io_context& ctx = *io_context::current();
   detail::stop_timer deadline;
   deadline.deadline_ns = detail::deadline_after(ctx, d);
   deadline.fire = &detail::stop_timer::on_fire;

@@ -26,8 +26,10 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <stop_token>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tern/detail/backend.hpp"
 #include "tern/detail/deadline_clock.hpp"
@@ -421,6 +423,11 @@ class io_context {
   // run the loop while another does, the request is posted to the loop.
   void cancel_pending(detail::descriptor* d) noexcept;
   void report_exception(std::exception_ptr e) noexcept;
+  // A stop source for with_timeout on a task (loop thread only). A std::stop_source allocates its shared state, so
+  // the loop keeps a few that were never stopped and hands them out again; give_stop_source takes back one that
+  // was not stopped (the caller checks), while the cache has room.
+  std::stop_source take_stop_source();
+  void give_stop_source(std::stop_source&& s) noexcept;
   void link_spawned(detail::spawn_link* s) noexcept;
   void unlink_spawned(detail::spawn_link* s) noexcept;
 
@@ -541,6 +548,8 @@ class io_context {
   std::atomic<detail::descriptor*> remote_free_descriptors_{nullptr};
   detail::spawn_link* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;
+  static constexpr std::size_t spare_stop_sources = 16;
+  std::vector<std::stop_source> stop_sources_;  // capacity reserved up front: never reallocates
   std::atomic<bool> sleeping_{false};
   alignas(64) std::atomic<returned_block*> returned_{nullptr};  // published blocks; a poster takes them all at once
   // Blocks of this loop's slabs whose handlers ran on another loop (work sharing), for this loop to take back.

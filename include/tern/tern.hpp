@@ -2,6 +2,8 @@
 #pragma once
 
 #include "tern/buffer.hpp"
+#include "tern/buffered_reader.hpp"
+#include "tern/buffered_writer.hpp"
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/io_context.hpp"
@@ -13,6 +15,7 @@
 #include "tern/runtime.hpp"
 #include "tern/signal.hpp"
 #include "tern/spawn.hpp"
+#include "tern/stream.hpp"
 #include "tern/sync.hpp"
 #include "tern/task.hpp"
 #include "tern/task_group.hpp"
