@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   clang-16 libc++-16-dev libc++abi-16-dev libclang-rt-16-dev lld-16
   llvm-16
+  clang-19
   g++-12
   liburing-dev
   libasio-dev

@@ -49,17 +49,17 @@ class buffered_reader {
   //   consumed, so a last line without its delimiter is not lost.
   // - the stream's own errors (operation_canceled, timed_out, connection_reset, ...).
   // delim must stay valid until the operation completes (a string literal, or awaited at once).
-  task<io_result<std::string_view>> read_until(std::string_view delim) {
+  TERN_CORO_WRAPPER task<io_result<std::string_view>> read_until(std::string_view delim) {
     return read_delimited(delim, capacity_, false);
   }
   // read_until for a one-byte delimiter.
-  task<io_result<std::string_view>> read_until(char delim) {
+  TERN_CORO_WRAPPER task<io_result<std::string_view>> read_until(char delim) {
     single_delim_ = delim;
     return read_delimited(std::string_view(&single_delim_, 1), capacity_, false);
   }
   // Awaitable: one line, without its "\n" or "\r\n"; yields io_result<std::string_view> as read_until does. A line
   // longer than max_length bytes (at most capacity() - 2, which is the default) is line_too_long.
-  task<io_result<std::string_view>> read_line(std::size_t max_length = static_cast<std::size_t>(-1)) {
+  TERN_CORO_WRAPPER task<io_result<std::string_view>> read_line(std::size_t max_length = static_cast<std::size_t>(-1)) {
     if (max_length > capacity_ - 2) max_length = capacity_ - 2;
     return read_delimited("\n", max_length + 2, true);
   }

@@ -273,6 +273,27 @@ template <class F, class... Args>
 concept task_factory = std::invocable<std::decay_t<F>&, std::decay_t<Args>...> &&
                        is_task<std::remove_cvref_t<invoke_task_t<F, Args...>>>::value;
 
+// f(args...) for a callable or a member function pointer, as std::invoke does, but marked as returning a task
+// without being a coroutine (clang's lifetime checks reject std::invoke itself when it returns a task).
+template <class F, class Object, class... Rest>
+TERN_CORO_WRAPPER decltype(auto) call_member(F& f, Object&& object, Rest&&... rest) {
+  if constexpr (std::is_pointer_v<std::remove_cvref_t<Object>>) {
+    return ((*object).*f)(std::forward<Rest>(rest)...);
+  } else if constexpr (requires { object.get(); }) {  // std::reference_wrapper
+    return (object.get().*f)(std::forward<Rest>(rest)...);
+  } else {
+    return (std::forward<Object>(object).*f)(std::forward<Rest>(rest)...);
+  }
+}
+template <class F, class... Args>
+TERN_CORO_WRAPPER decltype(auto) call_task_factory(F& f, Args&&... args) {
+  if constexpr (std::is_member_function_pointer_v<F>) {
+    return call_member(f, std::forward<Args>(args)...);
+  } else {
+    return f(std::forward<Args>(args)...);
+  }
+}
+
 // The root task of spawn(ctx, f, args...). f and the copies of the arguments are parameters of this coroutine, so
 // they live in its frame until the task that f returns has finished: a coroutine lambda's captures (reached
 // through its `this`) and reference parameters bound to the arguments stay valid for the task's whole life. The
@@ -280,7 +301,7 @@ concept task_factory = std::invocable<std::decay_t<F>&, std::decay_t<Args>...> &
 // parameter refers to the copy here, and a non-const lvalue reference parameter needs std::ref.
 template <class F, class... Args>
 std::remove_cvref_t<invoke_task_t<F, Args...>> invoke_owned(F f, Args... args) {
-  co_return co_await std::invoke(f, std::move(args)...);
+  co_return co_await call_task_factory(f, std::move(args)...);
 }
 
 template <class F, class... Args>

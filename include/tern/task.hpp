@@ -21,11 +21,13 @@
 // coroutine lambda's frame refers to the lambda object (its captures) through `this`. Awaited at once
 // (`co_await f(std::string("x"))`) both outlive the task. A task that is kept (stored, spawned) must not refer to
 // temporaries: spawn(ctx, callable, args...) (spawn.hpp) keeps the callable and copies of the arguments alive for
-// the task's whole life. Clang 18 and later check part of this at compile time: task carries clang's
-// coro_return_type and coro_lifetimebound attributes there, so a task that outlives a temporary it refers to (kept
-// in a variable, returned from a plain function) is diagnosed (-Wdangling). With them, a function that returns a
-// task without being a coroutine must be marked TERN_CORO_WRAPPER; define TERN_NO_CORO_LIFETIME_CHECKS to leave the
-// attributes off.
+// the task's whole life. Clang 18 and later can check part of this at compile time, on request: define
+// TERN_CORO_LIFETIME_CHECKS (or configure tern with -DTERN_CORO_LIFETIME_CHECKS=ON) and task carries clang's
+// coro_return_type and coro_lifetimebound attributes, so a task that outlives a temporary it refers to (kept in a
+// variable, returned from a plain function) is diagnosed (-Wdangling). Not by default: with coro_return_type,
+// clang rejects every function that returns a task without being a coroutine unless it is marked
+// TERN_CORO_WRAPPER, and that includes std::invoke and std::function<task<>()>::operator() in the standard
+// library. tern's own headers compile either way.
 #pragma once
 
 #include <coroutine>
@@ -37,14 +39,14 @@
 #include "tern/detail/frame_pool.hpp"
 #include "tern/detail/stop_binding.hpp"
 
-#if defined(__clang__) && defined(__has_cpp_attribute) && !defined(TERN_NO_CORO_LIFETIME_CHECKS)
+#if defined(TERN_CORO_LIFETIME_CHECKS) && defined(__clang__) && defined(__has_cpp_attribute)
 #if __has_cpp_attribute(clang::coro_return_type) && __has_cpp_attribute(clang::coro_lifetimebound) && \
     __has_cpp_attribute(clang::coro_wrapper)
-#define TERN_CORO_LIFETIME_CHECKS 1
+#define TERN_DETAIL_CORO_ATTRIBUTES 1
 #endif
 #endif
 
-#ifdef TERN_CORO_LIFETIME_CHECKS
+#ifdef TERN_DETAIL_CORO_ATTRIBUTES
 // Marks a function that returns a task without being a coroutine (it returns one made by a coroutine).
 #define TERN_CORO_WRAPPER [[clang::coro_wrapper]]
 #define TERN_CORO_TASK_ATTRIBUTES [[nodiscard, clang::coro_return_type, clang::coro_lifetimebound]]

@@ -112,7 +112,7 @@ class task_group {
     std::optional<detail::result_of_t<T>> value;
     std::exception_ptr failure;
     try {
-      body_task t = std::invoke(body, g);
+      body_task t = body(g);
       if constexpr (std::is_void_v<T>) {
         co_await detail::await_with_token<T>{t, &token};
         value.emplace();
