@@ -148,6 +148,10 @@ class epoll_backend final : public backend {
           r = errno_result(::accept4(fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
           break;
         case op_code::poll_in: r = retry ? POLLIN : readable_now(fd); break;
+        case op_code::recvmsg: r = errno_result(::recvmsg(fd, static_cast<msghdr*>(op.buf), op.msg_flags)); break;
+        case op_code::sendmsg:
+          r = errno_result(::sendmsg(fd, static_cast<const msghdr*>(op.buf), op.msg_flags | MSG_NOSIGNAL));
+          break;
         case op_code::connect:
           r = retry ? connect_result(fd) : errno_result(::connect(fd, static_cast<const sockaddr*>(op.buf), op.len));
           break;

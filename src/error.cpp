@@ -18,6 +18,9 @@ std::string error_category_impl::message(int value) const {
     case error::full: return "the channel is full";
     case error::line_too_long: return "no delimiter within the buffered reader's limit: the line is too long";
     case error::operation_in_progress: return "an operation is pending on the object";
+    case error::message_truncated: return "message truncated: the datagram or its descriptors did not fit";
+    case error::stale_socket_file:
+      return "a socket file nobody listens on is in the way (bind with remove_stale to replace it)";
   }
   return "unknown tern error";
 }
@@ -29,6 +32,8 @@ std::error_condition error_category_impl::default_error_condition(int value) con
     case error::full: return std::errc::resource_unavailable_try_again;
     case error::line_too_long: return std::errc::message_size;
     case error::operation_in_progress: return std::errc::operation_in_progress;
+    case error::message_truncated: return std::errc::message_size;
+    case error::stale_socket_file: return std::errc::address_in_use;
     case error::wrong_loop:
     case error::eof:
     case error::closed: break;

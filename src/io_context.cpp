@@ -433,7 +433,8 @@ bool io_context::start(detail::io_op& op) noexcept {
     // 5.2 GB/s). Only bytes sent count: a reader that drains its socket makes room, and bounding it too kept
     // receive queues fuller, and the kernel's receive-buffer tuning then sometimes left one direction of
     // sockets/bidirectional with a quarter of the other's buffer (440 KB against 1.6-2 MB: 3.4 GB/s, not 6).
-    if (op.res > 0 && (op.code == detail::op_code::send || op.code == detail::op_code::write)) {
+    if (op.res > 0 && (op.code == detail::op_code::send || op.code == detail::op_code::write ||
+                       op.code == detail::op_code::sendmsg)) {
       inline_bytes_ += static_cast<std::size_t>(op.res);
     }
     if (++inline_streak_ <= inline_limit && inline_bytes_ <= inline_byte_limit) return true;

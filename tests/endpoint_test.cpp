@@ -176,3 +176,51 @@ TEST(endpoint, from_sockaddr) {
 }
 
 }  // namespace
+
+namespace {
+
+using tern::net::ip_address;
+
+TEST(ip_address, parse_and_format) {
+  auto v4 = ip_address::parse("192.0.2.10");
+  ASSERT_TRUE(v4.has_value());
+  EXPECT_FALSE(v4->is_v6());
+  EXPECT_EQ(v4->family(), AF_INET);
+  EXPECT_EQ(v4->to_string(), "192.0.2.10");
+  auto v6 = ip_address::parse("2001:db8::1");
+  ASSERT_TRUE(v6.has_value());
+  EXPECT_TRUE(v6->is_v6());
+  EXPECT_EQ(v6->to_string(), "2001:db8::1");
+  EXPECT_EQ(ip_address::parse("[2001:db8::1]"), v6) << "brackets are accepted";
+  for (std::string_view bad : {"", "1.2.3", "1.2.3.4.5", "256.1.1.1", "::g", "example.com", "1.2.3.4:80"}) {
+    EXPECT_FALSE(ip_address::parse(bad).has_value()) << bad;
+  }
+}
+
+TEST(ip_address, classification) {
+  EXPECT_TRUE(ip_address::loopback_v4().is_loopback());
+  EXPECT_TRUE(ip_address::loopback_v6().is_loopback());
+  EXPECT_TRUE(ip_address::parse("127.8.9.10")->is_loopback());
+  EXPECT_FALSE(ip_address::parse("10.0.0.1")->is_loopback());
+  EXPECT_TRUE(ip_address::parse("239.1.2.3")->is_multicast());
+  EXPECT_TRUE(ip_address::parse("ff02::1")->is_multicast());
+  EXPECT_FALSE(ip_address::parse("192.0.2.1")->is_multicast());
+  EXPECT_TRUE(ip_address::any_v4().is_unspecified());
+  EXPECT_TRUE(ip_address::any_v6().is_unspecified());
+  EXPECT_FALSE(ip_address::loopback_v6().is_unspecified());
+  EXPECT_FALSE(ip_address::any_v4() == ip_address::any_v6()) << "the families differ";
+}
+
+TEST(ip_address, endpoint_from_address_and_back) {
+  const auto a = *ip_address::parse("2001:db8::7");
+  tern::net::endpoint ep(a, 8443);
+  EXPECT_TRUE(ep.is_v6());
+  EXPECT_EQ(ep.port(), 8443);
+  EXPECT_EQ(ep.address(), a);
+  EXPECT_EQ(ep.to_string(), "[2001:db8::7]:8443");
+  tern::net::endpoint ep4(ip_address::loopback_v4(), 80);
+  EXPECT_EQ(ep4, tern::net::endpoint::loopback_v4(80));
+  EXPECT_EQ(ep4.address(), ip_address::loopback_v4());
+}
+
+}  // namespace

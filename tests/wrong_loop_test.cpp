@@ -269,7 +269,7 @@ TEST_P(wrong_loop_test, release_hands_over_the_fd_and_refuses_while_busy) {
     co_await tern::yield();
     auto [busy_ec, busy_fd] = a.release();
     EXPECT_EC(busy_ec, tern::error::operation_in_progress);
-    EXPECT_EQ(busy_fd, -1);
+    EXPECT_FALSE(busy_fd);
     EXPECT_TRUE(a.is_open()) << "a refused release leaves the socket as it was";
     CO_ASSERT_OK((co_await b.write_all(tern::const_buffer("1"))).ec);
     auto [p_ec, p_n] = co_await std::move(pending);
@@ -278,13 +278,13 @@ TEST_P(wrong_loop_test, release_hands_over_the_fd_and_refuses_while_busy) {
     auto [ec, fd] = a.release();
     CO_ASSERT_OK(ec);
     EXPECT_FALSE(a.is_open());
-    EXPECT_GE(::fcntl(fd, F_GETFD), 0) << "release does not close the fd";
+    EXPECT_GE(::fcntl(fd.get(), F_GETFD), 0) << "release does not close the fd";
     auto [again_ec, again_fd] = a.release();
     EXPECT_EC(again_ec, std::errc::bad_file_descriptor);
-    EXPECT_EQ(again_fd, -1);
+    EXPECT_FALSE(again_fd);
 
     // Adopted by worker 1's loop (from this thread, worker 0's), the fd works there.
-    auto [adopt_ec, moved] = tcp_socket::adopt(rt.worker(1), fd);
+    auto [adopt_ec, moved] = tcp_socket::adopt(rt.worker(1), std::move(fd));
     CO_ASSERT_OK(adopt_ec);
     auto done = rt.spawn_on(1, [](tcp_socket s) -> tern::task<std::error_code> {
       auto [ec, n] = co_await s.write_all(tern::const_buffer("2"));

@@ -20,6 +20,8 @@
 // | full                   | the channel is full                                 | resource_unavailable_try_again |
 // | line_too_long          | the line is longer than the reader's limit          | message_size             |
 // | operation_in_progress  | an operation is pending on the object               | operation_in_progress    |
+// | message_truncated      | a datagram (or its descriptors) did not fit         | message_size             |
+// | stale_socket_file      | a Unix socket file nobody listens on is in the way  | address_in_use           |
 //
 // Every cancellation tern reports is tern::error::operation_canceled, whichever way it came (cancel(), a stop
 // token, a closed socket, the kernel's ECANCELED), and every deadline tern::error::timed_out.
@@ -40,6 +42,8 @@ enum class error {
   full,                    // try_send found a bounded channel full (and no receiver waiting)
   line_too_long,           // buffered_reader: no delimiter within the reader's limit
   operation_in_progress,   // the object has a pending operation (release() of a socket in use)
+  message_truncated,       // a datagram longer than the buffer, or more passed descriptors than room for them
+  stale_socket_file,       // bind of a Unix socket: a socket file nobody listens on is in the way
 };
 
 namespace detail {

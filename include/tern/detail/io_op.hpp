@@ -25,12 +25,14 @@ class io_context;
 namespace tern::detail {
 
 // poll_in waits until the fd is readable and reads nothing (for fds that must be read on the loop's own thread,
-// such as a signalfd, whose read sees only the reading thread's signals).
-enum class op_code : std::uint8_t { recv, send, accept, connect, read, write, poll_in };
+// such as a signalfd, whose read sees only the reading thread's signals). recvmsg and sendmsg take a msghdr in
+// buf (datagrams with their addresses, file descriptors passed over Unix sockets) and their flags in msg_flags.
+enum class op_code : std::uint8_t { recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg };
 
 // Which readiness an operation waits for under epoll.
 inline bool waits_for_input(op_code c) noexcept {
-  return c == op_code::recv || c == op_code::accept || c == op_code::read || c == op_code::poll_in;
+  return c == op_code::recv || c == op_code::accept || c == op_code::read || c == op_code::poll_in ||
+         c == op_code::recvmsg;
 }
 
 struct descriptor;
@@ -54,9 +56,10 @@ struct io_op : resume_item {
   descriptor* desc = nullptr;
   io_op* prev_pending = nullptr;  // in desc->pending
   io_op* next_pending = nullptr;
-  void* buf = nullptr;            // recv/send/read/write buffer; accept/connect: sockaddr
+  void* buf = nullptr;            // recv/send/read/write buffer; accept/connect: sockaddr; recvmsg/sendmsg: msghdr
   std::uint32_t len = 0;          // buffer length; connect: sockaddr length
   socklen_t addr_len = 0;         // accept: in/out sockaddr length
+  int msg_flags = 0;              // recvmsg/sendmsg: the flags argument (MSG_TRUNC, MSG_CMSG_CLOEXEC, ...)
   int res = 0;
   op_code code = op_code::recv;
   state st = state::idle;

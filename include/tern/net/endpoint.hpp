@@ -11,6 +11,8 @@
 #include <string_view>
 #include <sys/socket.h>
 
+#include "tern/net/address.hpp"
+
 namespace tern::net {
 
 class endpoint {
@@ -19,6 +21,8 @@ class endpoint {
   endpoint() noexcept;
   // From a kernel socket address (AF_INET or AF_INET6); other families give 0.0.0.0:0.
   endpoint(const sockaddr* addr, socklen_t len) noexcept;
+  // An address and a port.
+  endpoint(const ip_address& address, std::uint16_t port) noexcept;
 
   // Parses "a.b.c.d:port" or "[v6]:port"; nullopt on anything else (missing port, port > 65535, bad address).
   static std::optional<endpoint> parse(std::string_view text) noexcept;
@@ -34,6 +38,8 @@ class endpoint {
   static endpoint any_v6(std::uint16_t port) noexcept;
 
   std::uint16_t port() const noexcept;
+  // The address without the port.
+  ip_address address() const noexcept;
   bool is_v6() const noexcept { return storage_.ss_family == AF_INET6; }
   int family() const noexcept { return storage_.ss_family; }
   // The text form that parse() accepts.

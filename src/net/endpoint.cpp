@@ -109,6 +109,24 @@ endpoint endpoint::any_v6(std::uint16_t port) noexcept {
   return ep;
 }
 
+endpoint::endpoint(const ip_address& address, std::uint16_t port) noexcept : endpoint() {
+  if (address.is_v6()) {
+    storage_ = {};
+    v6(storage_)->sin6_family = AF_INET6;
+    v6(storage_)->sin6_addr = address.to_v6();
+    v6(storage_)->sin6_scope_id = address.scope_id();
+    v6(storage_)->sin6_port = htons(port);
+  } else {
+    v4(storage_)->sin_addr = address.to_v4();
+    v4(storage_)->sin_port = htons(port);
+  }
+}
+
+ip_address endpoint::address() const noexcept {
+  if (is_v6()) return ip_address(v6(storage_)->sin6_addr, v6(storage_)->sin6_scope_id);
+  return ip_address(v4(storage_)->sin_addr);
+}
+
 std::uint16_t endpoint::port() const noexcept {
   return ntohs(is_v6() ? v6(storage_)->sin6_port : v4(storage_)->sin_port);
 }

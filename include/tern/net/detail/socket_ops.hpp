@@ -1,0 +1,355 @@
+// tern/net/detail/socket_ops.hpp
+//
+// The awaiters of socket operations, shared by every socket type (TCP, UDP, Unix). Each holds its io_op and
+// whatever the kernel reads or writes during the operation (a msghdr and its iovec, the peer's address, a control
+// buffer for passed descriptors), so the operation's state lives in the awaiting frame and starting one allocates
+// nothing. Awaiters that point into themselves (a msghdr pointing at its iovec) re-point in their copy
+// constructors: with_timeout and with_stop copy an awaiter before it is awaited, never after.
+#pragma once
+
+#include <cerrno>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <system_error>
+#include <utility>
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "tern/buffer.hpp"
+#include "tern/detail/io_op.hpp"
+#include "tern/detail/op_awaiter.hpp"
+#include "tern/error.hpp"
+#include "tern/io_context.hpp"
+#include "tern/io_result.hpp"
+#include "tern/unique_fd.hpp"
+
+namespace tern::net {
+
+// A received datagram: how many bytes were stored, and who sent it.
+template <class Endpoint>
+struct datagram {
+  std::size_t size = 0;
+  Endpoint from;
+};
+
+// A message received with descriptors: the data bytes stored and the descriptors stored.
+struct fd_message {
+  std::size_t size = 0;
+  std::size_t fds = 0;
+};
+
+// The most descriptors one message can carry here (the kernel's own limit, SCM_MAX_FD, is 253).
+inline constexpr std::size_t max_passed_fds = 64;
+
+namespace detail {
+
+using tern::detail::op_awaiter;
+
+class [[nodiscard]] read_awaiter : public op_awaiter {
+ public:
+  read_awaiter(io_context& ctx, tern::detail::descriptor* d, mutable_buffer b) noexcept
+      : op_awaiter(ctx, d, tern::detail::op_code::recv, b.data(), b.size()) {}
+  io_result<std::size_t> await_resume() const noexcept {
+    if (op_.res < 0) return {error(), 0};
+    if (op_.res == 0 && op_.len != 0) return {make_error_code(error::eof), 0};
+    return {{}, static_cast<std::size_t>(op_.res)};
+  }
+};
+
+class [[nodiscard]] write_awaiter : public op_awaiter {
+ public:
+  write_awaiter(io_context& ctx, tern::detail::descriptor* d, const_buffer b) noexcept
+      : op_awaiter(ctx, d, tern::detail::op_code::send, const_cast<void*>(b.data()), b.size()) {}
+  io_result<std::size_t> await_resume() const noexcept {
+    if (op_.res < 0) return {error(), 0};
+    return {{}, static_cast<std::size_t>(op_.res)};
+  }
+};
+
+// read_exact and write_all: one io_op issued again for the rest of the buffer after each partial transfer. The
+// pieces are chained from the op's own completion, so the awaiting coroutine is resumed once, at the end, and the
+// operation needs no frame of its own (it used to be a task looping over read_some/write_some, one frame and one
+// resumption per call and one per piece). Cancellation is remembered, so a cancel that arrives while the next
+// piece is queued (between two kernel operations) still ends the transfer with operation_canceled; bytes moved
+// before it are counted in the result either way.
+class [[nodiscard]] transfer_awaiter {
+ public:
+  transfer_awaiter(io_context& ctx, tern::detail::descriptor* d, tern::detail::op_code code, void* base,
+                   std::size_t size) noexcept
+      : base_(static_cast<unsigned char*>(base)), size_(size) {
+    op_.ctx = &ctx;
+    op_.desc = d;
+    op_.code = code;
+    op_.run = &on_piece;
+    op_.self = this;
+  }
+  transfer_awaiter(const transfer_awaiter& o) noexcept
+      : transfer_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.base_, o.size_) {}
+  transfer_awaiter& operator=(const transfer_awaiter&) = delete;
+  ~transfer_awaiter() { op_.ctx->forget(op_); }
+
+  bool await_ready() noexcept {
+    if (const int refused = tern::detail::refusal(*op_.ctx, op_.desc)) [[unlikely]] {
+      ec_ = tern::detail::result_error(refused);
+      return true;
+    }
+    return size_ == 0;
+  }
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    op_.handle = h;
+    return !issue();
+  }
+  // The byte count moved before any error; ec is eof when a read meets the end of the stream first.
+  io_result<std::size_t> await_resume() const noexcept { return {ec_, done_}; }
+  void cancel() noexcept {
+    canceled_ = true;
+    op_.ctx->cancel(op_);
+  }
+  io_context& context() const noexcept { return *op_.ctx; }
+
+ private:
+  struct piece_op : tern::detail::io_op {
+    transfer_awaiter* self;
+  };
+  // Starts pieces until one is pending (false) or the transfer has ended (true).
+  bool issue() noexcept;
+  // Takes in the result of the piece that just finished; true when the transfer has ended.
+  bool finish_piece() noexcept;
+  static void on_piece(tern::detail::work_item* w);
+
+  piece_op op_;
+  unsigned char* base_;
+  std::size_t size_;
+  std::size_t done_ = 0;
+  std::error_code ec_;
+  bool canceled_ = false;
+};
+
+// Wraps fd (a new connection, or a socket handed over) in a descriptor of ctx, first putting it in the blocking
+// mode ctx's backend needs when `fix_mode`. Closes fd on failure. Any thread.
+io_result<tern::detail::descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode) noexcept;
+
+// getsockname (peer false) or getpeername (peer true) of fd, as an Endpoint.
+template <class Endpoint>
+io_result<Endpoint> socket_name(int fd, bool peer) noexcept {
+  if (fd < 0) return {std::make_error_code(std::errc::bad_file_descriptor), {}};
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  const int rc = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
+                      : ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  if (rc < 0) return {{errno, std::system_category()}, {}};
+  return {{}, Endpoint(reinterpret_cast<const sockaddr*>(&ss), len)};
+}
+
+// accept(): the new connection, as a Socket of the target loop. Socket has a constructor (io_context&,
+// descriptor*) and one (io_context&) for a closed socket.
+template <class Socket>
+class [[nodiscard]] accept_awaiter : public op_awaiter {
+ public:
+  accept_awaiter(io_context& ctx, tern::detail::descriptor* d, io_context& target) noexcept
+      : op_awaiter(ctx, d, tern::detail::op_code::accept, nullptr, 0), target_(&target) {
+    point_at_peer();
+  }
+  accept_awaiter(const accept_awaiter& o) noexcept : op_awaiter(o), target_(o.target_) { point_at_peer(); }
+  io_result<Socket> await_resume() {
+    io_context& target = *target_;
+    if (op_.res < 0) return {error(), Socket(target)};
+    // The fd's blocking mode is the acceptor's backend's; a target on the other backend needs the other mode.
+    auto [ec, d] = wrap_fd(target, op_.res, target.backend() != op_.ctx->backend());
+    if (ec) return {ec, Socket(target)};
+    return {{}, Socket(target, d)};
+  }
+
+ private:
+  void point_at_peer() noexcept {
+    op_.buf = &peer_;
+    op_.addr_len = sizeof peer_;
+  }
+  io_context* target_;
+  sockaddr_storage peer_{};
+};
+
+// connect(): opens the socket first if it is closed (Socket::open_for(endpoint)), and closes it again if the
+// connect fails, because a socket whose connect failed cannot be connected again (POSIX leaves its state
+// unspecified, and Linux keeps a TCP socket's error latched). A refusal that never reached the kernel (wrong_loop,
+// already connected) leaves the socket alone.
+template <class Socket, class Endpoint>
+class [[nodiscard]] connect_awaiter : public op_awaiter {
+ public:
+  connect_awaiter(Socket& s, const Endpoint& ep) noexcept
+      : op_awaiter(s.context(), s.descriptor(), tern::detail::op_code::connect, nullptr, 0), socket_(&s), peer_(ep) {
+    point_at_peer();
+  }
+  connect_awaiter(const connect_awaiter& o) noexcept : op_awaiter(o), socket_(o.socket_), peer_(o.peer_) {
+    point_at_peer();
+  }
+  bool await_ready() noexcept {
+    if (!op_.ctx->running_here()) {
+      op_.res = tern::detail::wrong_loop_res;
+      return true;
+    }
+    if (op_.desc == nullptr) {
+      if (std::error_code ec = socket_->open_for(peer_)) {
+        op_.res = -ec.value();
+        return true;
+      }
+      op_.desc = socket_->descriptor();
+    }
+    op_.res = 0;
+    return false;
+  }
+  // Empty on success; on failure the socket is closed.
+  std::error_code await_resume() noexcept {
+    const int res = op_.res;
+    if (res >= 0) return {};
+    if (res != tern::detail::wrong_loop_res && res != -EISCONN && res != -EALREADY &&
+        socket_->descriptor() == op_.desc) {
+      socket_->close();
+    }
+    return tern::detail::result_error(res);
+  }
+
+ private:
+  void point_at_peer() noexcept {
+    op_.buf = const_cast<sockaddr*>(peer_.data());
+    op_.len = peer_.size();
+  }
+  Socket* socket_;
+  Endpoint peer_;
+};
+
+// recvmsg of one datagram into one buffer, with the sender's address (Endpoint) when WithAddress. MSG_TRUNC makes
+// the kernel report a datagram's full length, so one longer than the buffer is reported as message_truncated
+// (with the bytes that fit, and the sender), never silently cut.
+template <class Endpoint, bool WithAddress>
+class [[nodiscard]] datagram_receive_awaiter : public op_awaiter {
+ public:
+  datagram_receive_awaiter(io_context& ctx, tern::detail::descriptor* d, mutable_buffer b) noexcept
+      : op_awaiter(ctx, d, tern::detail::op_code::recvmsg, nullptr, 0), iov_{b.data(), b.size()} {
+    point();
+  }
+  datagram_receive_awaiter(const datagram_receive_awaiter& o) noexcept : op_awaiter(o), iov_(o.iov_) { point(); }
+
+  auto await_resume() const noexcept {
+    std::error_code ec;
+    std::size_t size = 0;
+    if (op_.res < 0) {
+      ec = error();
+    } else {
+      size = static_cast<std::size_t>(op_.res);
+      if (size > iov_.iov_len) {
+        ec = make_error_code(error::message_truncated);
+        size = iov_.iov_len;
+      }
+    }
+    if constexpr (WithAddress) {
+      Endpoint from;
+      if (op_.res >= 0) from = Endpoint(reinterpret_cast<const sockaddr*>(&from_), msg_.msg_namelen);
+      return io_result<datagram<Endpoint>>{ec, datagram<Endpoint>{size, from}};
+    } else {
+      return io_result<std::size_t>{ec, size};
+    }
+  }
+
+ private:
+  void point() noexcept {
+    msg_ = {};
+    if constexpr (WithAddress) {
+      msg_.msg_name = &from_;
+      msg_.msg_namelen = sizeof from_;
+    }
+    msg_.msg_iov = &iov_;
+    msg_.msg_iovlen = 1;
+    op_.buf = &msg_;
+    op_.msg_flags = MSG_TRUNC;
+  }
+  iovec iov_;
+  msghdr msg_{};
+  sockaddr_storage from_{};
+};
+
+// sendmsg of one datagram to an address.
+template <class Endpoint>
+class [[nodiscard]] datagram_send_awaiter : public op_awaiter {
+ public:
+  datagram_send_awaiter(io_context& ctx, tern::detail::descriptor* d, const_buffer b, const Endpoint& to) noexcept
+      : op_awaiter(ctx, d, tern::detail::op_code::sendmsg, nullptr, 0),
+        iov_{const_cast<void*>(b.data()), b.size()},
+        to_(to) {
+    point();
+  }
+  datagram_send_awaiter(const datagram_send_awaiter& o) noexcept : op_awaiter(o), iov_(o.iov_), to_(o.to_) {
+    point();
+  }
+  io_result<std::size_t> await_resume() const noexcept {
+    if (op_.res < 0) return {error(), 0};
+    return {{}, static_cast<std::size_t>(op_.res)};
+  }
+
+ private:
+  void point() noexcept {
+    msg_ = {};
+    msg_.msg_name = const_cast<sockaddr*>(to_.data());
+    msg_.msg_namelen = to_.size();
+    msg_.msg_iov = &iov_;
+    msg_.msg_iovlen = 1;
+    op_.buf = &msg_;
+  }
+  iovec iov_;
+  Endpoint to_;
+  msghdr msg_{};
+};
+
+// sendmsg of data with descriptors (SCM_RIGHTS) over a Unix socket. The kernel duplicates the descriptors into
+// the message; the caller keeps its own.
+class [[nodiscard]] send_fds_awaiter : public op_awaiter {
+ public:
+  send_fds_awaiter(io_context& ctx, tern::detail::descriptor* d, const_buffer b, std::span<const int> fds) noexcept;
+  send_fds_awaiter(const send_fds_awaiter& o) noexcept;
+  io_result<std::size_t> await_resume() const noexcept {
+    if (op_.res < 0) return {error(), 0};
+    return {{}, static_cast<std::size_t>(op_.res)};
+  }
+  // Refuses more descriptors than fit in one message (invalid_argument) before anything is sent.
+  bool await_ready() noexcept {
+    if (count_ > max_passed_fds) {
+      op_.res = -EINVAL;
+      return true;
+    }
+    return op_awaiter::await_ready();
+  }
+
+ private:
+  void point() noexcept;
+  iovec iov_;
+  std::size_t count_;
+  msghdr msg_{};
+  alignas(cmsghdr) unsigned char control_[CMSG_SPACE(sizeof(int) * max_passed_fds)];
+};
+
+// recvmsg of data with descriptors into out (received descriptors are close-on-exec, owned by out's elements).
+// More descriptors than out can hold: the extra ones are closed by the kernel and the result is
+// message_truncated (the data and the descriptors that fit are still delivered). On a stream socket, 0 bytes and
+// no descriptors means the peer closed (eof).
+class [[nodiscard]] receive_fds_awaiter : public op_awaiter {
+ public:
+  receive_fds_awaiter(io_context& ctx, tern::detail::descriptor* d, mutable_buffer b, std::span<unique_fd> out,
+                      bool stream) noexcept;
+  receive_fds_awaiter(const receive_fds_awaiter& o) noexcept;
+  io_result<fd_message> await_resume() noexcept;
+
+ private:
+  void point() noexcept;
+  iovec iov_;
+  std::span<unique_fd> out_;
+  bool stream_;
+  msghdr msg_{};
+  alignas(cmsghdr) unsigned char control_[CMSG_SPACE(sizeof(int) * max_passed_fds)];
+};
+
+}  // namespace detail
+}  // namespace tern::net
