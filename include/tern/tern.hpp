@@ -1,11 +1,13 @@
 // tern/tern.hpp: the whole public API in one include.
 #pragma once
 
+#include "tern/basic_descriptor.hpp"
 #include "tern/buffer.hpp"
 #include "tern/buffered_reader.hpp"
 #include "tern/buffered_writer.hpp"
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
+#include "tern/fs/pipe.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/net/address.hpp"

@@ -1,5 +1,5 @@
-// What every socket shares (see tern/net/socket.hpp): creating, adopting, closing, releasing and moving the
-// descriptor, and the completion side of read_exact/write_all and of descriptor passing.
+// What every socket shares (see tern/net/socket.hpp) beyond basic_descriptor: creating a socket in the mode of
+// the loop's backend, shutdown, and the completion side of descriptor passing.
 #include "tern/net/socket.hpp"
 
 #include <algorithm>
@@ -18,67 +18,6 @@ int mode_flags(io_context& ctx) noexcept { return ctx.backend() == backend_kind:
 }  // namespace
 
 namespace detail {
-
-io_result<tern::detail::descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode) noexcept {
-  if (fix_mode) {
-    const int flags = ::fcntl(fd, F_GETFL);
-    const int wanted = ctx.backend() == backend_kind::epoll ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
-    if (flags < 0 || (wanted != flags && ::fcntl(fd, F_SETFL, wanted) < 0)) {
-      std::error_code ec = last_error();
-      ::close(fd);
-      return {ec, nullptr};
-    }
-  }
-  try {
-    return {{}, ctx.open_descriptor(fd)};
-  } catch (const std::system_error& e) {
-    ::close(fd);
-    return {e.code(), nullptr};
-  } catch (...) {
-    ::close(fd);
-    return {std::make_error_code(std::errc::not_enough_memory), nullptr};
-  }
-}
-
-bool transfer_awaiter::issue() noexcept {
-  // Large writes go out in pieces: a bounded send keeps the data being copied in cache, and lets the reader of
-  // a busy duplex connection run between pieces. Measured on the hand-written liburing floor of tern-bench:
-  // 1 MiB bidirectional streams went from 3.0-3.3 to 4.7-5.0 GB/s with 64 KiB sends (Asio also sends at most
-  // 64 KiB per call).
-  constexpr std::size_t write_piece = 64 * 1024;
-  const std::size_t limit = op_.code == tern::detail::op_code::send ? write_piece : tern::detail::max_op_len;
-  for (;;) {
-    const std::size_t rest = size_ - done_;
-    op_.buf = base_ + done_;
-    op_.len = static_cast<std::uint32_t>(rest < limit ? rest : limit);
-    if (!op_.ctx->start(op_)) return false;  // pending, or queued for on_piece
-    if (finish_piece()) return true;
-  }
-}
-
-bool transfer_awaiter::finish_piece() noexcept {
-  const int res = op_.res;
-  if (res < 0) {
-    ec_ = tern::detail::result_error(res);
-    return true;
-  }
-  if (res == 0 && op_.code == tern::detail::op_code::recv) {
-    ec_ = make_error_code(error::eof);
-    return true;
-  }
-  done_ += static_cast<std::size_t>(res);
-  if (done_ == size_) return true;
-  if (canceled_) {
-    ec_ = make_error_code(tern::error::operation_canceled);
-    return true;
-  }
-  return false;
-}
-
-void transfer_awaiter::on_piece(tern::detail::work_item* w) {
-  transfer_awaiter* self = static_cast<piece_op*>(w)->self;
-  if (self->finish_piece() || self->issue()) self->op_.handle.resume();
-}
 
 send_fds_awaiter::send_fds_awaiter(io_context& ctx, tern::detail::descriptor* d, const_buffer b,
                                    std::span<const int> fds) noexcept
@@ -169,51 +108,11 @@ io_result<fd_message> receive_fds_awaiter::await_resume() noexcept {
 
 // ---- basic_socket ----
 
-basic_socket& basic_socket::operator=(basic_socket&& o) noexcept {
-  if (this != &o) {
-    close();
-    ctx_ = o.ctx_;
-    desc_ = std::exchange(o.desc_, nullptr);
-  }
-  return *this;
-}
-
-void basic_socket::close() noexcept {
-  if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
-}
-
-void basic_socket::cancel() noexcept { ctx_->cancel_pending(desc_); }
-
-io_result<unique_fd> basic_socket::release() noexcept {
-  if (desc_ == nullptr) return {std::make_error_code(std::errc::bad_file_descriptor), unique_fd()};
-  const int fd = ctx_->release_descriptor(desc_);
-  if (fd < 0) return {make_error_code(tern::error::operation_in_progress), unique_fd()};
-  desc_ = nullptr;
-  return {{}, unique_fd(fd)};
-}
-
-std::error_code basic_socket::move_to(io_context& target) noexcept {
-  auto [ec, fd] = release();
-  if (ec) return ec;
-  return adopt_fd(target, fd.release());
-}
-
 std::error_code basic_socket::open_socket(int family, int type, int protocol) {
   if (desc_ != nullptr) return std::make_error_code(std::errc::already_connected);
   const int fd = ::socket(family, type | SOCK_CLOEXEC | mode_flags(*ctx_), protocol);
   if (fd < 0) return last_error();
   auto [ec, d] = detail::wrap_fd(*ctx_, fd, false);
-  desc_ = d;
-  return ec;
-}
-
-std::error_code basic_socket::adopt_fd(io_context& ctx, int fd) noexcept {
-  if (desc_ != nullptr) {
-    ::close(fd);
-    return std::make_error_code(std::errc::already_connected);
-  }
-  ctx_ = &ctx;
-  auto [ec, d] = detail::wrap_fd(ctx, fd, true);
   desc_ = d;
   return ec;
 }

@@ -1,8 +1,8 @@
 // tern/net/socket.hpp
 //
-// What every socket type of tern shares: basic_socket (ownership of a descriptor of one loop, close, cancel,
-// options, moving to another loop), basic_stream_socket (the byte-stream operations of TCP and Unix stream
-// sockets) and basic_acceptor (accept, for TCP and Unix listeners).
+// What every socket type of tern shares: basic_socket (a basic_descriptor, which owns the descriptor of one loop
+// and closes, cancels, releases and moves it, with socket options), basic_stream_socket (the byte-stream operations
+// of TCP and Unix stream sockets) and basic_acceptor (accept, for TCP and Unix listeners).
 //
 // Results carry a std::error_code and never throw: `auto [ec, n] = co_await s.read_some(buf);`. Each operation is
 // an awaiter holding its io_op, so an operation allocates nothing; it can be cancelled (socket.cancel(),
@@ -27,6 +27,7 @@
 
 #include <sys/socket.h>
 
+#include "tern/basic_descriptor.hpp"
 #include "tern/buffer.hpp"
 #include "tern/detail/io_op.hpp"
 #include "tern/io_context.hpp"
@@ -39,29 +40,9 @@ namespace tern::net {
 
 enum class shutdown_how { receive = SHUT_RD, send = SHUT_WR, both = SHUT_RDWR };
 
-class basic_socket {
+// A socket: a descriptor of one loop (basic_descriptor) with socket options.
+class basic_socket : public basic_descriptor {
  public:
-  basic_socket(basic_socket&& o) noexcept : ctx_(o.ctx_), desc_(std::exchange(o.desc_, nullptr)) {}
-  basic_socket& operator=(basic_socket&& o) noexcept;
-  basic_socket(const basic_socket&) = delete;
-  basic_socket& operator=(const basic_socket&) = delete;
-  // Closes the socket.
-  ~basic_socket() { close(); }
-
-  // Cancels pending operations (they complete with operation_canceled) and closes the fd. Idempotent. Any thread
-  // (from a thread that does not run the loop while another does, the close happens on the loop, soon).
-  void close() noexcept;
-  // Cancels pending operations; they complete with operation_canceled. The socket stays open. Any thread.
-  void cancel() noexcept;
-  // Detaches the socket from its loop and hands its fd to the caller (to adopt() it on another loop). The socket
-  // is left closed. Any thread. Fails with operation_in_progress while an operation is pending (the socket is
-  // then unchanged), and with bad_file_descriptor when closed.
-  [[nodiscard]] io_result<unique_fd> release() noexcept;
-  // Moves the socket to another loop (release() here, adopt there): from then on its operations are awaited by
-  // tasks of target. Any thread; release()'s errors, and those of registering the fd with target (the socket is
-  // then closed).
-  [[nodiscard]] std::error_code move_to(io_context& target) noexcept;
-
   // Sets an option (net::option::no_delay{true}, ...); bad_file_descriptor when closed.
   template <settable_socket_option Option>
   [[nodiscard]] std::error_code set_option(const Option& o) noexcept {
@@ -75,27 +56,11 @@ class basic_socket {
     return Option::read(desc_->fd);
   }
 
-  bool is_open() const noexcept { return desc_ != nullptr; }
-  // The fd, or -1 when closed.
-  int native_handle() const noexcept { return desc_ != nullptr ? desc_->fd : -1; }
-  // The loop the socket belongs to.
-  io_context& context() const noexcept { return *ctx_; }
-
-  // Internal: the socket's descriptor (null when closed).
-  tern::detail::descriptor* descriptor() const noexcept { return desc_; }
-
  protected:
-  explicit basic_socket(io_context& ctx) noexcept : ctx_(&ctx) {}
-  basic_socket(io_context& ctx, tern::detail::descriptor* d) noexcept : ctx_(&ctx), desc_(d) {}
-
+  using basic_descriptor::basic_descriptor;
   // Creates the kernel socket in the mode the loop's backend needs (non-blocking under epoll); already_connected
   // if the socket is open.
   std::error_code open_socket(int family, int type, int protocol);
-  // Takes fd for ctx (already_connected if this socket is open); on failure fd is closed.
-  std::error_code adopt_fd(io_context& ctx, int fd) noexcept;
-
-  io_context* ctx_;
-  tern::detail::descriptor* desc_ = nullptr;
 };
 
 // The byte-stream operations of connected stream sockets (TCP, Unix stream).

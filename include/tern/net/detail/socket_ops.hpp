@@ -22,6 +22,7 @@
 #include "tern/buffer.hpp"
 #include "tern/detail/io_op.hpp"
 #include "tern/detail/op_awaiter.hpp"
+#include "tern/detail/stream_ops.hpp"
 #include "tern/error.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
@@ -48,90 +49,10 @@ inline constexpr std::size_t max_passed_fds = 64;
 namespace detail {
 
 using tern::detail::op_awaiter;
-
-class [[nodiscard]] read_awaiter : public op_awaiter {
- public:
-  read_awaiter(io_context& ctx, tern::detail::descriptor* d, mutable_buffer b) noexcept
-      : op_awaiter(ctx, d, tern::detail::op_code::recv, b.data(), b.size()) {}
-  io_result<std::size_t> await_resume() const noexcept {
-    if (op_.res < 0) return {error(), 0};
-    if (op_.res == 0 && op_.len != 0) return {make_error_code(error::eof), 0};
-    return {{}, static_cast<std::size_t>(op_.res)};
-  }
-};
-
-class [[nodiscard]] write_awaiter : public op_awaiter {
- public:
-  write_awaiter(io_context& ctx, tern::detail::descriptor* d, const_buffer b) noexcept
-      : op_awaiter(ctx, d, tern::detail::op_code::send, const_cast<void*>(b.data()), b.size()) {}
-  io_result<std::size_t> await_resume() const noexcept {
-    if (op_.res < 0) return {error(), 0};
-    return {{}, static_cast<std::size_t>(op_.res)};
-  }
-};
-
-// read_exact and write_all: one io_op issued again for the rest of the buffer after each partial transfer. The
-// pieces are chained from the op's own completion, so the awaiting coroutine is resumed once, at the end, and the
-// operation needs no frame of its own (it used to be a task looping over read_some/write_some, one frame and one
-// resumption per call and one per piece). Cancellation is remembered, so a cancel that arrives while the next
-// piece is queued (between two kernel operations) still ends the transfer with operation_canceled; bytes moved
-// before it are counted in the result either way.
-class [[nodiscard]] transfer_awaiter {
- public:
-  transfer_awaiter(io_context& ctx, tern::detail::descriptor* d, tern::detail::op_code code, void* base,
-                   std::size_t size) noexcept
-      : base_(static_cast<unsigned char*>(base)), size_(size) {
-    op_.ctx = &ctx;
-    op_.desc = d;
-    op_.code = code;
-    op_.run = &on_piece;
-    op_.self = this;
-  }
-  transfer_awaiter(const transfer_awaiter& o) noexcept
-      : transfer_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.base_, o.size_) {}
-  transfer_awaiter& operator=(const transfer_awaiter&) = delete;
-  ~transfer_awaiter() { op_.ctx->forget(op_); }
-
-  bool await_ready() noexcept {
-    if (const int refused = tern::detail::refusal(*op_.ctx, op_.desc)) [[unlikely]] {
-      ec_ = tern::detail::result_error(refused);
-      return true;
-    }
-    return size_ == 0;
-  }
-  bool await_suspend(std::coroutine_handle<> h) noexcept {
-    op_.handle = h;
-    return !issue();
-  }
-  // The byte count moved before any error; ec is eof when a read meets the end of the stream first.
-  io_result<std::size_t> await_resume() const noexcept { return {ec_, done_}; }
-  void cancel() noexcept {
-    canceled_ = true;
-    op_.ctx->cancel(op_);
-  }
-  io_context& context() const noexcept { return *op_.ctx; }
-
- private:
-  struct piece_op : tern::detail::io_op {
-    transfer_awaiter* self;
-  };
-  // Starts pieces until one is pending (false) or the transfer has ended (true).
-  bool issue() noexcept;
-  // Takes in the result of the piece that just finished; true when the transfer has ended.
-  bool finish_piece() noexcept;
-  static void on_piece(tern::detail::work_item* w);
-
-  piece_op op_;
-  unsigned char* base_;
-  std::size_t size_;
-  std::size_t done_ = 0;
-  std::error_code ec_;
-  bool canceled_ = false;
-};
-
-// Wraps fd (a new connection, or a socket handed over) in a descriptor of ctx, first putting it in the blocking
-// mode ctx's backend needs when `fix_mode`. Closes fd on failure. Any thread.
-io_result<tern::detail::descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode) noexcept;
+using tern::detail::read_awaiter;
+using tern::detail::transfer_awaiter;
+using tern::detail::wrap_fd;
+using tern::detail::write_awaiter;
 
 // getsockname (peer false) or getpeername (peer true) of fd, as an Endpoint.
 template <class Endpoint>

@@ -1,0 +1,65 @@
+// tern/basic_descriptor.hpp
+//
+// basic_descriptor: sole ownership of a file descriptor registered with one loop, the base of every I/O object
+// that waits on a descriptor (sockets of every kind, pipe ends). It closes the descriptor when destroyed, cancels
+// what is pending on it, and hands it over to another loop or to the caller.
+//
+// Which thread: the object belongs to the loop it was created on, and its operations are awaited by tasks that this
+// loop runs; an operation awaited on any other thread completes at once with tern::error::wrong_loop. close(),
+// cancel() and the destructor may run on any thread: away from a running loop they are handed to it.
+#pragma once
+
+#include <system_error>
+#include <utility>
+
+#include "tern/detail/io_op.hpp"
+#include "tern/io_context.hpp"
+#include "tern/io_result.hpp"
+#include "tern/unique_fd.hpp"
+
+namespace tern {
+
+class basic_descriptor {
+ public:
+  basic_descriptor(basic_descriptor&& o) noexcept : ctx_(o.ctx_), desc_(std::exchange(o.desc_, nullptr)) {}
+  basic_descriptor& operator=(basic_descriptor&& o) noexcept;
+  basic_descriptor(const basic_descriptor&) = delete;
+  basic_descriptor& operator=(const basic_descriptor&) = delete;
+  // Closes the descriptor.
+  ~basic_descriptor() { close(); }
+
+  // Cancels pending operations (they complete with operation_canceled) and closes the fd. Idempotent. Any thread
+  // (from a thread that does not run the loop while another does, the close happens on the loop, soon).
+  void close() noexcept;
+  // Cancels pending operations; they complete with operation_canceled. The object stays open. Any thread.
+  void cancel() noexcept;
+  // Detaches the descriptor from its loop and hands the fd to the caller (to adopt it on another loop). The object
+  // is left closed. Any thread. Fails with operation_in_progress while an operation is pending (the object is then
+  // unchanged), and with bad_file_descriptor when closed.
+  [[nodiscard]] io_result<unique_fd> release() noexcept;
+  // Moves the object to another loop (release() here, adopt there): from then on its operations are awaited by
+  // tasks of target. Any thread; release()'s errors, and those of registering the fd with target (the object is
+  // then closed).
+  [[nodiscard]] std::error_code move_to(io_context& target) noexcept;
+
+  bool is_open() const noexcept { return desc_ != nullptr; }
+  // The fd, or -1 when closed.
+  int native_handle() const noexcept { return desc_ != nullptr ? desc_->fd : -1; }
+  // The loop the object belongs to.
+  io_context& context() const noexcept { return *ctx_; }
+
+  // Internal: the descriptor (null when closed).
+  detail::descriptor* descriptor() const noexcept { return desc_; }
+
+ protected:
+  explicit basic_descriptor(io_context& ctx) noexcept : ctx_(&ctx) {}
+  basic_descriptor(io_context& ctx, detail::descriptor* d) noexcept : ctx_(&ctx), desc_(d) {}
+  // Takes fd for ctx, in the blocking mode ctx's backend needs (already_connected if this object is open); on
+  // failure fd is closed.
+  std::error_code adopt_fd(io_context& ctx, int fd) noexcept;
+
+  io_context* ctx_;
+  detail::descriptor* desc_ = nullptr;
+};
+
+}  // namespace tern

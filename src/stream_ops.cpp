@@ -1,0 +1,76 @@
+// The completion side of read_exact/write_all (see tern/detail/stream_ops.hpp), and wrapping an fd for a loop.
+#include "tern/detail/stream_ops.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace tern::detail {
+
+namespace {
+std::error_code last_error() noexcept { return {errno, std::system_category()}; }
+}  // namespace
+
+io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode) noexcept {
+  if (fix_mode) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    const int wanted = ctx.backend() == backend_kind::epoll ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+    if (flags < 0 || (wanted != flags && ::fcntl(fd, F_SETFL, wanted) < 0)) {
+      std::error_code ec = last_error();
+      ::close(fd);
+      return {ec, nullptr};
+    }
+  }
+  try {
+    return {{}, ctx.open_descriptor(fd)};
+  } catch (const std::system_error& e) {
+    ::close(fd);
+    return {e.code(), nullptr};
+  } catch (...) {
+    ::close(fd);
+    return {std::make_error_code(std::errc::not_enough_memory), nullptr};
+  }
+}
+
+bool transfer_awaiter::issue() noexcept {
+  // Large writes go out in pieces: a bounded send keeps the data being copied in cache, and lets the reader of
+  // a busy duplex connection run between pieces. Measured on the hand-written liburing floor of tern-bench:
+  // 1 MiB bidirectional streams went from 3.0-3.3 to 4.7-5.0 GB/s with 64 KiB sends (Asio also sends at most
+  // 64 KiB per call).
+  constexpr std::size_t write_piece = 64 * 1024;
+  const bool writing = op_.code == op_code::send || op_.code == op_code::write;
+  const std::size_t limit = writing ? write_piece : max_op_len;
+  for (;;) {
+    const std::size_t rest = size_ - done_;
+    op_.buf = base_ + done_;
+    op_.len = static_cast<std::uint32_t>(rest < limit ? rest : limit);
+    if (!op_.ctx->start(op_)) return false;  // pending, or queued for on_piece
+    if (finish_piece()) return true;
+  }
+}
+
+bool transfer_awaiter::finish_piece() noexcept {
+  const int res = op_.res;
+  if (res < 0) {
+    ec_ = result_error(res);
+    return true;
+  }
+  if (res == 0 && (op_.code == op_code::recv || op_.code == op_code::read)) {
+    ec_ = make_error_code(error::eof);
+    return true;
+  }
+  done_ += static_cast<std::size_t>(res);
+  if (done_ == size_) return true;
+  if (canceled_) {
+    ec_ = make_error_code(tern::error::operation_canceled);
+    return true;
+  }
+  return false;
+}
+
+void transfer_awaiter::on_piece(work_item* w) {
+  transfer_awaiter* self = static_cast<piece_op*>(w)->self;
+  if (self->finish_piece() || self->issue()) self->op_.handle.resume();
+}
+
+}  // namespace tern::detail
