@@ -31,18 +31,19 @@ io_result<unique_fd> basic_descriptor::release() noexcept {
 }
 
 std::error_code basic_descriptor::move_to(io_context& target) noexcept {
+  const bool watched = desc_ == nullptr || !desc_->unpolled;
   auto [ec, fd] = release();
   if (ec) return ec;
-  return adopt_fd(target, fd.release());
+  return adopt_fd(target, fd.release(), watched);
 }
 
-std::error_code basic_descriptor::adopt_fd(io_context& ctx, int fd) noexcept {
+std::error_code basic_descriptor::adopt_fd(io_context& ctx, int fd, bool watched) noexcept {
   if (desc_ != nullptr) {
     ::close(fd);
     return std::make_error_code(std::errc::already_connected);
   }
   ctx_ = &ctx;
-  auto [ec, d] = detail::wrap_fd(ctx, fd, true);
+  auto [ec, d] = detail::wrap_fd(ctx, fd, watched, watched);
   desc_ = d;
   return ec;
 }

@@ -10,6 +10,8 @@
 // blocked wait through an eventfd registered with a null data pointer.
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <cstdint>
 #include <ctime>
 #include <poll.h>
@@ -68,6 +70,17 @@ class epoll_backend final : public backend {
   }
 
   bool start(io_op& op) noexcept override {
+    if (is_file_op(op.code)) {
+      // Files cannot be polled: the call runs on the blocking pool, which posts the completion back.
+      auto& f = static_cast<file_op&>(op);
+      f.job.owner = &f;
+      f.job.execute = &execute_file_op;
+      f.completion.owner = &f;
+      f.completion.run = &file_op_done;
+      f.completion.discard = nullptr;
+      blocking_pool::instance().submit(&f.job);
+      return false;
+    }
     int r = attempt(op, false);
     if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINPROGRESS) {
       op.res = r;
@@ -79,12 +92,28 @@ class epoll_backend final : public backend {
   }
 
   void cancel(io_op& op) noexcept override {
+    if (is_file_op(op.code)) {
+      // A call not started yet is taken back; one that runs completes with its own result.
+      if (!blocking_pool::instance().withdraw(&static_cast<file_op&>(op).job)) return;
+      op.res = -ECANCELED;
+      ctx_.complete(op);
+      return;
+    }
     op.res = -ECANCELED;
     --waiting_;
     ctx_.complete(op);
   }
 
   void before_close(descriptor&) noexcept override {}
+
+  void abandon(io_op& op) noexcept override {
+    if (!is_file_op(op.code)) return;
+    auto& f = static_cast<file_op&>(op);
+    if (blocking_pool::instance().withdraw(&f.job)) return;
+    // Running or done: wait for the pool thread to let go of the op, then drop the completion it posted.
+    blocking_pool::wait_idle(&f.job);
+    ctx_.purge(&f.completion);
+  }
 
   void poll(std::int64_t timeout_ns) override {
     timespec ts{};
@@ -158,6 +187,50 @@ class epoll_backend final : public backend {
       }
       if (r != -EINTR) return r;
     }
+  }
+
+  // Pool thread: the blocking call of a file operation; then the completion goes to the loop's inbox, and the job
+  // is finished (its last access).
+  static void execute_file_op(blocking_job* job) noexcept {
+    file_op& op = *static_cast<file_op::pool_job*>(job)->owner;
+    const int fd = op.desc != nullptr ? op.desc->fd : AT_FDCWD;
+    long r = 0;
+    do {
+      switch (op.code) {
+        case op_code::read_at:
+          r = op.offset == file_op::current_position ? ::read(fd, op.buf, op.len)
+                                                     : ::pread(fd, op.buf, op.len, static_cast<off_t>(op.offset));
+          break;
+        case op_code::write_at:
+          r = op.offset == file_op::current_position ? ::write(fd, op.buf, op.len)
+                                                     : ::pwrite(fd, op.buf, op.len, static_cast<off_t>(op.offset));
+          break;
+        case op_code::fsync: r = op.flags != 0 ? ::fdatasync(fd) : ::fsync(fd); break;
+        case op_code::fallocate:
+          r = ::fallocate(fd, op.flags, static_cast<off_t>(op.offset), static_cast<off_t>(op.length));
+          break;
+        case op_code::ftruncate: r = ::ftruncate(fd, static_cast<off_t>(op.offset)); break;
+        case op_code::statx:
+          r = ::statx(fd, op.path, op.flags, op.mode, static_cast<struct statx*>(op.buf));
+          break;
+        case op_code::openat: r = ::openat(AT_FDCWD, op.path, op.flags, op.mode); break;
+        case op_code::renameat: r = ::renameat(AT_FDCWD, op.path, AT_FDCWD, op.path2); break;
+        case op_code::unlinkat: r = ::unlinkat(AT_FDCWD, op.path, op.flags); break;
+        case op_code::mkdirat: r = ::mkdirat(AT_FDCWD, op.path, op.mode); break;
+        default: r = -1; errno = EINVAL; break;
+      }
+    } while (r < 0 && errno == EINTR);
+    op.res = errno_result(r);
+    op.ctx->enqueue(&op.completion);
+    job->finish();
+  }
+
+  // Loop thread: the pool thread has posted the completion; once it has also let go of the job, the op completes
+  // like any other.
+  static void file_op_done(work_item* w) {
+    file_op& op = *static_cast<file_op::pool_completion*>(w)->owner;
+    blocking_pool::wait_idle(&op.job);
+    op.ctx->complete(op);
   }
 
   // epoll_pwait2 (Linux 5.11) takes a nanosecond timeout; without it, epoll_wait's milliseconds are rounded up so

@@ -21,6 +21,9 @@ std::string error_category_impl::message(int value) const {
     case error::message_truncated: return "message truncated: the datagram or its descriptors did not fit";
     case error::stale_socket_file:
       return "a socket file nobody listens on is in the way (bind with remove_stale to replace it)";
+    case error::misaligned:
+      return "direct I/O needs the buffer address, the offset and the size aligned to the file's direct-I/O "
+             "alignment (fs::file::direct_alignment, fs::aligned_buffer)";
   }
   return "unknown tern error";
 }
@@ -34,6 +37,7 @@ std::error_condition error_category_impl::default_error_condition(int value) con
     case error::operation_in_progress: return std::errc::operation_in_progress;
     case error::message_truncated: return std::errc::message_size;
     case error::stale_socket_file: return std::errc::address_in_use;
+    case error::misaligned: return std::errc::invalid_argument;
     case error::wrong_loop:
     case error::eof:
     case error::closed: break;

@@ -445,17 +445,18 @@ bool io_context::start(detail::io_op& op) noexcept {
     return false;
   }
   op.st = detail::io_op::state::pending;
-  op.desc->link(&op);
+  if (op.desc != nullptr) op.desc->link(&op);  // path operations have no descriptor
   ++pending_ops_;
   return false;
 }
 
 void io_context::complete(detail::io_op& op) noexcept {
   detail::descriptor* d = op.desc;
-  d->unlink(&op);
   op.st = detail::io_op::state::done;
   --pending_ops_;
   run_queue_.push_back(&op);
+  if (d == nullptr) return;
+  d->unlink(&op);
   if (d->closing && !d->has_pending()) free_descriptor(d);
 }
 
@@ -467,14 +468,16 @@ void io_context::cancel(detail::io_op& op) noexcept {
 
 void io_context::forget(detail::io_op& op) noexcept {
   if (op.st != detail::io_op::state::pending && op.st != detail::io_op::state::cancelling) return;
+  backend_->abandon(op);
   detail::descriptor* d = op.desc;
-  d->unlink(&op);
   op.st = detail::io_op::state::done;
   --pending_ops_;
+  if (d == nullptr) return;
+  d->unlink(&op);
   if (d->closing && !d->has_pending()) free_descriptor(d);
 }
 
-detail::descriptor* io_context::open_descriptor(int fd) {
+detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
   detail::descriptor* d = nullptr;
   if (running_here()) {
     if (free_descriptors_ == nullptr) {
@@ -496,6 +499,8 @@ detail::descriptor* io_context::open_descriptor(int fd) {
   d->close_item.run = &close_handed_over;
   d->close_item.discard = &close_handed_over;
   d->close_item.owner = d;
+  d->unpolled = !watched;
+  if (!watched) return d;
   try {
     backend_->attach(*d);
   } catch (...) {

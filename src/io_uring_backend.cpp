@@ -26,6 +26,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <ctime>
+#include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -87,6 +88,12 @@ class io_uring_backend final : public backend {
 
   bool start(io_op& op) noexcept override {
     io_uring_sqe* sqe = get_sqe();
+    if (is_file_op(op.code)) {
+      prep_file_op(sqe, static_cast<file_op&>(op));
+      io_uring_sqe_set_data(sqe, &op);
+      ++in_flight_;
+      return false;
+    }
     const int fd = op.desc->fd;
     switch (op.code) {
       case op_code::recv:
@@ -123,6 +130,8 @@ class io_uring_backend final : public backend {
     ++in_flight_;
     return false;
   }
+
+  void abandon(io_op&) noexcept override {}
 
   void cancel(io_op& op) noexcept override {
     io_uring_sqe* sqe = get_sqe();
@@ -195,6 +204,34 @@ class io_uring_backend final : public backend {
     }
     return false;
   }
+
+  // The SQE of a file operation; path operations (no descriptor) are relative to the current directory.
+  static void prep_file_op(io_uring_sqe* sqe, file_op& op) noexcept {
+    const int fd = op.desc != nullptr ? op.desc->fd : AT_FDCWD;
+    switch (op.code) {
+      case op_code::read_at: io_uring_prep_read(sqe, fd, op.buf, op.len, op.offset); break;
+      case op_code::write_at: io_uring_prep_write(sqe, fd, op.buf, op.len, op.offset); break;
+      case op_code::fsync: io_uring_prep_fsync(sqe, fd, op.flags != 0 ? IORING_FSYNC_DATASYNC : 0); break;
+      case op_code::fallocate:
+        io_uring_prep_fallocate(sqe, fd, op.flags, static_cast<off_t>(op.offset), static_cast<off_t>(op.length));
+        break;
+      case op_code::ftruncate:
+        // IORING_OP_FTRUNCATE (kernel 6.9) is newer than liburing 2.3's headers: the opcode and the size in off.
+        io_uring_prep_rw(ftruncate_opcode, sqe, fd, nullptr, 0, op.offset);
+        break;
+      case op_code::statx:
+        io_uring_prep_statx(sqe, fd, op.path, op.flags, op.mode, static_cast<struct statx*>(op.buf));
+        break;
+      case op_code::openat:
+        io_uring_prep_openat(sqe, AT_FDCWD, op.path, op.flags, op.mode);
+        break;
+      case op_code::renameat: io_uring_prep_renameat(sqe, AT_FDCWD, op.path, AT_FDCWD, op.path2, 0); break;
+      case op_code::unlinkat: io_uring_prep_unlinkat(sqe, AT_FDCWD, op.path, op.flags); break;
+      case op_code::mkdirat: io_uring_prep_mkdirat(sqe, AT_FDCWD, op.path, op.mode); break;
+      default: io_uring_prep_nop(sqe); break;
+    }
+  }
+  static constexpr int ftruncate_opcode = 55;
 
   void submit() noexcept {
     enable();

@@ -11,7 +11,7 @@ namespace {
 std::error_code last_error() noexcept { return {errno, std::system_category()}; }
 }  // namespace
 
-io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode) noexcept {
+io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode, bool watched) noexcept {
   if (fix_mode) {
     const int flags = ::fcntl(fd, F_GETFL);
     const int wanted = ctx.backend() == backend_kind::epoll ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
@@ -22,7 +22,7 @@ io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode) noexcept 
     }
   }
   try {
-    return {{}, ctx.open_descriptor(fd)};
+    return {{}, ctx.open_descriptor(fd, watched)};
   } catch (const std::system_error& e) {
     ::close(fd);
     return {e.code(), nullptr};

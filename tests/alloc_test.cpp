@@ -6,6 +6,8 @@
 
 #include <tern/detail/line_pool.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <string_view>
 #include <vector>
 #include <thread>
@@ -356,6 +359,48 @@ TEST_P(alloc_test, buffered_line_echo_allocates_nothing) {
   EXPECT_EQ(r.errors, 0);
   EXPECT_EQ(r.mismatches, 0);
   EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " lines";
+}
+
+// Positioned file reads and writes: an io_uring SQE each, or a blocking-pool job under epoll, both held in the
+// awaiter, so a steady stream of them allocates nothing.
+TEST_P(alloc_test, file_reads_and_writes_allocate_nothing) {
+  char pattern[] = "/tmp/tern-alloc-XXXXXX";
+  const int tmp = ::mkstemp(pattern);
+  ASSERT_GE(tmp, 0);
+  ::close(tmp);
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, std::string path, loop_result& r) -> tern::task<void> {
+    tern::fs::open_options o;
+    o.access = tern::fs::open_options::read_write;
+    auto [ec, f] = co_await tern::fs::file::open(ctx, path, o);
+    CO_ASSERT_OK(ec);
+    std::array<char, 4096> block{};
+    for (int i = 0; i < 64; ++i) {
+      block[0] = static_cast<char>(i);
+      CO_ASSERT_OK((co_await f.write_all_at(block, static_cast<std::uint64_t>(i) * block.size())).ec);
+    }
+    std::array<char, 4096> back{};
+    for (int i = 0; i < warmup + measured; ++i) {
+      if (i == warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      const auto offset = static_cast<std::uint64_t>(i % 64) * block.size();
+      auto [rec, n] = co_await tern::with_timeout(f.read_exact_at(back, offset), 1h);
+      if (rec || n != back.size()) {
+        ++r.errors;
+        break;
+      }
+      if (back[0] != static_cast<char>(i % 64)) ++r.mismatches;
+      if (i % 16 == 0 && (co_await f.write_at(tern::const_buffer(back.data(), 512), offset)).ec) ++r.errors;
+    }
+    r.allocations = stop_counting();
+  }(ctx, std::string(pattern), r));
+  ::unlink(pattern);
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " file reads";
 }
 
 TEST_P(alloc_test, post_run_cycles_allocate_nothing) {

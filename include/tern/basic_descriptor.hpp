@@ -55,8 +55,8 @@ class basic_descriptor {
   explicit basic_descriptor(io_context& ctx) noexcept : ctx_(&ctx) {}
   basic_descriptor(io_context& ctx, detail::descriptor* d) noexcept : ctx_(&ctx), desc_(d) {}
   // Takes fd for ctx, in the blocking mode ctx's backend needs (already_connected if this object is open); on
-  // failure fd is closed.
-  std::error_code adopt_fd(io_context& ctx, int fd) noexcept;
+  // failure fd is closed. watched false: a regular file, which the backend does not watch.
+  std::error_code adopt_fd(io_context& ctx, int fd, bool watched = true) noexcept;
 
   io_context* ctx_;
   detail::descriptor* desc_ = nullptr;

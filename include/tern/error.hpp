@@ -22,6 +22,7 @@
 // | operation_in_progress  | an operation is pending on the object               | operation_in_progress    |
 // | message_truncated      | a datagram (or its descriptors) did not fit         | message_size             |
 // | stale_socket_file      | a Unix socket file nobody listens on is in the way  | address_in_use           |
+// | misaligned             | O_DIRECT I/O whose buffer, offset or size is not aligned | invalid_argument    |
 //
 // Every cancellation tern reports is tern::error::operation_canceled, whichever way it came (cancel(), a stop
 // token, a closed socket, the kernel's ECANCELED), and every deadline tern::error::timed_out.
@@ -44,6 +45,7 @@ enum class error {
   operation_in_progress,   // the object has a pending operation (release() of a socket in use)
   message_truncated,       // a datagram longer than the buffer, or more passed descriptors than room for them
   stale_socket_file,       // bind of a Unix socket: a socket file nobody listens on is in the way
+  misaligned,              // O_DIRECT file I/O whose buffer address, offset or size breaks the file's alignment
 };
 
 namespace detail {

@@ -359,6 +359,11 @@ class io_context {
   void cancel(detail::io_op& op) noexcept;
   // An op that was never completed is being destroyed with its frame (context teardown only).
   void forget(detail::io_op& op) noexcept;
+  // Loop thread: takes w out of the inbox and the run queue if it is queued there.
+  void purge(detail::work_item* w) noexcept {
+    inbox_.drain_into(run_queue_);
+    run_queue_.remove(w);
+  }
 
   // Handler slabs (loop thread only). A post from the loop's thread, the common case of a handler posting its
   // successor, takes a block from the loop's free list and its run gives it back: no thread-local lookup on either
@@ -411,8 +416,9 @@ class io_context {
     return o != 0 && o != detail::thread_identity();
   }
   // Wraps fd for this loop. Any thread: off the loop's thread the descriptor is allocated afresh instead of taken
-  // from the loop's free list, and the backend's registration (epoll_ctl) is thread-safe.
-  detail::descriptor* open_descriptor(int fd);
+  // from the loop's free list, and the backend's registration (epoll_ctl) is thread-safe. watched false: a regular
+  // file, which the backend does not watch (its operations are file_ops).
+  detail::descriptor* open_descriptor(int fd, bool watched = true);
   // Cancels d's pending operations and closes its fd. Any thread: from a thread that does not run the loop while
   // another does, the close is queued on the loop (d's own close_item) and happens there.
   void close_descriptor(detail::descriptor* d) noexcept;

@@ -7,6 +7,7 @@
 #include "tern/buffered_writer.hpp"
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
+#include "tern/fs/file.hpp"
 #include "tern/fs/pipe.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"

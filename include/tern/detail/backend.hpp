@@ -36,6 +36,8 @@ class backend {
   // thread.
   virtual void detach(descriptor& d) noexcept = 0;
   virtual bool start(io_op& op) noexcept = 0;
+  // op's frame is going away while op is pending (loop teardown): make sure nothing touches op afterwards.
+  virtual void abandon(io_op& op) noexcept = 0;
   virtual void cancel(io_op& op) noexcept = 0;
   virtual void before_close(descriptor& d) noexcept = 0;
   // Submits, waits up to timeout_ns (negative: no limit; 0: do not block), and completes finished operations.

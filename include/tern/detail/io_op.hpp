@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <sys/socket.h>
 
+#include "tern/detail/blocking_pool.hpp"
 #include "tern/detail/work_queue.hpp"
 
 namespace tern {
@@ -27,7 +28,15 @@ namespace tern::detail {
 // poll_in waits until the fd is readable and reads nothing (for fds that must be read on the loop's own thread,
 // such as a signalfd, whose read sees only the reading thread's signals). recvmsg and sendmsg take a msghdr in
 // buf (datagrams with their addresses, file descriptors passed over Unix sockets) and their flags in msg_flags.
-enum class op_code : std::uint8_t { recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg };
+//
+// The file operations, from read_at on, are file_ops (below): positioned reads and writes, and the calls of the file
+// system. io_uring runs them as SQEs; epoll, which cannot poll files, runs them on the blocking pool.
+enum class op_code : std::uint8_t {
+  recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg,
+  read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
+};
+
+inline bool is_file_op(op_code c) noexcept { return c >= op_code::read_at; }
 
 // Which readiness an operation waits for under epoll.
 inline bool waits_for_input(op_code c) noexcept {
@@ -65,6 +74,28 @@ struct io_op : resume_item {
   state st = state::idle;
 };
 
+// A file operation: an io_op with what the file calls take besides a buffer. Path operations (openat, renameat,
+// unlinkat, mkdirat, statx of a path) have no descriptor (desc is null) and work relative to the current directory.
+struct file_op : io_op {
+  static constexpr std::uint64_t current_position = ~std::uint64_t{0};  // what io_uring takes as -1
+  // read_at/write_at/fallocate: the file offset (read_at/write_at: current_position for the file's own position,
+  // as read(2) and write(2) use); ftruncate: the new size.
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;      // fallocate: the length
+  const char* path = nullptr;    // openat/statx/unlinkat/mkdirat: the path; renameat: the old path
+  const char* path2 = nullptr;   // renameat: the new path
+  unsigned mode = 0;             // openat/mkdirat: the mode bits; statx: the mask
+  int flags = 0;                 // openat: O_ flags; fsync: 1 for fdatasync; fallocate: mode; statx/unlinkat: AT_ flags
+  void* owner = nullptr;         // the awaiter, for an operation that chains its next call from its completion
+  // epoll only: the node by which the blocking pool runs the call, and the item it posts back to the loop.
+  struct pool_job : blocking_job {
+    file_op* owner = nullptr;
+  } job;
+  struct pool_completion : work_item {
+    file_op* owner = nullptr;
+  } completion;
+};
+
 struct descriptor {
   int fd = -1;
   bool closing = false;        // close() ran while operations were still pending
@@ -73,6 +104,8 @@ struct descriptor {
   // completed since, so the next receive is most likely waiting for the peer's answer.
   bool recv_drained = false;
   bool answer_awaited = false;
+  // A descriptor the backend does not watch (a regular file: epoll refuses it); its operations are file_ops.
+  bool unpolled = false;
   // Bumped at every open, so that a cancel() handed over from another thread cannot reach the next socket that
   // reuses this descriptor.
   std::uint32_t generation = 0;

@@ -85,6 +85,19 @@ class work_queue {
     return w;
   }
 
+  // Takes w out of the queue if it is there (a linear scan: only for the rare operation whose frame goes away while
+  // its completion is queued); returns whether it was.
+  bool remove(work_item* w) noexcept {
+    work_item* prev = nullptr;
+    for (work_item* i = head_; i != nullptr; prev = i, i = i->next) {
+      if (i != w) continue;
+      if (prev == nullptr) head_ = i->next; else prev->next = i->next;
+      if (tail_ == i) tail_ = prev;
+      return true;
+    }
+    return false;
+  }
+
   // pop_front() for the loop: also starts loading the item after it. A long queue (a thousand handler chains) is
   // a linked list larger than L1, and each item's next pointer would otherwise be a cache miss on the critical path
   // of the following pop.

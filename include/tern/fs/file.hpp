@@ -1,0 +1,352 @@
+// tern/fs/file.hpp
+//
+// Files: fs::file (open, positioned reads and writes, sync, allocate, truncate, stat) and the path operations
+// (status, rename, remove, create_directory).
+//
+// One API on both backends. io_uring runs every call as an SQE of the loop's ring; epoll cannot poll files, so
+// there each call runs on the blocking pool (detail/blocking_pool.hpp: a few threads per process, started on
+// first use) and its completion comes back to the loop. Either way an operation is an awaiter holding its state,
+// so it allocates nothing (on io_uring, not even on a first call), takes stop tokens, cancel() and with_timeout
+// like every other operation, and reports errors as std::error_code: no such file, permission denied, no space,
+// a read past the end of the file (tern::error::eof), a descriptor table that is full (too_many_files_open).
+// Cancelling a call that has already started (a blocking pool thread is inside it, or io_uring issued it) lets it
+// finish with its own result.
+//
+// Direct I/O (open_options::direct, O_DIRECT) bypasses the page cache and requires the buffer address, the
+// offset and the size to be multiples of the file's direct-I/O alignment (direct_alignment(), from statx): an
+// operation that breaks it completes at once with tern::error::misaligned instead of the kernel's bare EINVAL.
+// fs::aligned_buffer gives suitably aligned memory.
+//
+// Paths are not copied: a path passed to an operation must stay valid until the operation completes (a string
+// literal, a std::string that outlives the co_await, or a temporary inside the awaited expression).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "tern/basic_descriptor.hpp"
+#include "tern/buffer.hpp"
+#include "tern/detail/io_op.hpp"
+#include "tern/detail/op_awaiter.hpp"
+#include "tern/detail/stream_ops.hpp"
+#include "tern/error.hpp"
+#include "tern/io_context.hpp"
+#include "tern/io_result.hpp"
+#include "tern/unique_fd.hpp"
+
+namespace tern::fs {
+
+struct open_options {
+  enum access_mode { read_only, write_only, read_write };
+  access_mode access = read_only;
+  bool create = false;     // O_CREAT: make the file (with mode) if it does not exist
+  bool exclusive = false;  // O_EXCL, with create: fail with file_exists if it does
+  bool truncate = false;   // O_TRUNC: empty the file
+  bool append = false;     // O_APPEND: every write goes to the end
+  bool direct = false;     // O_DIRECT: bypass the page cache (aligned buffers, offsets and sizes)
+  bool dsync = false;      // O_DSYNC: each write reaches the device before it completes
+  mode_t mode = 0644;      // for a file that create makes (before the umask)
+};
+
+enum class file_type { unknown, regular, directory, symlink, block_device, character_device, fifo, socket };
+
+struct file_status {
+  file_type type = file_type::unknown;
+  std::uint64_t size = 0;
+  mode_t permissions = 0;  // the permission bits (07777)
+  std::uint64_t links = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::uint64_t inode = 0;
+  std::uint64_t blocks = 0;        // 512-byte blocks allocated
+  std::uint32_t block_size = 0;    // the preferred I/O size
+  std::chrono::system_clock::time_point accessed, modified, changed;
+  // Direct I/O: the alignment of buffer addresses and of offsets and sizes; 0 when the file system does not say.
+  std::uint32_t direct_memory_alignment = 0;
+  std::uint32_t direct_offset_alignment = 0;
+};
+
+namespace detail {
+
+using tern::detail::descriptor;
+using tern::detail::file_op;
+using tern::detail::op_code;
+
+// File operations that do not fit a descriptor's state (what the ops below check before they start).
+struct file_state {
+  std::uint32_t memory_alignment = 0;  // direct I/O: required alignments (0: no direct I/O)
+  std::uint32_t offset_alignment = 0;
+};
+
+// The common part of every file awaiter: the file_op, cancel(), context(), and the check that the operation is
+// awaited on its loop's thread.
+class [[nodiscard]] file_op_awaiter {
+ public:
+  file_op_awaiter(io_context& ctx, descriptor* d, op_code code) noexcept {
+    op_.ctx = &ctx;
+    op_.desc = d;
+    op_.code = code;
+  }
+  file_op_awaiter(const file_op_awaiter& o) noexcept : file_op_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code) {
+    copy_fields(o);
+  }
+  file_op_awaiter& operator=(const file_op_awaiter&) = delete;
+  ~file_op_awaiter() { op_.ctx->forget(op_); }
+
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    op_.handle = h;
+    return !op_.ctx->start(op_);
+  }
+  // Requests cancellation while suspended: a call not started yet completes with operation_canceled.
+  void cancel() noexcept { op_.ctx->cancel(op_); }
+  io_context& context() const noexcept { return *op_.ctx; }
+
+ protected:
+  // Refuses the operation before it starts (wrong thread, closed file): true, with res set.
+  bool refused(bool needs_descriptor) noexcept {
+    if (!op_.ctx->running_here()) {
+      op_.res = tern::detail::wrong_loop_res;
+      return true;
+    }
+    if (needs_descriptor && op_.desc == nullptr) {
+      op_.res = -EBADF;
+      return true;
+    }
+    return false;
+  }
+  std::error_code error() const noexcept { return tern::detail::result_error(op_.res); }
+  void copy_fields(const file_op_awaiter& o) noexcept {
+    op_.buf = o.op_.buf;
+    op_.len = o.op_.len;
+    op_.res = o.op_.res;
+    op_.offset = o.op_.offset;
+    op_.length = o.op_.length;
+    op_.path = o.op_.path;
+    op_.path2 = o.op_.path2;
+    op_.mode = o.op_.mode;
+    op_.flags = o.op_.flags;
+  }
+
+  file_op op_;
+};
+
+// read_at / write_at: one positioned call. A read at or past the end of the file is eof.
+class [[nodiscard]] file_io_awaiter : public file_op_awaiter {
+ public:
+  file_io_awaiter(io_context& ctx, descriptor* d, op_code code, void* buf, std::size_t len, std::uint64_t offset,
+                  file_state state) noexcept
+      : file_op_awaiter(ctx, d, code), state_(state) {
+    op_.buf = buf;
+    op_.len = len > tern::detail::max_op_len ? tern::detail::max_op_len : static_cast<std::uint32_t>(len);
+    op_.offset = offset;
+  }
+  bool await_ready() noexcept;
+  io_result<std::size_t> await_resume() const noexcept {
+    if (misaligned_) return {make_error_code(error::misaligned), 0};
+    if (op_.res < 0) return {error(), 0};
+    if (op_.res == 0 && op_.len != 0 && op_.code == op_code::read_at) return {make_error_code(error::eof), 0};
+    return {{}, static_cast<std::size_t>(op_.res)};
+  }
+
+ private:
+  file_state state_;
+  bool misaligned_ = false;
+};
+
+// read_exact_at / write_all_at: the positioned call issued again for the rest after each partial transfer, from
+// the op's own completion (one resumption at the end, as transfer_awaiter does for streams). The result counts
+// the bytes moved, also on error; a read that meets the end of the file first is eof.
+class [[nodiscard]] file_transfer_awaiter : public file_op_awaiter {
+ public:
+  file_transfer_awaiter(io_context& ctx, descriptor* d, op_code code, void* base, std::size_t size,
+                        std::uint64_t offset, file_state state) noexcept;
+  file_transfer_awaiter(const file_transfer_awaiter& o) noexcept;
+  bool await_ready() noexcept;
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    op_.handle = h;
+    return !issue();
+  }
+  io_result<std::size_t> await_resume() const noexcept { return {ec_, done_}; }
+  void cancel() noexcept {
+    canceled_ = true;
+    op_.ctx->cancel(op_);
+  }
+
+ private:
+  bool issue() noexcept;
+  bool finish_piece() noexcept;
+  static void on_piece(tern::detail::work_item* w);
+
+  unsigned char* base_;
+  std::size_t size_;
+  std::uint64_t offset_;
+  std::size_t done_ = 0;
+  std::error_code ec_;
+  file_state state_;
+  bool canceled_ = false;
+};
+
+// fsync, fdatasync, fallocate, ftruncate, and the path calls: yields std::error_code.
+class [[nodiscard]] file_call_awaiter : public file_op_awaiter {
+ public:
+  file_call_awaiter(io_context& ctx, descriptor* d, op_code code) noexcept : file_op_awaiter(ctx, d, code) {}
+  bool await_ready() noexcept { return refused(op_.code != op_code::renameat && op_.code != op_code::unlinkat &&
+                                               op_.code != op_code::mkdirat); }
+  std::error_code await_resume() const noexcept { return op_.res < 0 ? error() : std::error_code{}; }
+  file_op& op() noexcept { return op_; }
+};
+
+// statx of an open file or of a path: yields io_result<file_status>.
+class [[nodiscard]] stat_awaiter : public file_op_awaiter {
+ public:
+  stat_awaiter(io_context& ctx, descriptor* d, const char* path, bool follow_symlinks) noexcept;
+  stat_awaiter(const stat_awaiter& o) noexcept : file_op_awaiter(o) { op_.buf = &result_; }
+  bool await_ready() noexcept { return refused(op_.path[0] == '\0'); }
+  io_result<file_status> await_resume() const noexcept;
+
+ private:
+  struct ::statx result_{};
+};
+
+class open_awaiter;
+
+}  // namespace detail
+
+class file : public basic_descriptor {
+ public:
+  // A closed file on ctx; open() opens one.
+  explicit file(io_context& ctx) noexcept : basic_descriptor(ctx) {}
+
+  // Awaitable: opens path on ctx with opts; yields io_result<file>. Awaited by a task running on ctx.
+  static detail::open_awaiter open(io_context& ctx, const char* path, open_options opts = {}) noexcept;
+  static detail::open_awaiter open(io_context& ctx, const std::string& path, open_options opts = {}) noexcept;
+  static detail::open_awaiter open(io_context& ctx, const std::filesystem::path& path,
+                                   open_options opts = {}) noexcept;
+  // Takes ownership of an open file descriptor (any kind the calls below apply to).
+  [[nodiscard]] static io_result<file> adopt(io_context& ctx, unique_fd fd) noexcept;
+
+  // Awaitable: reads up to b.size() bytes at the file's own position, which advances (read(2)): for files read in
+  // order, FIFOs and character devices; yields io_result<size_t> (eof at the end). With it and write_some, a file
+  // is a stream: buffered_reader and buffered_writer work over it.
+  detail::file_io_awaiter read_some(mutable_buffer b) noexcept {
+    return {*ctx_, desc_, detail::op_code::read_at, b.data(), b.size(), detail::file_op::current_position, state_};
+  }
+  // Awaitable: writes up to b.size() bytes at the file's own position (at the end with open_options::append).
+  detail::file_io_awaiter write_some(const_buffer b) noexcept {
+    return {*ctx_, desc_, detail::op_code::write_at, const_cast<void*>(b.data()), b.size(),
+            detail::file_op::current_position, state_};
+  }
+  // Awaitable: reads up to b.size() bytes at offset; yields io_result<size_t> (eof at or past the end).
+  detail::file_io_awaiter read_at(mutable_buffer b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::read_at, b.data(), b.size(), offset, state_};
+  }
+  // Awaitable: writes up to b.size() bytes at offset; yields io_result<size_t>.
+  detail::file_io_awaiter write_at(const_buffer b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::write_at, const_cast<void*>(b.data()), b.size(), offset, state_};
+  }
+  // Awaitable: fills b from offset; yields io_result<size_t>, the bytes read before any error (eof if the file
+  // ends first).
+  detail::file_transfer_awaiter read_exact_at(mutable_buffer b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::read_at, b.data(), b.size(), offset, state_};
+  }
+  // Awaitable: writes all of b at offset; yields io_result<size_t>, the bytes written before any error.
+  detail::file_transfer_awaiter write_all_at(const_buffer b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::write_at, const_cast<void*>(b.data()), b.size(), offset, state_};
+  }
+  // Awaitable: fsync (data and metadata reach the device); yields std::error_code.
+  detail::file_call_awaiter sync() noexcept { return call(detail::op_code::fsync, 0); }
+  // Awaitable: fdatasync (the data, and the metadata needed to read it back); yields std::error_code.
+  detail::file_call_awaiter sync_data() noexcept { return call(detail::op_code::fsync, 1); }
+  // Awaitable: fallocate(mode, offset, length): reserves space (mode 0), or punches holes and the like (the
+  // FALLOC_FL_ flags); yields std::error_code (no_space_on_device when the disk is full).
+  detail::file_call_awaiter allocate(std::uint64_t offset, std::uint64_t length, int mode = 0) noexcept {
+    detail::file_call_awaiter a = call(detail::op_code::fallocate, mode);
+    a.op().offset = offset;
+    a.op().length = length;
+    return a;
+  }
+  // Awaitable: ftruncate: sets the size (shrinking or growing with a hole); yields std::error_code.
+  detail::file_call_awaiter truncate(std::uint64_t size) noexcept {
+    detail::file_call_awaiter a = call(detail::op_code::ftruncate, 0);
+    a.op().offset = size;
+    return a;
+  }
+  // Awaitable: statx of the open file; yields io_result<file_status>.
+  detail::stat_awaiter stat() noexcept { return {*ctx_, desc_, "", false}; }
+
+  // Direct I/O: the alignment that buffer addresses (first) and offsets and sizes (second) must keep; {0, 0} when
+  // the file was not opened for direct I/O.
+  std::pair<std::uint32_t, std::uint32_t> direct_alignment() const noexcept {
+    return {state_.memory_alignment, state_.offset_alignment};
+  }
+
+  // Internal: a file for a descriptor of ctx.
+  file(io_context& ctx, tern::detail::descriptor* d, detail::file_state state) noexcept
+      : basic_descriptor(ctx, d), state_(state) {}
+
+ private:
+  detail::file_call_awaiter call(detail::op_code code, int flags) noexcept {
+    detail::file_call_awaiter a(*ctx_, desc_, code);
+    a.op().flags = flags;
+    return a;
+  }
+
+  detail::file_state state_;
+};
+
+namespace detail {
+// open(): openat, then (for direct I/O) the file's alignment from statx; yields io_result<file>.
+class [[nodiscard]] open_awaiter : public file_op_awaiter {
+ public:
+  open_awaiter(io_context& ctx, const char* path, open_options opts) noexcept;
+  open_awaiter(const open_awaiter& o) noexcept : file_op_awaiter(o), direct_(o.direct_) {}
+  bool await_ready() noexcept { return refused(false); }
+  io_result<file> await_resume() noexcept;
+
+ private:
+  bool direct_;
+};
+}  // namespace detail
+
+// Awaitable: statx of a path; yields io_result<file_status> (of the link itself when follow_symlinks is false).
+detail::stat_awaiter status(io_context& ctx, const char* path, bool follow_symlinks = true) noexcept;
+// Awaitable: renames from to to (replacing to); yields std::error_code.
+detail::file_call_awaiter rename(io_context& ctx, const char* from, const char* to) noexcept;
+// Awaitable: removes a file (or an empty directory with directory true); yields std::error_code.
+detail::file_call_awaiter remove(io_context& ctx, const char* path, bool directory = false) noexcept;
+// Awaitable: makes a directory; yields std::error_code (file_exists if it does).
+detail::file_call_awaiter create_directory(io_context& ctx, const char* path, mode_t mode = 0755) noexcept;
+
+// Memory for direct I/O: size bytes (rounded up to alignment) at an address that is a multiple of alignment (a
+// power of two; 4096 suits every file system), zero-filled. Converts to mutable_buffer and const_buffer.
+class aligned_buffer {
+ public:
+  aligned_buffer() noexcept = default;
+  explicit aligned_buffer(std::size_t size, std::size_t alignment = 4096);
+  aligned_buffer(aligned_buffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  aligned_buffer& operator=(aligned_buffer&& o) noexcept;
+  aligned_buffer(const aligned_buffer&) = delete;
+  aligned_buffer& operator=(const aligned_buffer&) = delete;
+  ~aligned_buffer();
+
+  std::byte* data() noexcept { return data_; }
+  const std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  operator mutable_buffer() noexcept { return {data_, size_}; }      // NOLINT: a buffer, like a container
+  operator const_buffer() const noexcept { return {data_, size_}; }  // NOLINT
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace tern::fs
