@@ -16,6 +16,7 @@
 #include <ctime>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/sendfile.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <system_error>
@@ -181,6 +182,14 @@ class epoll_backend final : public backend {
         case op_code::sendmsg:
           r = errno_result(::sendmsg(fd, static_cast<const msghdr*>(op.buf), op.msg_flags | MSG_NOSIGNAL));
           break;
+        case op_code::sendfile: {
+          auto& s = static_cast<splice_op&>(op);
+          off_t offset = static_cast<off_t>(s.off_in);
+          r = errno_result(::sendfile(fd, s.fd_in, &offset, op.len));
+          break;
+        }
+        case op_code::splice: r = -EINVAL; break;  // io_uring's; never started here
+        default: r = -EINVAL; break;                // file operations go to the blocking pool
         case op_code::connect:
           r = retry ? connect_result(fd) : errno_result(::connect(fd, static_cast<const sockaddr*>(op.buf), op.len));
           break;

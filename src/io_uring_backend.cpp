@@ -125,6 +125,13 @@ class io_uring_backend final : public backend {
         io_uring_prep_sendmsg(sqe, fd, static_cast<const msghdr*>(op.buf),
                               static_cast<unsigned>(op.msg_flags | MSG_NOSIGNAL));
         break;
+      case op_code::splice: {
+        auto& s = static_cast<splice_op&>(op);
+        io_uring_prep_splice(sqe, s.fd_in, s.off_in, s.fd_out, -1, op.len, SPLICE_F_MOVE);
+        break;
+      }
+      case op_code::sendfile: io_uring_prep_nop(sqe); break;  // epoll's; never started here
+      default: io_uring_prep_nop(sqe); break;
     }
     io_uring_sqe_set_data(sqe, &op);
     ++in_flight_;

@@ -31,8 +31,11 @@ namespace tern::detail {
 //
 // The file operations, from read_at on, are file_ops (below): positioned reads and writes, and the calls of the file
 // system. io_uring runs them as SQEs; epoll, which cannot poll files, runs them on the blocking pool.
+//
+// splice and sendfile move a file's bytes to a socket without a copy through user space (send_file): io_uring
+// splices file -> pipe -> socket, epoll calls sendfile. They are splice_ops (below), on the socket's descriptor.
 enum class op_code : std::uint8_t {
-  recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg,
+  recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg, splice, sendfile,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
 
@@ -94,6 +97,14 @@ struct file_op : io_op {
   struct pool_completion : work_item {
     file_op* owner = nullptr;
   } completion;
+};
+
+// splice (io_uring): moves len bytes from fd_in (at off_in; -1: a pipe) to fd_out. sendfile (epoll): moves len
+// bytes from the file fd_in at off_in to the socket of desc.
+struct splice_op : io_op {
+  int fd_in = -1;
+  std::int64_t off_in = -1;
+  int fd_out = -1;
 };
 
 struct descriptor {
