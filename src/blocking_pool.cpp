@@ -15,7 +15,10 @@ struct blocking_pool::state {
   blocking_job* head = nullptr;
   blocking_job* tail = nullptr;
   unsigned threads = 0;
-  unsigned idle = 0;    // threads waiting for a job
+  // Threads not running a job. A thread counts itself available again before it marks its job finished, so a loop
+  // that submits its next call as soon as it sees the last one finished never finds the pool short of a thread
+  // (which would start one more and allocate).
+  unsigned available = 0;
   unsigned queued = 0;  // jobs waiting for a thread
   unsigned max_threads = 8;
   bool stopping = false;
@@ -36,22 +39,24 @@ struct blocking_pool::state {
     for (std::thread& t : workers) t.join();
   }
 
+  // A new thread is counted available by submit().
   void work() {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      ++idle;
       wake.wait(lock, [this] { return head != nullptr || stopping; });
-      --idle;
       if (head == nullptr) return;  // stopping, nothing left
       blocking_job* job = head;
       --queued;
+      --available;
       head = job->next;
       if (head != nullptr) head->prev = nullptr; else tail = nullptr;
       job->next = job->prev = nullptr;
       job->state.store(blocking_job::running, std::memory_order_relaxed);
       lock.unlock();
-      job->execute(job);  // ends with job->finish(): the job is not touched after it
+      job->execute(job);
       lock.lock();
+      ++available;
+      job->finish();  // the last access to the job
     }
   }
 };
@@ -74,13 +79,15 @@ void blocking_pool::submit(blocking_job* job) noexcept {
   job->prev = shared.tail;
   if (shared.tail != nullptr) shared.tail->next = job; else shared.head = job;
   shared.tail = job;
-  // A thread per job that no idle thread will take, up to the limit.
-  if (++shared.queued > shared.idle && shared.threads < shared.max_threads) {
+  // A thread per job that no available thread will take, up to the limit.
+  if (++shared.queued > shared.available && shared.threads < shared.max_threads) {
     ++shared.threads;
+    ++shared.available;
     try {
       shared.workers.emplace_back([s = &shared] { s->work(); });
     } catch (...) {
       --shared.threads;  // the running threads will get to it
+      --shared.available;
     }
   }
   lock.unlock();

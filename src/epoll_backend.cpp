@@ -198,8 +198,8 @@ class epoll_backend final : public backend {
     }
   }
 
-  // Pool thread: the blocking call of a file operation; then the completion goes to the loop's inbox, and the job
-  // is finished (its last access).
+  // Pool thread: the blocking call of a file operation; then the completion goes to the loop's inbox (the pool
+  // marks the job finished after that, and the loop waits for the mark before it resumes the task).
   static void execute_file_op(blocking_job* job) noexcept {
     file_op& op = *static_cast<file_op::pool_job*>(job)->owner;
     const int fd = op.desc != nullptr ? op.desc->fd : AT_FDCWD;
@@ -231,7 +231,6 @@ class epoll_backend final : public backend {
     } while (r < 0 && errno == EINTR);
     op.res = errno_result(r);
     op.ctx->enqueue(&op.completion);
-    job->finish();
   }
 
   // Loop thread: the pool thread has posted the completion; once it has also let go of the job, the op completes

@@ -21,7 +21,7 @@ struct blocking_job {
   enum : std::uint8_t { idle, queued, running, finished };
   blocking_job* prev = nullptr;
   blocking_job* next = nullptr;
-  // Runs on a pool thread and must end with finish(), its last access to the job: whoever waits for the job
+  // Runs on a pool thread. The pool then marks the job finished, its last access: whoever waits for the job
   // (wait_idle) may free it as soon as it sees the job finished.
   void (*execute)(blocking_job*) noexcept = nullptr;
   std::atomic<std::uint8_t> state{idle};
