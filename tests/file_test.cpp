@@ -2,6 +2,7 @@
 // by byte, read_exact_at and write_all_at, eof past the end, open errors (missing, exists, read-only descriptor,
 // EMFILE), truncate/allocate/sync/stat, the path calls, direct I/O and its alignment errors, a full disk, and the
 // cancellation of calls that are still pending.
+#include "fs_support.hpp"
 #include "net_support.hpp"
 
 #include <fcntl.h>
@@ -22,21 +23,6 @@ namespace fs = tern::fs;
 
 class file_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(file_test);
-
-class temp_dir {
- public:
-  temp_dir() {
-    char pattern[] = "/tmp/tern-fs-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    EXPECT_NE(made, nullptr);
-    dir_ = made != nullptr ? made : "/tmp";
-  }
-  ~temp_dir() { std::system(("umount -q '" + dir_ + "/small' 2>/dev/null; rm -rf '" + dir_ + "'").c_str()); }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
-};
 
 fs::open_options create_rw() {
   fs::open_options o;

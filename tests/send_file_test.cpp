@@ -1,6 +1,7 @@
 // send_file on both backends (io_uring splices through a pipe; epoll calls sendfile): whole files and ranges
 // verified byte by byte over TCP and Unix sockets, a range past the end of the file (eof, with what existed sent),
 // and a peer that went away (an error, not a SIGPIPE).
+#include "fs_support.hpp"
 #include "net_support.hpp"
 
 #include <signal.h>
@@ -17,24 +18,6 @@ namespace fs = tern::fs;
 
 class send_file_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(send_file_test);
-
-// A file holding data, removed at the end of the test.
-class temp_file {
- public:
-  explicit temp_file(const std::vector<char>& data) {
-    char pattern[] = "/tmp/tern-sendfile-XXXXXX";
-    const int fd = ::mkstemp(pattern);
-    EXPECT_GE(fd, 0);
-    path_ = pattern;
-    EXPECT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-    ::close(fd);
-  }
-  ~temp_file() { ::unlink(path_.c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 template <class Socket>
 tern::task<void> send_and_check(tern::io_context& ctx, Socket& from, Socket& to, fs::file& f,

@@ -2,6 +2,7 @@
 // file at bind (an error, or removed when asked; a live socket or a plain file never removed), socket pairs,
 // datagram sockets with their senders' names, passing descriptors (and more of them than the receiver has room
 // for), peer credentials, and endpoint limits.
+#include "fs_support.hpp"
 #include "net_support.hpp"
 
 #include <fcntl.h>
@@ -24,22 +25,6 @@ using tern::net::unix_stream_socket;
 
 class unix_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(unix_test);
-
-// A fresh path in a private temporary directory, removed with the directory at the end of the test.
-class temp_dir {
- public:
-  temp_dir() {
-    char pattern[] = "/tmp/tern-unix-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    EXPECT_NE(made, nullptr);
-    dir_ = made != nullptr ? made : "/tmp";
-  }
-  ~temp_dir() { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-  std::string path(std::string_view name) const { return dir_ + "/" + std::string(name); }
-
- private:
-  std::string dir_;
-};
 
 // A unique abstract name per test run (abstract names are global to the network namespace).
 std::string abstract_name(std::string_view what) {

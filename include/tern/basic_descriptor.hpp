@@ -57,6 +57,13 @@ class basic_descriptor {
   // Takes fd for ctx, in the blocking mode ctx's backend needs (already_connected if this object is open); on
   // failure fd is closed. watched false: a regular file, which the backend does not watch.
   std::error_code adopt_fd(io_context& ctx, int fd, bool watched = true) noexcept;
+  // The adopt() of every derived type: a new Object of ctx that owns fd (closed, with the error, on failure).
+  template <class Object>
+  static io_result<Object> adopt_as(io_context& ctx, unique_fd fd, bool watched = true) noexcept {
+    Object o(ctx);
+    std::error_code ec = o.adopt_fd(ctx, fd.release(), watched);
+    return {ec, std::move(o)};
+  }
 
   io_context* ctx_;
   detail::descriptor* desc_ = nullptr;

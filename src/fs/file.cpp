@@ -211,9 +211,7 @@ detail::open_awaiter file::open(io_context& ctx, const std::filesystem::path& pa
 }
 
 io_result<file> file::adopt(io_context& ctx, unique_fd fd) noexcept {
-  file f(ctx);
-  std::error_code ec = f.adopt_fd(ctx, fd.release(), false);
-  return {ec, std::move(f)};
+  return adopt_as<file>(ctx, std::move(fd), false);
 }
 
 // ---- path calls ----

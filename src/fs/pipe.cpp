@@ -36,15 +36,11 @@ void discard_sigpipe() noexcept {
 }  // namespace detail
 
 io_result<pipe_reader> pipe_reader::adopt(io_context& ctx, unique_fd fd) noexcept {
-  pipe_reader r(ctx);
-  std::error_code ec = r.adopt_fd(ctx, fd.release());
-  return {ec, std::move(r)};
+  return adopt_as<pipe_reader>(ctx, std::move(fd));
 }
 
 io_result<pipe_writer> pipe_writer::adopt(io_context& ctx, unique_fd fd) noexcept {
-  pipe_writer w(ctx);
-  std::error_code ec = w.adopt_fd(ctx, fd.release());
-  return {ec, std::move(w)};
+  return adopt_as<pipe_writer>(ctx, std::move(fd));
 }
 
 io_result<std::pair<pipe_reader, pipe_writer>> make_pipe(io_context& ctx) noexcept {

@@ -8,9 +8,7 @@
 namespace tern::net {
 
 io_result<tcp_socket> tcp_socket::adopt(io_context& ctx, unique_fd fd) noexcept {
-  tcp_socket s(ctx);
-  std::error_code ec = s.adopt_fd(ctx, fd.release());
-  return {ec, std::move(s)};
+  return adopt_as<tcp_socket>(ctx, std::move(fd));
 }
 
 std::error_code tcp_socket::open(int family) { return open_socket(family, SOCK_STREAM, IPPROTO_TCP); }

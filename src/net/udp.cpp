@@ -7,9 +7,7 @@
 namespace tern::net {
 
 io_result<udp_socket> udp_socket::adopt(io_context& ctx, unique_fd fd) noexcept {
-  udp_socket s(ctx);
-  std::error_code ec = s.adopt_fd(ctx, fd.release());
-  return {ec, std::move(s)};
+  return adopt_as<udp_socket>(ctx, std::move(fd));
 }
 
 std::error_code udp_socket::open(int family) { return open_socket(family, SOCK_DGRAM, IPPROTO_UDP); }

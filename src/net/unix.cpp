@@ -118,9 +118,7 @@ io_result<std::pair<unix_stream_socket, unix_stream_socket>> unix_stream_socket:
 }
 
 io_result<unix_stream_socket> unix_stream_socket::adopt(io_context& ctx, unique_fd fd) noexcept {
-  unix_stream_socket s(ctx);
-  std::error_code ec = s.adopt_fd(ctx, fd.release());
-  return {ec, std::move(s)};
+  return adopt_as<unix_stream_socket>(ctx, std::move(fd));
 }
 
 std::error_code unix_stream_socket::open() { return open_socket(AF_UNIX, SOCK_STREAM, 0); }
@@ -155,9 +153,7 @@ io_result<std::pair<unix_datagram_socket, unix_datagram_socket>> unix_datagram_s
 }
 
 io_result<unix_datagram_socket> unix_datagram_socket::adopt(io_context& ctx, unique_fd fd) noexcept {
-  unix_datagram_socket s(ctx);
-  std::error_code ec = s.adopt_fd(ctx, fd.release());
-  return {ec, std::move(s)};
+  return adopt_as<unix_datagram_socket>(ctx, std::move(fd));
 }
 
 std::error_code unix_datagram_socket::open() { return open_socket(AF_UNIX, SOCK_DGRAM, 0); }
