@@ -6,27 +6,8 @@ set -eu
 
 server=$1
 client=$2
-log=$(mktemp)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -f "$log"
-}
-trap cleanup EXIT
-
-"$server" 127.0.0.1:0 >"$log" 2>&1 &
-server_pid=$!
-
-endpoint=
-for _ in $(seq 100); do
-  endpoint=$(sed -n 's/^listening on \([^ ]*\).*/\1/p' "$log")
-  [ -n "$endpoint" ] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$endpoint" ]; then
-  echo "the server did not start:"; cat "$log"; exit 1
-fi
+. "$(dirname "$0")/start_server.sh"
+start_server "$server" 127.0.0.1:0
 echo "server: $(head -n 1 "$log")"
 
 "$client" "$endpoint" 2000 1

@@ -4,24 +4,8 @@
 # that the server stops on SIGTERM.
 set -eu
 prog=$1
-log=$(mktemp)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -f "$log"
-}
-trap cleanup EXIT
-
-"$prog" server 127.0.0.1:0 >"$log" 2>&1 &
-server_pid=$!
-endpoint=
-for _ in $(seq 100); do
-  endpoint=$(sed -n 's/^listening on \([^ ]*\).*/\1/p' "$log")
-  [ -n "$endpoint" ] && break
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.1
-done
-[ -n "$endpoint" ] || { echo "the server did not start:"; cat "$log"; exit 1; }
+. "$(dirname "$0")/start_server.sh"
+start_server "$prog" server 127.0.0.1:0
 
 "$prog" client "$endpoint" 2000 64
 "$prog" client "$endpoint" 200 60000
