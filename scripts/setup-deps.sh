@@ -10,6 +10,8 @@ packages=(
   clang-19
   g++-12
   liburing-dev
+  libc-ares-dev
+  libaio-dev
   libasio-dev
   libgtest-dev libgmock-dev
   python3 python3-matplotlib
