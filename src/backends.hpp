@@ -5,10 +5,14 @@
 
 #include "tern/detail/backend.hpp"
 
+namespace tern {
+struct io_context_options;
+}
+
 namespace tern::detail {
 
 // Throws std::system_error if the kernel refuses every ring configuration.
-std::unique_ptr<backend> make_io_uring_backend(io_context& ctx, unsigned entries);
+std::unique_ptr<backend> make_io_uring_backend(io_context& ctx, const io_context_options& opts);
 std::unique_ptr<backend> make_epoll_backend(io_context& ctx);
 
 }  // namespace tern::detail

@@ -24,6 +24,9 @@ std::string error_category_impl::message(int value) const {
     case error::misaligned:
       return "direct I/O needs the buffer address, the offset and the size aligned to the file's direct-I/O "
              "alignment (fs::file::direct_alignment, fs::aligned_buffer)";
+    case error::table_full:
+      return "the loop's table of registered files or buffers is full (io_context_options::registered_file_slots, "
+             "registered_buffer_slots); the file or memory still works unregistered";
   }
   return "unknown tern error";
 }
@@ -39,6 +42,7 @@ std::error_condition error_category_impl::default_error_condition(int value) con
     case error::stale_socket_file: return std::errc::address_in_use;
     case error::misaligned: return std::errc::invalid_argument;
     case error::wrong_loop:
+    case error::table_full:
     case error::eof:
     case error::closed: break;
   }

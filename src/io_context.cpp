@@ -82,10 +82,10 @@ io_context::io_context(io_context_options opts)
   if (want == backend_kind::epoll) {
     backend_ = detail::make_epoll_backend(*this);
   } else if (want == backend_kind::io_uring) {
-    backend_ = detail::make_io_uring_backend(*this, opts.ring_entries);
+    backend_ = detail::make_io_uring_backend(*this, opts);
   } else {
     try {
-      backend_ = detail::make_io_uring_backend(*this, opts.ring_entries);
+      backend_ = detail::make_io_uring_backend(*this, opts);
     } catch (const std::system_error&) {
       backend_ = detail::make_epoll_backend(*this);  // io_uring disabled or unavailable on this kernel
     }
@@ -525,6 +525,8 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
     cancel_pending(d);
     backend_->before_close(*d);
   }
+  // After before_close: the pending SQEs that name the registered slot have taken their file reference.
+  if (d->fixed_slot >= 0) backend_->unregister_file(*d);
   ::close(d->fd);
   d->fd = -1;
   if (d->has_pending()) {
@@ -537,6 +539,7 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
 int io_context::release_descriptor(detail::descriptor* d) noexcept {
   if (d->has_pending()) return -1;
   const int fd = d->fd;
+  if (d->fixed_slot >= 0) backend_->unregister_file(*d);  // the table belongs to this loop's ring
   backend_->detach(*d);
   d->fd = -1;
   free_descriptor(d);

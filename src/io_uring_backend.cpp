@@ -22,6 +22,13 @@
 // as soon as it is closed, an address cannot while the op is pending. The cancelled op still delivers its own CQE
 // (-ECANCELED, or its result if it had already finished), and only then is its coroutine resumed, so the kernel is
 // done with the buffer by the time the awaiter looks at it.
+//
+// Registered files and buffers: the ring's two tables are registered sparse, once, the first time a file or a
+// buffer set asks for a slot, and the backend hands out slots from them (files one at a time from a free list,
+// buffer sets as runs of consecutive slots). Sparse tables let any number of files and buffer sets come and go
+// on one ring with one update call each, where registering a whole table would replace every other user's
+// entries. A full table is tern::error::table_full; the file or memory then works unregistered.
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -30,11 +37,15 @@
 #include <liburing.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <system_error>
 #include <unistd.h>
+#include <vector>
 
 #include "backends.hpp"
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
 
 namespace tern::detail {
@@ -48,7 +59,9 @@ constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
 
 class io_uring_backend final : public backend {
  public:
-  io_uring_backend(io_context& ctx, unsigned entries) : ctx_(ctx) {
+  io_uring_backend(io_context& ctx, const io_context_options& opts)
+      : ctx_(ctx), file_slots_(opts.registered_file_slots), buffer_slots_(opts.registered_buffer_slots) {
+    const unsigned entries = opts.ring_entries;
     const unsigned tries[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED | IORING_SETUP_SUBMIT_ALL,
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
@@ -185,7 +198,114 @@ class io_uring_backend final : public backend {
 
   bool busy() const noexcept override { return in_flight_ != 0 || io_uring_sq_ready(&ring_) != 0; }
 
+  std::error_code register_file(descriptor& d) noexcept override {
+    if (d.fixed_slot >= 0) return {};
+    if (!files_made_) {
+      if (std::error_code ec = make_file_table()) return ec;
+    }
+    if (free_files_.empty()) return make_error_code(error::table_full);
+    const std::uint32_t slot = free_files_.back();
+    const int rc = io_uring_register_files_update(&ring_, slot, &d.fd, 1);
+    if (rc < 0) return register_error(rc);
+    free_files_.pop_back();
+    d.fixed_slot = static_cast<std::int32_t>(slot);
+    return {};
+  }
+
+  void unregister_file(descriptor& d) noexcept override {
+    if (d.fixed_slot < 0) return;
+    // Emptying the slot drops the ring's reference to the file. If the kernel refuses (a thread other than the
+    // ring's issuer closes the file while the loop is not running), the slot keeps its file until it is reused
+    // or the ring is destroyed; it is free for tern either way.
+    const int empty = -1;
+    (void)io_uring_register_files_update(&ring_, static_cast<unsigned>(d.fixed_slot), &empty, 1);
+    free_files_.push_back(static_cast<std::uint32_t>(d.fixed_slot));  // capacity reserved with the table
+    d.fixed_slot = -1;
+  }
+
+  std::error_code register_buffers(const iovec* buffers, unsigned n, std::uint32_t& first) noexcept override {
+    first = file_op::no_buffer_index;
+    if (!buffers_made_) {
+      if (std::error_code ec = make_buffer_table()) return ec;
+    }
+    // First fit of n consecutive free slots.
+    std::uint32_t run = 0;
+    std::uint32_t start = 0;
+    for (std::uint32_t i = 0; i < buffer_used_.size() && run < n; ++i) {
+      if (buffer_used_[i]) {
+        run = 0;
+        start = i + 1;
+      } else {
+        ++run;
+      }
+    }
+    if (run < n || n == 0) return make_error_code(error::table_full);
+    const int rc = io_uring_register_buffers_update_tag(&ring_, start, buffers, nullptr, n);
+    if (rc < 0) return register_error(rc);
+    if (static_cast<unsigned>(rc) < n) {  // not expected: the kernel stops only at an error
+      unregister_buffers(start, static_cast<unsigned>(rc));
+      return std::make_error_code(std::errc::io_error);
+    }
+    std::fill_n(buffer_used_.begin() + start, n, true);
+    first = start;
+    return {};
+  }
+
+  void unregister_buffers(std::uint32_t first, unsigned n) noexcept override {
+    if (first == file_op::no_buffer_index) return;
+    // As for files: a refused update leaves the pages pinned until the slots are reused or the ring goes.
+    iovec empty[64] = {};
+    for (unsigned done = 0; done < n;) {
+      const unsigned step = std::min(n - done, 64u);
+      (void)io_uring_register_buffers_update_tag(&ring_, first + done, empty, nullptr, step);
+      done += step;
+    }
+    std::fill_n(buffer_used_.begin() + first, n, false);
+  }
+
  private:
+  // The sparse file table, of file_slots_ entries (capped at the fd limit, which the kernel enforces).
+  std::error_code make_file_table() noexcept {
+    unsigned n = file_slots_;
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < n) n = static_cast<unsigned>(lim.rlim_cur);
+    if (n == 0) return make_error_code(error::table_full);
+    try {
+      free_files_.reserve(n);
+    } catch (...) {
+      return std::make_error_code(std::errc::not_enough_memory);
+    }
+    const int rc = io_uring_register_files_sparse(&ring_, n);
+    if (rc < 0) return register_error(rc);
+    for (unsigned i = n; i-- > 0;) free_files_.push_back(i);  // slot 0 handed out first
+    files_made_ = true;
+    return {};
+  }
+
+  std::error_code make_buffer_table() noexcept {
+    const unsigned n = std::min(buffer_slots_, max_buffer_slots);
+    if (n == 0) return make_error_code(error::table_full);
+    try {
+      buffer_used_.assign(n, false);
+    } catch (...) {
+      return std::make_error_code(std::errc::not_enough_memory);
+    }
+    const int rc = io_uring_register_buffers_sparse(&ring_, n);
+    if (rc < 0) {
+      buffer_used_.clear();
+      return register_error(rc);
+    }
+    buffers_made_ = true;
+    return {};
+  }
+
+  // A SINGLE_ISSUER ring takes registrations only from the thread that runs it (EEXIST from any other).
+  static std::error_code register_error(int rc) noexcept {
+    if (rc == -EEXIST) return make_error_code(error::wrong_loop);
+    return {-rc, std::system_category()};
+  }
+  static constexpr unsigned max_buffer_slots = 16384;  // the kernel's limit (IORING_MAX_REG_BUFFERS)
+
   void enable() noexcept {
     if (!disabled_) return;
     // liburing 2.3's shared library lacks io_uring_enable_rings; the register call is one line.
@@ -212,12 +332,30 @@ class io_uring_backend final : public backend {
     return false;
   }
 
-  // The SQE of a file operation; path operations (no descriptor) are relative to the current directory.
+  // The SQE of a file operation; path operations (no descriptor) are relative to the current directory. A
+  // registered file is named by its slot in the reads, writes and syncs (statx refuses a registered file, so the
+  // other calls keep the fd); a registered buffer makes a read or write READ_FIXED/WRITE_FIXED.
   static void prep_file_op(io_uring_sqe* sqe, file_op& op) noexcept {
-    const int fd = op.desc != nullptr ? op.desc->fd : AT_FDCWD;
+    const bool fixed = op.desc != nullptr && op.desc->fixed_slot >= 0 &&
+                       (op.code == op_code::read_at || op.code == op_code::write_at || op.code == op_code::fsync ||
+                        op.code == op_code::fallocate);
+    const int fd = fixed ? op.desc->fixed_slot : op.desc != nullptr ? op.desc->fd : AT_FDCWD;
+    const bool fixed_buffer = op.buf_index != file_op::no_buffer_index;
     switch (op.code) {
-      case op_code::read_at: io_uring_prep_read(sqe, fd, op.buf, op.len, op.offset); break;
-      case op_code::write_at: io_uring_prep_write(sqe, fd, op.buf, op.len, op.offset); break;
+      case op_code::read_at:
+        if (fixed_buffer) {
+          io_uring_prep_read_fixed(sqe, fd, op.buf, op.len, op.offset, static_cast<int>(op.buf_index));
+        } else {
+          io_uring_prep_read(sqe, fd, op.buf, op.len, op.offset);
+        }
+        break;
+      case op_code::write_at:
+        if (fixed_buffer) {
+          io_uring_prep_write_fixed(sqe, fd, op.buf, op.len, op.offset, static_cast<int>(op.buf_index));
+        } else {
+          io_uring_prep_write(sqe, fd, op.buf, op.len, op.offset);
+        }
+        break;
       case op_code::fsync: io_uring_prep_fsync(sqe, fd, op.flags != 0 ? IORING_FSYNC_DATASYNC : 0); break;
       case op_code::fallocate:
         io_uring_prep_fallocate(sqe, fd, op.flags, static_cast<off_t>(op.offset), static_cast<off_t>(op.length));
@@ -237,6 +375,7 @@ class io_uring_backend final : public backend {
       case op_code::mkdirat: io_uring_prep_mkdirat(sqe, AT_FDCWD, op.path, op.mode); break;
       default: io_uring_prep_nop(sqe); break;
     }
+    if (fixed) sqe->flags |= IOSQE_FIXED_FILE;  // after the prep, which clears the flags
   }
   static constexpr int ftruncate_opcode = 55;
 
@@ -296,12 +435,18 @@ class io_uring_backend final : public backend {
   bool disabled_ = false;
   std::atomic<bool> enabled_{false};  // the ring accepts messages (read by other loops' threads)
   std::uint64_t messages_sent_ = 0;
+  unsigned file_slots_;
+  unsigned buffer_slots_;
+  bool files_made_ = false;
+  bool buffers_made_ = false;
+  std::vector<std::uint32_t> free_files_;  // free slots of the file table, the next one at the back
+  std::vector<bool> buffer_used_;          // the buffer table's slots in use
 };
 
 }  // namespace
 
-std::unique_ptr<backend> make_io_uring_backend(io_context& ctx, unsigned entries) {
-  return std::make_unique<io_uring_backend>(ctx, entries);
+std::unique_ptr<backend> make_io_uring_backend(io_context& ctx, const io_context_options& opts) {
+  return std::make_unique<io_uring_backend>(ctx, opts);
 }
 
 }  // namespace tern::detail

@@ -403,6 +403,49 @@ TEST_P(alloc_test, file_reads_and_writes_allocate_nothing) {
   EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " file reads";
 }
 
+// Reads into registered buffers from a registered file: READ_FIXED with IOSQE_FIXED_FILE on io_uring, plain pread
+// on the blocking pool under epoll; the slots are taken once, so the reads themselves allocate nothing.
+TEST_P(alloc_test, registered_file_reads_allocate_nothing) {
+  char pattern[] = "/tmp/tern-alloc-XXXXXX";
+  const int tmp = ::mkstemp(pattern);
+  ASSERT_GE(tmp, 0);
+  ::close(tmp);
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, std::string path, loop_result& r) -> tern::task<void> {
+    tern::fs::open_options o;
+    o.access = tern::fs::open_options::read_write;
+    auto [ec, f] = co_await tern::fs::file::open(ctx, path, o);
+    CO_ASSERT_OK(ec);
+    CO_ASSERT_OK(f.register_file());
+    auto [bec, bufs] = tern::fs::registered_buffers::create(ctx, 2, 4096);
+    CO_ASSERT_OK(bec);
+    for (int i = 0; i < 64; ++i) {
+      bufs[0].data()[0] = static_cast<std::byte>(i);
+      CO_ASSERT_OK((co_await f.write_all_at(bufs[0], static_cast<std::uint64_t>(i) * 4096)).ec);
+    }
+    for (int i = 0; i < warmup + measured; ++i) {
+      if (i == warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      const auto offset = static_cast<std::uint64_t>(i % 64) * 4096;
+      auto [rec, n] = co_await f.read_at(bufs[1], offset);
+      if (rec || n != 4096) {
+        ++r.errors;
+        break;
+      }
+      if (bufs[1].data()[0] != static_cast<std::byte>(i % 64)) ++r.mismatches;
+      if (i % 16 == 0 && (co_await f.write_all_at(bufs[1].first(512), offset)).ec) ++r.errors;
+    }
+    r.allocations = stop_counting();
+  }(ctx, std::string(pattern), r));
+  ::unlink(pattern);
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " registered reads";
+}
+
 TEST_P(alloc_test, post_run_cycles_allocate_nothing) {
   loop_result r;
   run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {

@@ -23,6 +23,7 @@
 // | message_truncated      | a datagram (or its descriptors) did not fit         | message_size             |
 // | stale_socket_file      | a Unix socket file nobody listens on is in the way  | address_in_use           |
 // | misaligned             | O_DIRECT I/O whose buffer, offset or size is not aligned | invalid_argument    |
+// | table_full             | the loop's table of registered files or buffers is full  | (none)              |
 //
 // Every cancellation tern reports is tern::error::operation_canceled, whichever way it came (cancel(), a stop
 // token, a closed socket, the kernel's ECANCELED), and every deadline tern::error::timed_out.
@@ -46,6 +47,7 @@ enum class error {
   message_truncated,       // a datagram longer than the buffer, or more passed descriptors than room for them
   stale_socket_file,       // bind of a Unix socket: a socket file nobody listens on is in the way
   misaligned,              // O_DIRECT file I/O whose buffer address, offset or size breaks the file's alignment
+  table_full,              // io_uring: no free slot in the loop's table of registered files or of registered buffers
 };
 
 namespace detail {

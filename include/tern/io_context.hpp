@@ -55,6 +55,11 @@ struct io_context_options {
   backend_kind backend = backend_kind::automatic;
   // io_uring submission queue size (the completion queue is twice that).
   unsigned ring_entries = 1024;
+  // io_uring: the sizes of the ring's tables of registered files (fs::file::register_file; at most the
+  // RLIMIT_NOFILE soft limit when the table is made) and registered buffers (fs::registered_buffers; at most 16384).
+  // Each table is made when it is first used; epoll has none.
+  unsigned registered_file_slots = 1024;
+  unsigned registered_buffer_slots = 1024;
   // Before blocking in the kernel, keep polling (without blocking) this long for completions and posts. Waking a
   // parked thread costs tens of microseconds on a VM, so a loop that expects work from another thread or a peer
   // soon trades CPU for latency here. 0 parks at once.

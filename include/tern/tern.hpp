@@ -9,6 +9,7 @@
 #include "tern/error.hpp"
 #include "tern/fs/file.hpp"
 #include "tern/fs/pipe.hpp"
+#include "tern/fs/registered_buffers.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/net/address.hpp"

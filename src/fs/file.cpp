@@ -70,7 +70,7 @@ file_status status_of(const struct ::statx& s) noexcept {
 }  // namespace
 
 bool file_io_awaiter::await_ready() noexcept {
-  if (refused(true)) return true;
+  if (refused(true) || refused_buffer()) return true;
   if (!aligned(state_, op_.buf, op_.offset, op_.len)) {
     op_.res = -EINVAL;
     misaligned_ = true;
@@ -91,10 +91,13 @@ file_transfer_awaiter::file_transfer_awaiter(io_context& ctx, descriptor* d, op_
 }
 
 file_transfer_awaiter::file_transfer_awaiter(const file_transfer_awaiter& o) noexcept
-    : file_transfer_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.base_, o.size_, o.offset_, o.state_) {}
+    : file_transfer_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.base_, o.size_, o.offset_, o.state_) {
+  op_.buf_index = o.op_.buf_index;
+  buffer_loop_ = o.buffer_loop_;
+}
 
 bool file_transfer_awaiter::await_ready() noexcept {
-  if (refused(true)) {
+  if (refused(true) || refused_buffer()) {
     ec_ = error();
     return true;
   }
@@ -208,6 +211,12 @@ detail::open_awaiter file::open(io_context& ctx, const std::string& path, open_o
 }
 detail::open_awaiter file::open(io_context& ctx, const std::filesystem::path& path, open_options opts) noexcept {
   return {ctx, path.c_str(), opts};
+}
+
+std::error_code file::register_file() noexcept {
+  if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
+  if (ctx_->running_elsewhere()) return make_error_code(error::wrong_loop);
+  return ctx_->backend_impl().register_file(*desc_);
 }
 
 io_result<file> file::adopt(io_context& ctx, unique_fd fd) noexcept {

@@ -15,9 +15,14 @@
 // - before_close(desc): called when a descriptor with pending operations is closed, before the fd is closed, so
 //   that no operation can later run on a reused fd number.
 // - wake(): any thread; makes a blocked poll() return.
+// - register_file / register_buffers: io_uring's tables of registered files and buffers (loop thread). The base
+//   versions register nothing and succeed, which is what every backend without such tables (epoll) does.
 #pragma once
 
 #include <cstdint>
+#include <system_error>
+
+struct iovec;
 
 #include "tern/detail/io_op.hpp"
 
@@ -45,6 +50,22 @@ class backend {
   virtual void wake() noexcept = 0;
   // True when poll() would have kernel work to do without blocking (submissions queued, or operations in flight).
   virtual bool busy() const noexcept = 0;
+  // Gives d a slot in the table of registered files (d.fixed_slot), or leaves it at -1 where there is no table.
+  virtual std::error_code register_file(descriptor& d) noexcept {
+    (void)d;
+    return {};
+  }
+  // Empties d's slot (d.fixed_slot becomes -1), before its fd is closed or released.
+  virtual void unregister_file(descriptor& d) noexcept { d.fixed_slot = -1; }
+  // Registers n buffers in consecutive slots of the table of registered buffers; first receives the index of the
+  // first one, or file_op::no_buffer_index where there is no table.
+  virtual std::error_code register_buffers(const iovec* buffers, unsigned n, std::uint32_t& first) noexcept {
+    (void)buffers, (void)n;
+    first = file_op::no_buffer_index;
+    return {};
+  }
+  // Empties the n slots from first on (which register_buffers gave).
+  virtual void unregister_buffers(std::uint32_t first, unsigned n) noexcept { (void)first, (void)n; }
 };
 
 }  // namespace tern::detail

@@ -89,6 +89,10 @@ struct file_op : io_op {
   const char* path2 = nullptr;   // renameat: the new path
   unsigned mode = 0;             // openat/mkdirat: the mode bits; statx: the mask
   int flags = 0;                 // openat: O_ flags; fsync: 1 for fdatasync; fallocate: mode; statx/unlinkat: AT_ flags
+  // read_at/write_at into a registered buffer (fs::registered_buffers): its index in the ring's buffer table,
+  // which makes the SQE a READ_FIXED/WRITE_FIXED. no_buffer_index otherwise, and always under epoll.
+  static constexpr std::uint32_t no_buffer_index = ~std::uint32_t{0};
+  std::uint32_t buf_index = no_buffer_index;
   void* owner = nullptr;         // the awaiter, for an operation that chains its next call from its completion
   // epoll only: the node by which the blocking pool runs the call, and the item it posts back to the loop.
   struct pool_job : blocking_job {
@@ -117,6 +121,10 @@ struct descriptor {
   bool answer_awaited = false;
   // A descriptor the backend does not watch (a regular file: epoll refuses it); its operations are file_ops.
   bool unpolled = false;
+  // io_uring only: the descriptor's slot in the ring's table of registered files (fs::file::register_file), which
+  // its reads, writes and syncs name instead of the fd (IOSQE_FIXED_FILE); -1 when not registered. The fd stays
+  // open beside it, for the calls that cannot take a registered file.
+  std::int32_t fixed_slot = -1;
   // Bumped at every open, so that a cancel() handed over from another thread cannot reach the next socket that
   // reuses this descriptor.
   std::uint32_t generation = 0;

@@ -17,6 +17,13 @@
 // operation that breaks it completes at once with tern::error::misaligned instead of the kernel's bare EINVAL.
 // fs::aligned_buffer gives suitably aligned memory.
 //
+// Registered files and buffers (io_uring): register_file() puts the file in its loop's table of registered files,
+// and its reads, writes and syncs then name the table slot (IOSQE_FIXED_FILE) instead of the descriptor, which
+// saves the kernel a descriptor lookup and reference per call; close() gives the slot back. read_at and friends
+// with an fs::registered_buffer (fs/registered_buffers.hpp) are READ_FIXED/WRITE_FIXED. Under epoll both are
+// accepted and change nothing: register_file() succeeds without registering, and registered buffers are plain
+// memory. A registered buffer of another loop's set is refused with wrong_loop.
+//
 // Paths are not copied: a path passed to an operation must stay valid until the operation completes (a string
 // literal, a std::string that outlives the co_await, or a temporary inside the awaited expression).
 #pragma once
@@ -38,6 +45,7 @@
 #include "tern/detail/op_awaiter.hpp"
 #include "tern/detail/stream_ops.hpp"
 #include "tern/error.hpp"
+#include "tern/fs/registered_buffers.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/unique_fd.hpp"
@@ -97,6 +105,7 @@ class [[nodiscard]] file_op_awaiter {
   }
   file_op_awaiter(const file_op_awaiter& o) noexcept : file_op_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code) {
     copy_fields(o);
+    buffer_loop_ = o.buffer_loop_;
   }
   file_op_awaiter& operator=(const file_op_awaiter&) = delete;
   ~file_op_awaiter() { op_.ctx->forget(op_); }
@@ -133,9 +142,22 @@ class [[nodiscard]] file_op_awaiter {
     op_.path2 = o.op_.path2;
     op_.mode = o.op_.mode;
     op_.flags = o.op_.flags;
+    op_.buf_index = o.op_.buf_index;
+  }
+  // A registered buffer: its slot goes into the op (READ_FIXED/WRITE_FIXED); refused_buffer() checks its loop.
+  void use_registered(const registered_buffer& b) noexcept {
+    op_.buf_index = b.index();
+    buffer_loop_ = b.context();
+  }
+  // The registered buffer belongs to another loop than the file: wrong_loop, with res set.
+  bool refused_buffer() noexcept {
+    if (buffer_loop_ == nullptr || buffer_loop_ == op_.ctx) return false;
+    op_.res = tern::detail::wrong_loop_res;
+    return true;
   }
 
   file_op op_;
+  io_context* buffer_loop_ = nullptr;  // the loop of a registered buffer's set; null for plain memory
 };
 
 // read_at / write_at: one positioned call. A read at or past the end of the file is eof.
@@ -147,6 +169,11 @@ class [[nodiscard]] file_io_awaiter : public file_op_awaiter {
     op_.buf = buf;
     op_.len = len > tern::detail::max_op_len ? tern::detail::max_op_len : static_cast<std::uint32_t>(len);
     op_.offset = offset;
+  }
+  file_io_awaiter(io_context& ctx, descriptor* d, op_code code, const registered_buffer& b, std::uint64_t offset,
+                  file_state state) noexcept
+      : file_io_awaiter(ctx, d, code, b.data(), b.size(), offset, state) {
+    use_registered(b);
   }
   bool await_ready() noexcept;
   io_result<std::size_t> await_resume() const noexcept {
@@ -168,6 +195,11 @@ class [[nodiscard]] file_transfer_awaiter : public file_op_awaiter {
  public:
   file_transfer_awaiter(io_context& ctx, descriptor* d, op_code code, void* base, std::size_t size,
                         std::uint64_t offset, file_state state) noexcept;
+  file_transfer_awaiter(io_context& ctx, descriptor* d, op_code code, const registered_buffer& b,
+                        std::uint64_t offset, file_state state) noexcept
+      : file_transfer_awaiter(ctx, d, code, b.data(), b.size(), offset, state) {
+    use_registered(b);
+  }
   file_transfer_awaiter(const file_transfer_awaiter& o) noexcept;
   bool await_ready() noexcept;
   bool await_suspend(std::coroutine_handle<> h) noexcept {
@@ -261,6 +293,29 @@ class file : public basic_descriptor {
   detail::file_transfer_awaiter write_all_at(const_buffer b, std::uint64_t offset) noexcept {
     return {*ctx_, desc_, detail::op_code::write_at, const_cast<void*>(b.data()), b.size(), offset, state_};
   }
+  // The same four with a registered buffer (or a part of one) of this file's loop: READ_FIXED/WRITE_FIXED on
+  // io_uring, the plain calls under epoll. A buffer of another loop's set completes with wrong_loop.
+  detail::file_io_awaiter read_at(const registered_buffer& b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::read_at, b, offset, state_};
+  }
+  detail::file_io_awaiter write_at(const registered_buffer& b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::write_at, b, offset, state_};
+  }
+  detail::file_transfer_awaiter read_exact_at(const registered_buffer& b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::read_at, b, offset, state_};
+  }
+  detail::file_transfer_awaiter write_all_at(const registered_buffer& b, std::uint64_t offset) noexcept {
+    return {*ctx_, desc_, detail::op_code::write_at, b, offset, state_};
+  }
+
+  // Puts the file in its loop's table of registered files (io_uring); its reads, writes and syncs then use the
+  // table slot. Idempotent; close() (and release(), move_to()) gives the slot back. Errors: table_full when every
+  // slot is taken (the file goes on working unregistered), bad_file_descriptor when closed, wrong_loop from a thread
+  // that does not run the loop while another does, the kernel's otherwise. Under epoll: does nothing, succeeds.
+  [[nodiscard]] std::error_code register_file() noexcept;
+  // True while the file holds a slot of its ring's table (never under epoll).
+  bool is_registered() const noexcept { return desc_ != nullptr && desc_->fixed_slot >= 0; }
+
   // Awaitable: fsync (data and metadata reach the device); yields std::error_code.
   detail::file_call_awaiter sync() noexcept { return call(detail::op_code::fsync, 0); }
   // Awaitable: fdatasync (the data, and the metadata needed to read it back); yields std::error_code.
