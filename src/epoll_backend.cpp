@@ -182,6 +182,12 @@ class epoll_backend final : public backend {
         case op_code::sendmsg:
           r = errno_result(::sendmsg(fd, static_cast<const msghdr*>(op.buf), op.msg_flags | MSG_NOSIGNAL));
           break;
+        case op_code::recvmmsg:
+          r = errno_result(::recvmmsg(fd, static_cast<mmsghdr*>(op.buf), op.len, op.msg_flags, nullptr));
+          break;
+        case op_code::sendmmsg:
+          r = errno_result(::sendmmsg(fd, static_cast<mmsghdr*>(op.buf), op.len, op.msg_flags | MSG_NOSIGNAL));
+          break;
         case op_code::sendfile: {
           auto& s = static_cast<splice_op&>(op);
           off_t offset = static_cast<off_t>(s.off_in);

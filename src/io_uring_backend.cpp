@@ -38,6 +38,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <system_error>
@@ -100,6 +101,9 @@ class io_uring_backend final : public backend {
   void detach(descriptor&) noexcept override {}
 
   bool start(io_op& op) noexcept override {
+    if (op.code == op_code::recvmmsg || op.code == op_code::sendmmsg) {
+      if (batch_now(op)) return true;
+    }
     io_uring_sqe* sqe = get_sqe();
     if (is_file_op(op.code)) {
       prep_file_op(sqe, static_cast<file_op&>(op));
@@ -143,6 +147,15 @@ class io_uring_backend final : public backend {
         io_uring_prep_splice(sqe, s.fd_in, s.off_in, s.fd_out, -1, op.len, SPLICE_F_MOVE);
         break;
       }
+      case op_code::recvmmsg:
+        // batch_now() found the socket empty, so the receive arms its poll first (no second failed attempt).
+        io_uring_prep_recvmsg(sqe, fd, &static_cast<mmsghdr*>(op.buf)->msg_hdr, static_cast<unsigned>(op.msg_flags));
+        sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+        break;
+      case op_code::sendmmsg:
+        io_uring_prep_sendmsg(sqe, fd, &static_cast<mmsghdr*>(op.buf)->msg_hdr,
+                              static_cast<unsigned>(op.msg_flags | MSG_NOSIGNAL));
+        break;
       case op_code::sendfile: io_uring_prep_nop(sqe); break;  // epoll's; never started here
       default: io_uring_prep_nop(sqe); break;
     }
@@ -332,6 +345,24 @@ class io_uring_backend final : public backend {
     return false;
   }
 
+  // A datagram batch: the recvmmsg/sendmmsg call, without waiting, on the loop's thread (the socket itself blocks
+  // under io_uring). True when it moved datagrams or failed for good; false when the socket is not ready, and the
+  // op then waits in the ring for its first datagram. io_uring has no batch opcode, and UDP does not report
+  // SOCK_NONEMPTY, so the other order (a RECVMSG first, then a recvmmsg for whatever else waits) would pay a failed
+  // call after every datagram that arrived alone; this order pays one only when the socket is empty.
+  static bool batch_now(io_op& op) noexcept {
+    auto* msgs = static_cast<mmsghdr*>(op.buf);
+    int r;
+    do {
+      r = op.code == op_code::recvmmsg
+              ? ::recvmmsg(op.desc->fd, msgs, op.len, op.msg_flags | MSG_DONTWAIT, nullptr)
+              : ::sendmmsg(op.desc->fd, msgs, op.len, op.msg_flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    op.res = r < 0 ? -errno : r;
+    return true;
+  }
+
   // The SQE of a file operation; path operations (no descriptor) are relative to the current directory. A
   // registered file is named by its slot in the reads, writes and syncs (statx refuses a registered file, so the
   // other calls keep the fd); a registered buffer makes a read or write READ_FIXED/WRITE_FIXED.
@@ -421,6 +452,10 @@ class io_uring_backend final : public backend {
         op->desc->answer_awaited = false;
       } else if (op->code == op_code::send && op->desc->recv_drained) {
         op->desc->answer_awaited = true;
+      } else if ((op->code == op_code::recvmmsg || op->code == op_code::sendmmsg) && cqe->res >= 0) {
+        // The first datagram of a batch went through the ring: its length, and a count of one.
+        static_cast<mmsghdr*>(op->buf)->msg_len = static_cast<unsigned>(cqe->res);
+        op->res = 1;
       }
       --in_flight_;
       ctx_.complete(*op);

@@ -446,6 +446,51 @@ TEST_P(alloc_test, registered_file_reads_allocate_nothing) {
   EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " registered reads";
 }
 
+// UDP batches: the batch's headers and buffers are made once, and each send_batch/receive_batch is one awaiter.
+TEST_P(alloc_test, udp_batches_allocate_nothing) {
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    tern::net::udp_socket a(ctx), b(ctx);
+    CO_ASSERT_OK(a.bind(tern::net::endpoint::loopback_v4(0)));
+    CO_ASSERT_OK(b.bind(tern::net::endpoint::loopback_v4(0)));
+    auto [lec, b_ep] = b.local_endpoint();
+    CO_ASSERT_OK(lec);
+    tern::net::datagram_batch out(8, 64), in(8, 64);
+    for (int i = 0; i < warmup + measured; ++i) {
+      if (i == warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      for (std::size_t k = 0; k < 4; ++k) {
+        out.buffer(k)[0] = static_cast<std::byte>(i + static_cast<int>(k));
+        out.set(k, 64, b_ep);
+      }
+      auto [sec, sent] = co_await a.send_batch(out, 4);
+      if (sec || sent != 4) {
+        ++r.errors;
+        break;
+      }
+      std::size_t got = 0;
+      while (got < 4) {
+        auto [rec, n] = co_await b.receive_batch(in);
+        if (rec) {
+          ++r.errors;
+          co_return;
+        }
+        for (std::size_t k = 0; k < n; ++k) {
+          if (in.data(k)[0] != static_cast<std::byte>(i + static_cast<int>(got + k))) ++r.mismatches;
+        }
+        got += n;
+      }
+    }
+    r.allocations = stop_counting();
+  }(ctx, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " batches";
+}
+
 TEST_P(alloc_test, post_run_cycles_allocate_nothing) {
   loop_result r;
   run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {

@@ -19,6 +19,7 @@
 #include "tern/net/socket.hpp"
 #include "tern/net/socket_option.hpp"
 #include "tern/net/tcp.hpp"
+#include "tern/net/datagram_batch.hpp"
 #include "tern/net/udp.hpp"
 #include "tern/net/unix.hpp"
 #include "tern/run.hpp"

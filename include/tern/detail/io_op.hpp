@@ -34,8 +34,13 @@ namespace tern::detail {
 //
 // splice and sendfile move a file's bytes to a socket without a copy through user space (send_file): io_uring
 // splices file -> pipe -> socket, epoll calls sendfile. They are splice_ops (below), on the socket's descriptor.
+//
+// recvmmsg and sendmmsg move a batch of datagrams (net::datagram_batch): buf is the array of mmsghdr, len its
+// length, and res the number of datagrams moved. epoll makes the calls of those names; io_uring, which has no such
+// opcodes, tries the call without waiting and, when the socket is not ready, waits with one RECVMSG or SENDMSG of
+// the first datagram (see io_uring_backend::start).
 enum class op_code : std::uint8_t {
-  recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg, splice, sendfile,
+  recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg, splice, sendfile, recvmmsg, sendmmsg,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
 
@@ -44,7 +49,7 @@ inline bool is_file_op(op_code c) noexcept { return c >= op_code::read_at; }
 // Which readiness an operation waits for under epoll.
 inline bool waits_for_input(op_code c) noexcept {
   return c == op_code::recv || c == op_code::accept || c == op_code::read || c == op_code::poll_in ||
-         c == op_code::recvmsg;
+         c == op_code::recvmsg || c == op_code::recvmmsg;
 }
 
 struct descriptor;

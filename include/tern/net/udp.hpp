@@ -6,7 +6,8 @@
 //
 // A datagram arrives whole or not at all: one longer than the buffer is reported as tern::error::message_truncated
 // with the bytes that fit (never silently cut). On a connected socket, an ICMP "port unreachable" from the peer
-// is reported by the next receive as connection_refused. What every socket shares (close, cancel, options,
+// is reported by the next receive as connection_refused. receive_batch and send_batch move several datagrams per
+// system call through a net::datagram_batch (datagram_batch.hpp). What every socket shares (close, cancel, options,
 // moving between loops, which thread may use it) is in socket.hpp.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "tern/buffer.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
+#include "tern/net/datagram_batch.hpp"
 #include "tern/net/endpoint.hpp"
 #include "tern/net/socket.hpp"
 #include "tern/unique_fd.hpp"
@@ -55,6 +57,16 @@ class udp_socket : public basic_socket {
   receive_awaiter receive(mutable_buffer b) noexcept { return {*ctx_, desc_, b}; }
   // Awaitable (connected socket): sends b as one datagram to the peer; yields io_result<size_t>.
   detail::write_awaiter send(const_buffer b) noexcept { return {*ctx_, desc_, b}; }
+
+  // Awaitable: the datagrams waiting, into the slots of batch (recvmmsg); yields io_result<size_t>, how many
+  // arrived: at least one (it waits for the first), at most batch.capacity(). Each slot has its own size, sender and
+  // truncation flag (batch.truncated(i): never a silent cut).
+  detail::batch_receive_awaiter receive_batch(datagram_batch& batch) noexcept { return {*ctx_, desc_, batch}; }
+  // Awaitable: sends the first n slots of batch, each as set with batch.set() (sendmmsg); yields io_result<size_t>,
+  // how many went out, in order: at least one unless it fails (invalid_argument for n > batch.capacity()).
+  detail::batch_send_awaiter send_batch(datagram_batch& batch, std::size_t n) noexcept {
+    return {*ctx_, desc_, batch, n};
+  }
 
   [[nodiscard]] io_result<endpoint> local_endpoint() const noexcept;
   [[nodiscard]] io_result<endpoint> remote_endpoint() const noexcept;
