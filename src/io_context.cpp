@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <exception>
 #include <system_error>
 #include <unistd.h>
@@ -156,6 +157,11 @@ io_context::~io_context() {
   }
   // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight.
   backend_.reset();
+  while (spare_pipe_count_ != 0) {
+    const int* p = spare_pipes_[--spare_pipe_count_];
+    ::close(p[0]);
+    ::close(p[1]);
+  }
   if (free_descriptors_ == nullptr) {
     free_descriptors_ = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire);
   } else if (detail::descriptor* rest = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire)) {
@@ -595,6 +601,27 @@ std::stop_source io_context::take_stop_source() {
 
 void io_context::give_stop_source(std::stop_source&& s) noexcept {
   if (stop_sources_.size() < spare_stop_sources) stop_sources_.push_back(std::move(s));
+}
+
+bool io_context::take_pipe(int (&fds)[2]) noexcept {
+  if (spare_pipe_count_ != 0) {
+    const int* p = spare_pipes_[--spare_pipe_count_];
+    fds[0] = p[0];
+    fds[1] = p[1];
+    return true;
+  }
+  return ::pipe2(fds, O_CLOEXEC) == 0;
+}
+
+void io_context::give_pipe(const int (&fds)[2]) noexcept {
+  if (spare_pipe_count_ == spare_pipe_limit) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return;
+  }
+  spare_pipes_[spare_pipe_count_][0] = fds[0];
+  spare_pipes_[spare_pipe_count_][1] = fds[1];
+  ++spare_pipe_count_;
 }
 
 void io_context::link_spawned(detail::spawn_link* s) noexcept {

@@ -1,6 +1,9 @@
 // send_file on both backends (io_uring splices through a pipe; epoll calls sendfile): whole files and ranges
 // verified byte by byte over TCP and Unix sockets, a range past the end of the file (eof, with what existed sent),
-// and a peer that went away (an error, not a SIGPIPE).
+// a peer that went away (an error, not a SIGPIPE), and the loop's kept pipes (io_uring): reused from call to call,
+// and never handed on with bytes that a failed or cancelled transfer left in them.
+#include <dirent.h>
+
 #include "fs_support.hpp"
 #include "net_support.hpp"
 
@@ -89,6 +92,67 @@ TEST_P(send_file_test, a_peer_that_went_away_is_an_error_not_a_signal) {
     sigpending(&pending);
     EXPECT_FALSE(sigismember(&pending, SIGPIPE)) << "no SIGPIPE is left pending";
   }(ctx, file.path()));
+}
+
+// The descriptors this process has open.
+std::size_t open_fds() {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+TEST_P(send_file_test, sequential_transfers_reuse_one_pipe) {
+  const std::vector<char> data = make_pattern(300'000);
+  temp_file file(data);
+  run_bounded(ctx, [](tern::io_context& ctx, std::string path, const std::vector<char>& data,
+                      bool uring) -> tern::task<void> {
+    auto [oec, f] = co_await fs::file::open(ctx, path);
+    CO_ASSERT_OK(oec);
+    auto [client, server] = co_await connected_pair(ctx);
+    const std::size_t before = open_fds();
+    for (int i = 0; i < 10; ++i) {
+      co_await send_and_check(ctx, server, client, f, data, static_cast<std::uint64_t>(i) * 1000, 200'000);
+      EXPECT_EQ(open_fds(), before + (uring ? 2 : 0)) << "one kept pipe, made by the first transfer";
+    }
+  }(ctx, file.path(), data, GetParam() == tern::backend_kind::io_uring));
+}
+
+// A transfer that fails (the peer resets the connection) or is cancelled (the peer stops reading) partway leaves
+// bytes in the pipe; the next transfer on the loop must send only its own.
+TEST_P(send_file_test, a_failed_or_cancelled_transfer_does_not_poison_the_next) {
+  const std::vector<char> data = make_pattern(8 * 1024 * 1024);
+  temp_file file(data);
+  run_bounded(ctx, [](tern::io_context& ctx, std::string path, const std::vector<char>& data) -> tern::task<void> {
+    auto [oec, f] = co_await fs::file::open(ctx, path);
+    CO_ASSERT_OK(oec);
+    {
+      // Reset partway: the peer reads a little, then goes away with an RST.
+      auto [client, server] = co_await connected_pair(ctx);
+      auto transfer = tern::spawn(ctx, tern::with_timeout(tern::net::send_file(server, f, 0, data.size()), 20s));
+      std::vector<char> some(100'000);
+      CO_ASSERT_OK((co_await tern::with_timeout(client.read_exact(some), 10s)).ec);
+      set_linger_reset(client.native_handle());
+      client.close();
+      auto [ec, sent] = co_await std::move(transfer);
+      EXPECT_TRUE(ec == std::errc::broken_pipe || ec == std::errc::connection_reset) << describe(ec);
+      EXPECT_LT(sent, data.size());
+    }
+    {
+      // Cancelled partway: the peer reads nothing, the socket's buffers fill, and the splice out waits.
+      auto [client, server] = co_await connected_pair(ctx);
+      auto [ec, sent] = co_await tern::with_timeout(tern::net::send_file(server, f, 0, data.size()), 100ms);
+      EXPECT_EC(ec, tern::error::timed_out);
+      EXPECT_LT(sent, data.size());
+    }
+    // The next transfers carry their own bytes only, from the first byte on.
+    for (int i = 0; i < 3; ++i) {
+      auto [client, server] = co_await connected_pair(ctx);
+      co_await send_and_check(ctx, server, client, f, data, 4096 * static_cast<std::uint64_t>(i), 1'000'000);
+    }
+  }(ctx, file.path(), data));
 }
 
 }  // namespace

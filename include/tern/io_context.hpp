@@ -441,6 +441,11 @@ class io_context {
   void give_stop_source(std::stop_source&& s) noexcept;
   void link_spawned(detail::spawn_link* s) noexcept;
   void unlink_spawned(detail::spawn_link* s) noexcept;
+  // send_file's pipes under io_uring (loop thread only): take_pipe hands out a kept pipe (read end, write end), or
+  // makes one (false, with errno, if that fails); give_pipe keeps an empty pipe for the next call, or closes it
+  // when spare_pipe_limit are kept already. A pipe that may hold bytes must be closed, never given back.
+  bool take_pipe(int (&fds)[2]) noexcept;
+  void give_pipe(const int (&fds)[2]) noexcept;
 
  private:
   // How many items a turn runs before it looks at I/O again.
@@ -559,6 +564,9 @@ class io_context {
   std::atomic<detail::descriptor*> remote_free_descriptors_{nullptr};
   detail::spawn_link* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;
+  static constexpr unsigned spare_pipe_limit = 4;  // one per concurrent send_file is the steady state
+  int spare_pipes_[spare_pipe_limit][2] = {};
+  unsigned spare_pipe_count_ = 0;
   static constexpr std::size_t spare_stop_sources = 16;
   std::vector<std::stop_source> stop_sources_;  // capacity reserved up front: never reallocates
   std::atomic<bool> sleeping_{false};

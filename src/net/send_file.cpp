@@ -50,8 +50,9 @@ bool send_file_awaiter::await_ready() noexcept {
   }
   fs::detail::block_sigpipe();
   if (count_ == 0) return true;
-  if (op_.ctx->backend() == backend_kind::io_uring && ::pipe2(pipe_, O_CLOEXEC) < 0) {
+  if (op_.ctx->backend() == backend_kind::io_uring && !op_.ctx->take_pipe(pipe_)) {
     ec_ = {errno, std::system_category()};
+    pipe_[0] = pipe_[1] = -1;
     return true;
   }
   return false;
@@ -90,11 +91,13 @@ bool send_file_awaiter::finish_piece() noexcept {
   if (res < 0) {
     ec_ = tern::detail::result_error(res);
     if (ec_ == std::errc::broken_pipe) fs::detail::discard_sigpipe();
+    release_pipe();
     return true;
   }
   const bool reading_file = op_.code == tern::detail::op_code::sendfile || into_pipe_;
   if (res == 0 && reading_file) {
     ec_ = make_error_code(tern::error::eof);  // the file ended first
+    release_pipe();
     return true;
   }
   if (op_.code == tern::detail::op_code::sendfile) {
@@ -107,12 +110,25 @@ bool send_file_awaiter::finish_piece() noexcept {
     sent_ += static_cast<std::uint64_t>(res);
     if (in_pipe_ == 0) into_pipe_ = true;
   }
-  if (sent_ == count_) return true;
-  if (canceled_) {
-    ec_ = make_error_code(tern::error::operation_canceled);
+  if (sent_ == count_ || canceled_) {
+    if (sent_ != count_) ec_ = make_error_code(tern::error::operation_canceled);
+    release_pipe();
     return true;
   }
   return false;
+}
+
+void send_file_awaiter::release_pipe() noexcept {
+  if (pipe_[0] < 0) return;
+  // Every splice of the transfer has completed here. in_pipe_ counts what went into the pipe and not out: a
+  // splice out that failed or was cancelled midway leaves bytes that would reach the next call's socket first.
+  if (in_pipe_ == 0) {
+    op_.ctx->give_pipe(pipe_);
+  } else {
+    ::close(pipe_[0]);
+    ::close(pipe_[1]);
+  }
+  pipe_[0] = pipe_[1] = -1;
 }
 
 void send_file_awaiter::on_piece(tern::detail::work_item* w) {

@@ -1,8 +1,9 @@
 // tern/net/send_file.hpp
 //
 // send_file: sends part of a file over a stream socket without copying it through user space: a static file
-// server's inner loop. On io_uring the bytes go file -> pipe -> socket by two splices at a time (the pipe is made
-// for the call); under epoll by sendfile(2), waiting for the socket to take more. The result counts the bytes
+// server's inner loop. On io_uring the bytes go file -> pipe -> socket by two splices at a time, through a pipe
+// that the loop keeps for the next call once it is empty again (one that a failed or cancelled transfer left with
+// bytes in it is closed instead, so they never reach the next socket); under epoll by sendfile(2), waiting for the socket to take more. The result counts the bytes
 // sent, also on error or cancellation; a file that ends before count bytes is tern::error::eof. Like a write to a
 // pipe, a splice or sendfile to a socket whose peer has gone raises SIGPIPE, so the calling thread blocks it
 // (see fs/pipe.hpp) and the error is broken_pipe.
@@ -47,6 +48,8 @@ class [[nodiscard]] send_file_awaiter {
   };
   bool issue() noexcept;
   bool finish_piece() noexcept;
+  // The transfer is over: the pipe goes back to the loop if it is known to be empty, else it is closed.
+  void release_pipe() noexcept;
   static void on_piece(tern::detail::work_item* w);
 
   piece_op op_;
