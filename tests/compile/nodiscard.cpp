@@ -73,6 +73,17 @@ tern::task<void> forgotten(tern::io_context& ctx, net::tcp_socket& s, net::tcp_a
   writer.flush();  // expect: unused-result
   tern::block_signals({SIGUSR1});  // expect: unused-result
 
+  net::udp_socket u(ctx);
+  net::datagram_batch batch(4, 64);
+  u.receive_batch(batch);  // expect: unused-result
+  u.send_batch(batch, 4);  // expect: unused-result
+  tern::fs::file f(ctx);
+  f.register_file();  // expect: unused-result
+  tern::fs::registered_buffers::create(ctx, 1, 4096);  // expect: unused-result
+  auto [bec, bufs] = tern::fs::registered_buffers::create(ctx, 1, 4096);
+  f.read_at(bufs[0], 0);  // expect: unused-result
+  f.write_all_at(bufs[0], 0);  // expect: unused-result
+
   // The right forms: awaited, or the result used or explicitly dropped.
   auto [ec, n] = co_await s.read_some(buf);
   (void)s.set_no_delay(true);
@@ -81,7 +92,7 @@ tern::task<void> forgotten(tern::io_context& ctx, net::tcp_socket& s, net::tcp_a
   (void)co_await tern::with_timeout(s.read_some(buf), 1s);
   tern::spawn(ctx, compute()).detach();
   co_await g.wait();
-  (void)ec, (void)n;
+  (void)ec, (void)n, (void)bec;
 }
 
 int main() {}
