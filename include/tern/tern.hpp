@@ -14,6 +14,7 @@
 #include "tern/net/address.hpp"
 #include "tern/net/endpoint.hpp"
 #include "tern/net/error.hpp"
+#include "tern/net/resolver.hpp"
 #include "tern/net/send_file.hpp"
 #include "tern/net/socket.hpp"
 #include "tern/net/socket_option.hpp"

@@ -26,7 +26,8 @@ class io_context;
 namespace tern::detail {
 
 // poll_in waits until the fd is readable and reads nothing (for fds that must be read on the loop's own thread,
-// such as a signalfd, whose read sees only the reading thread's signals). recvmsg and sendmsg take a msghdr in
+// such as a signalfd, whose read sees only the reading thread's signals); poll_out until it is writable. Both also
+// serve fds that another library reads and writes itself (the resolver's c-ares sockets). recvmsg and sendmsg take a msghdr in
 // buf (datagrams with their addresses, file descriptors passed over Unix sockets) and their flags in msg_flags.
 //
 // The file operations, from read_at on, are file_ops (below): positioned reads and writes, and the calls of the file
@@ -35,7 +36,7 @@ namespace tern::detail {
 // splice and sendfile move a file's bytes to a socket without a copy through user space (send_file): io_uring
 // splices file -> pipe -> socket, epoll calls sendfile. They are splice_ops (below), on the socket's descriptor.
 enum class op_code : std::uint8_t {
-  recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg, splice, sendfile,
+  recv, send, accept, connect, read, write, poll_in, poll_out, recvmsg, sendmsg, splice, sendfile,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
 
