@@ -12,6 +12,7 @@
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/net/address.hpp"
+#include "tern/net/connect.hpp"
 #include "tern/net/endpoint.hpp"
 #include "tern/net/error.hpp"
 #include "tern/net/resolver.hpp"
