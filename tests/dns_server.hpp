@@ -4,7 +4,8 @@
 // a name it does not know, and NODATA (no error, no answer) for a known name without records of the asked type. The
 // other behaviours are what a resolver must survive: a server that never answers, one that answers with a
 // malformed packet (right ID and question, then an answer section cut short), one that answers noise, and one that
-// answers SERVFAIL. It counts the questions it received, by type.
+// answers SERVFAIL. With `truncating`, every UDP answer is empty with the TC bit set, and the full answer is served
+// over TCP on the same port (as a resolver then retries). It counts the questions it received, by type.
 #pragma once
 
 #include <arpa/inet.h>
@@ -20,7 +21,7 @@
 
 namespace tern_test {
 
-enum class dns_behaviour { answer, silent, malformed, noise, server_failure };
+enum class dns_behaviour { answer, silent, malformed, noise, server_failure, truncating };
 
 class dns_server {
  public:
@@ -31,11 +32,12 @@ class dns_server {
   };
 
   dns_server(tern::io_context& ctx, dns_behaviour behaviour, bool v6 = false)
-      : socket_(ctx), behaviour_(behaviour) {
+      : socket_(ctx), acceptor_(ctx), behaviour_(behaviour) {
     EXPECT_OK(socket_.bind(v6 ? tern::net::endpoint::loopback_v6(0) : tern::net::endpoint::loopback_v4(0)));
     auto [ec, ep] = socket_.local_endpoint();
     EXPECT_OK(ec);
     endpoint_ = ep;
+    if (behaviour == dns_behaviour::truncating) EXPECT_OK(acceptor_.listen(endpoint_));
   }
 
   // Adds addresses (text form, v4 or v6) for name.
@@ -66,21 +68,55 @@ class dns_server {
     return n;
   }
 
-  // Answers until close() (its pending receive then fails and serve returns).
+  // Answers until close() (its pending receive then fails and serve returns); with `truncating`, the TCP side too.
   tern::task<void> serve() {
+    if (behaviour_ == dns_behaviour::truncating) {
+      co_await tern::when_all(serve_udp(), serve_tcp());
+    } else {
+      co_await serve_udp();
+    }
+  }
+  void close() {
+    socket_.close();
+    acceptor_.close();
+  }
+  int tcp_questions() const { return tcp_questions_; }
+
+ private:
+  tern::task<void> serve_udp() {
     std::array<std::uint8_t, 1500> in{};
     for (;;) {
       auto [ec, got] = co_await socket_.receive_from(tern::mutable_buffer(in.data(), in.size()));
       if (ec) co_return;
       std::vector<std::uint8_t> out;
-      if (!answer(std::basic_string_view<std::uint8_t>(in.data(), got.size), out)) continue;
+      if (!answer(std::basic_string_view<std::uint8_t>(in.data(), got.size), out, true)) continue;
       auto [sec, sent] = co_await socket_.send_to(tern::const_buffer(out.data(), out.size()), got.from);
       EXPECT_OK(sec);
       (void)sent;
     }
   }
-  void close() { socket_.close(); }
 
+  // DNS over TCP: each message is preceded by its length (two bytes, big-endian).
+  tern::task<void> serve_tcp() {
+    for (;;) {
+      auto [ec, conn] = co_await acceptor_.accept();
+      if (ec) co_return;
+      for (;;) {
+        std::uint8_t length[2];
+        if ((co_await conn.read_exact(tern::mutable_buffer(length, 2))).ec) break;
+        std::vector<std::uint8_t> query(static_cast<std::size_t>(length[0] << 8 | length[1]));
+        if ((co_await conn.read_exact(tern::mutable_buffer(query.data(), query.size()))).ec) break;
+        ++tcp_questions_;
+        std::vector<std::uint8_t> out;
+        if (!answer(std::basic_string_view<std::uint8_t>(query.data(), query.size()), out, false)) break;
+        std::vector<std::uint8_t> framed{static_cast<std::uint8_t>(out.size() >> 8), static_cast<std::uint8_t>(out.size())};
+        framed.insert(framed.end(), out.begin(), out.end());
+        if ((co_await conn.write_all(tern::const_buffer(framed.data(), framed.size()))).ec) break;
+      }
+    }
+  }
+
+ public:
   static constexpr std::uint16_t type_a = 1;
   static constexpr std::uint16_t type_cname = 5;
   static constexpr std::uint16_t type_aaaa = 28;
@@ -120,7 +156,7 @@ class dns_server {
   }
 
   // Builds the reply to one query; false: send nothing.
-  bool answer(std::basic_string_view<std::uint8_t> q, std::vector<std::uint8_t>& out) {
+  bool answer(std::basic_string_view<std::uint8_t> q, std::vector<std::uint8_t>& out, bool over_udp) {
     if (q.size() < 12) return false;
     // The question: labels up to the root, then type and class.
     std::size_t pos = 12;
@@ -178,8 +214,10 @@ class dns_server {
         }
       }
     }
-    out.push_back(static_cast<std::uint8_t>(0x80 | (q[2] & 0x01)));  // QR, RD
-    out.push_back(static_cast<std::uint8_t>(0x80 | rcode));          // RA, RCODE
+    const bool truncated = over_udp && behaviour_ == dns_behaviour::truncating;
+    if (truncated) answers.clear();
+    out.push_back(static_cast<std::uint8_t>(0x80 | (truncated ? 0x02 : 0) | (q[2] & 0x01)));  // QR, TC, RD
+    out.push_back(static_cast<std::uint8_t>(0x80 | rcode));                                    // RA, RCODE
     put16(out, 1);
     put16(out, static_cast<std::uint16_t>(behaviour_ == dns_behaviour::malformed ? 3 : answers.size()));
     put16(out, 0);
@@ -197,7 +235,9 @@ class dns_server {
   }
 
   tern::net::udp_socket socket_;
+  tern::net::tcp_acceptor acceptor_;
   dns_behaviour behaviour_;
+  int tcp_questions_ = 0;
   tern::net::endpoint endpoint_;
   std::map<std::string, records> table_;
   std::map<std::uint16_t, int> questions_;

@@ -1,8 +1,9 @@
 // net::resolver on both backends, against a DNS server that each test starts on a loopback UDP port
 // (dns_server.hpp): A and AAAA answers, one family only, CNAME chains, NXDOMAIN and NODATA, a server that never
-// answers, one that answers a malformed packet, one that answers noise, SERVFAIL, a second server after a silent
-// first one, numeric hosts and /etc/hosts without a query, service names, many resolves at once, and cancellation
-// (with_timeout, resolver::cancel, destroying the resolver) with the loop running out of work afterwards.
+// answers, one that answers a malformed packet, one that answers noise, SERVFAIL, a truncated answer asked again
+// over TCP, a second server after a silent first one, numeric hosts and /etc/hosts without a query, service
+// names, many resolves at once, and cancellation (with_timeout, resolver::cancel, destroying the resolver) with the
+// loop running out of work afterwards.
 #include "dns_server.hpp"
 
 #include <ares.h>
@@ -167,6 +168,15 @@ TEST_P(resolver_test, a_failing_server_is_a_server_failure) {
     auto [ec, found] = co_await r.resolve("host.test", "80", address_family::v4);
     EXPECT_TRUE(ec == resolver_error::server_failure || ec == resolver_error::connection_refused) << describe(ec);
     EXPECT_TRUE(found.endpoints.empty());
+  });
+}
+
+TEST_P(resolver_test, a_truncated_answer_is_asked_again_over_tcp) {
+  with_server(ctx, dns_behaviour::truncating, [](resolver& r, dns_server& server) -> tern::task<void> {
+    auto [ec, found] = co_await r.resolve("host.test", "80");
+    CO_ASSERT_OK(ec);
+    EXPECT_EQ(texts(found), (std::set<std::string>{"192.0.2.1:80", "192.0.2.2:80", "[2001:db8::1]:80"}));
+    EXPECT_GE(server.tcp_questions(), 2) << "A and AAAA over TCP";
   });
 }
 

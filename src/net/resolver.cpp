@@ -171,27 +171,22 @@ struct resolver_impl {
   static void on_ready(work_item* item) {
     auto& op = *static_cast<watch_op*>(item);
     socket_watch* w = op.watch;
-    op.queued = false;
     resolver_impl* self = w->owner;
-    if (self == nullptr) {
-      if (w->idle()) delete w;
-      return;
-    }
-    const bool wanted = &op == &w->read_op ? w->want_read : w->want_write;
-    if (op.res != -ECANCELED && wanted) {
+    // op stays queued until the end, so that a close of the socket inside ares_process_fd (drop) cannot free w
+    // under this function.
+    if (self != nullptr && op.res != -ECANCELED && (&op == &w->read_op ? w->want_read : w->want_write)) {
       // An error on the socket (a refused UDP port) is read by c-ares itself when it receives.
       const int fd = w->fd;
       ares_process_fd(self->channel, &op == &w->read_op ? fd : ARES_SOCKET_BAD,
                       &op == &w->write_op ? fd : ARES_SOCKET_BAD);
-      // c-ares may have closed the socket (w orphaned) or even destroyed nothing else: look again.
-      if (w->owner == nullptr) {
-        if (w->idle()) delete w;
-        self->update_timeout();
-        return;
-      }
+      self->update_timeout();
+    }
+    op.queued = false;
+    if (w->owner == nullptr) {  // the socket was closed (before or during the call)
+      if (w->idle()) delete w;
+      return;
     }
     self->arm(w);
-    self->update_timeout();
   }
 
   // c-ares's socket state callback: which directions of s to watch now.
