@@ -37,7 +37,9 @@ class dns_server {
     auto [ec, ep] = socket_.local_endpoint();
     EXPECT_OK(ec);
     endpoint_ = ep;
-    if (behaviour == dns_behaviour::truncating) EXPECT_OK(acceptor_.listen(endpoint_));
+    if (behaviour == dns_behaviour::truncating) {
+      EXPECT_OK(acceptor_.listen(endpoint_));
+    }
   }
 
   // Adds addresses (text form, v4 or v6) for name.

@@ -326,12 +326,12 @@ TEST_P(resolver_test, destroying_the_resolver_cancels_its_resolves) {
 
 TEST_P(resolver_test, a_resolve_on_another_loops_thread_is_refused) {
   tern::io_context other(options_for(GetParam()));
-  run_bounded(ctx, [](tern::io_context& ctx, tern::io_context& other) -> tern::task<void> {
+  run_bounded(ctx, [](tern::io_context& other) -> tern::task<void> {
     resolver r(other, only({endpoint::loopback_v4(9)}));
     auto [ec, found] = co_await r.resolve("192.0.2.1", "80");
     EXPECT_EC(ec, tern::error::wrong_loop);
     EXPECT_TRUE(found.endpoints.empty());
-  }(ctx, other));
+  }(other));
 }
 
 }  // namespace
