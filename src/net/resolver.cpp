@@ -137,7 +137,8 @@ struct resolver_impl {
   struct timeout_node : timer_node {
     resolver_impl* owner = nullptr;
   } timeout;
-  // The timeout when it is already due as it is set: expired from the run queue, not by re-entering c-ares.
+  // The expiry runs from the run queue, not from inside the wheel's advance (which must not be re-entered by the
+  // timer insertions and socket operations that c-ares's processing leads to).
   struct due_item : work_item {
     resolver_impl* owner = nullptr;
     bool queued = false;
@@ -276,8 +277,10 @@ struct resolver_impl {
 
   static void on_timeout(timer_node* n) noexcept {
     resolver_impl* self = static_cast<timeout_node*>(n)->owner;
-    ares_process_fd(self->channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-    self->update_timeout();
+    if (!self->due.queued) {
+      self->due.queued = true;
+      self->ctx->schedule(&self->due);
+    }
   }
 
   // Sets the timer to c-ares's next timeout, or disarms it when no query is waiting.
@@ -291,16 +294,14 @@ struct resolver_impl {
                              static_cast<std::uint64_t>(next->tv_usec) * 1'000u;
     // One wheel tick (65 us) later than asked, so that the wheel always takes the node.
     timeout.deadline_ns = ctx->deadline_now_ns() + ns + (std::uint64_t{1} << tern::detail::timer_wheel::tick_shift);
-    if (!ctx->timers().insert(&timeout) && !due.queued) {
-      due.queued = true;
-      ctx->schedule(&due);
-    }
+    if (!ctx->timers().insert(&timeout)) on_timeout(&timeout);
   }
 
   static void on_due(work_item* item) {
     resolver_impl* self = static_cast<due_item*>(item)->owner;
     self->due.queued = false;
-    on_timeout(&self->timeout);
+    ares_process_fd(self->channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+    self->update_timeout();
   }
 
   static void on_answer(void* arg, int status, int /*timeouts*/, ares_addrinfo* info) {
