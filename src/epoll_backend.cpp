@@ -177,7 +177,8 @@ class epoll_backend final : public backend {
         case op_code::accept:
           r = errno_result(::accept4(fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
           break;
-        case op_code::poll_in: r = retry ? POLLIN : readable_now(fd); break;
+        case op_code::poll_in: r = retry ? POLLIN : ready_now(fd, POLLIN); break;
+        case op_code::poll_out: r = retry ? POLLOUT : ready_now(fd, POLLOUT); break;
         case op_code::recvmsg: r = errno_result(::recvmsg(fd, static_cast<msghdr*>(op.buf), op.msg_flags)); break;
         case op_code::sendmsg:
           r = errno_result(::sendmsg(fd, static_cast<const msghdr*>(op.buf), op.msg_flags | MSG_NOSIGNAL));
@@ -260,11 +261,11 @@ class epoll_backend final : public backend {
   }
 
   // An edge may have passed before the op started: ask once, without waiting.
-  static int readable_now(int fd) noexcept {
-    pollfd p{fd, POLLIN, 0};
+  static int ready_now(int fd, short events) noexcept {
+    pollfd p{fd, events, 0};
     int n = ::poll(&p, 1, 0);
     if (n < 0) return -errno;
-    return n > 0 ? POLLIN : -EAGAIN;
+    return n > 0 ? events : -EAGAIN;
   }
 
   static int connect_result(int fd) noexcept {

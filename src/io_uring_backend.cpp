@@ -135,6 +135,7 @@ class io_uring_backend final : public backend {
       case op_code::read: io_uring_prep_read(sqe, fd, op.buf, op.len, -1); break;
       case op_code::write: io_uring_prep_write(sqe, fd, op.buf, op.len, -1); break;
       case op_code::poll_in: io_uring_prep_poll_add(sqe, fd, POLLIN); break;
+      case op_code::poll_out: io_uring_prep_poll_add(sqe, fd, POLLOUT); break;
       case op_code::recvmsg:
         io_uring_prep_recvmsg(sqe, fd, static_cast<msghdr*>(op.buf), static_cast<unsigned>(op.msg_flags));
         break;

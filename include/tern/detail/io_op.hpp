@@ -26,7 +26,8 @@ class io_context;
 namespace tern::detail {
 
 // poll_in waits until the fd is readable and reads nothing (for fds that must be read on the loop's own thread,
-// such as a signalfd, whose read sees only the reading thread's signals). recvmsg and sendmsg take a msghdr in
+// such as a signalfd, whose read sees only the reading thread's signals); poll_out until it is writable. Both also
+// serve fds that another library reads and writes itself (the resolver's c-ares sockets). recvmsg and sendmsg take a msghdr in
 // buf (datagrams with their addresses, file descriptors passed over Unix sockets) and their flags in msg_flags.
 //
 // The file operations, from read_at on, are file_ops (below): positioned reads and writes, and the calls of the file
@@ -40,7 +41,8 @@ namespace tern::detail {
 // opcodes, tries the call without waiting and, when the socket is not ready, waits with one RECVMSG or SENDMSG of
 // the first datagram (see io_uring_backend::start).
 enum class op_code : std::uint8_t {
-  recv, send, accept, connect, read, write, poll_in, recvmsg, sendmsg, splice, sendfile, recvmmsg, sendmmsg,
+  recv, send, accept, connect, read, write, poll_in, poll_out, recvmsg, sendmsg, splice, sendfile, recvmmsg,
+  sendmmsg,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
 
