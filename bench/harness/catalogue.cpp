@@ -377,6 +377,29 @@ std::vector<scenario_def> build_scenarios() {
                  fire_points,
                  true, true, all_runtimes});
 
+    // Every point is one loop thread with `timers` periodic timers; lateness is the time from a deadline to the
+    // moment its waiter runs, so it includes the runtime's timer resolution (tern: the wheel's 1 us tick, a
+    // deadline fires at the first tick boundary at or after it), the kernel's wake-up from the wait for I/O, and
+    // queueing behind the other timers due at the same moment.
+    auto accuracy_point = [](std::int64_t timers, std::int64_t period_us) {
+        return param_list{{"timers", timers}, {"period_us", period_us}};
+    };
+    scenario_def accuracy{"timers/accuracy", "timers",
+                          "`timers` periodic timers on one thread, period_us apart, their deadlines spread evenly over "
+                          "the period and kept on a fixed grid (each wait expires at the next multiple of the period, "
+                          "so lateness never accumulates); lateness = when the waiter ran minus its deadline, mean "
+                          "and p99 in us. It includes the timer structure's resolution (tern's wheel fires at the "
+                          "first 1 us tick at or after a deadline), the kernel's wake-up of an idle vCPU, and the "
+                          "timers due at the same moment that run first",
+                          {{"lateness_mean_us", "us", better::lower}, {"lateness_p99_us", "us", better::lower}},
+                          {accuracy_point(100, 1000)},
+                          {},
+                          true, true, all_runtimes};
+    for (std::int64_t n : {10, 100, 1000})
+        for (std::int64_t p : {1000, 15000}) accuracy.full_points.push_back(accuracy_point(n, p));
+    accuracy.quick_duration_s = 0.5;
+    s.push_back(accuracy);
+
     auto pingpong_impls = all_runtimes;
     pingpong_impls.push_back("raw/liburing");
     s.push_back({"sockets/pingpong", "sockets",

@@ -129,6 +129,66 @@ private:
     bool done_ = false;
 };
 
+// Records how late timers fire through the phases: each call gives a timer's scheduled deadline and the time its
+// waiter ran; reports lateness_mean_us and lateness_p99_us. Several timers record into one meter; the phase ends
+// at the first record past its end. A timer that ran before its deadline (which no runtime here allows) fails the
+// run.
+class lateness_meter {
+public:
+    explicit lateness_meter(session& s) : s_(s), phases_(s.phases()) {}
+
+    void start() { begin_phase(bench_clock::now()); }
+
+    // Returns false once every phase is over.
+    bool record(bench_clock::time_point deadline, bench_clock::time_point ran) {
+        if (done_) return false;
+        if (ran < deadline) throw bench_failure("a timer fired " + std::to_string(elapsed_ns(ran, deadline)) +
+                                                " ns before its deadline");
+        if (!phases_[current_].warmup) hist_.record(elapsed_ns(deadline, ran));
+        if (ran < end_) return true;
+        if (!phases_[current_].warmup) {
+            if (hist_.count() == 0) throw bench_failure("no timer fired in a phase");
+            auto allocs = allocs_->per_op(hist_.count());  // before the report allocates
+            metric_values values{{"lateness_mean_us", hist_.mean_ns() / 1e3},
+                                 {"lateness_p99_us", hist_.percentile_ns(0.99) / 1e3}};
+            if (allocs) values.emplace_back(allocs_per_op_name, *allocs);
+            s_.report(phases_[current_], values);
+        }
+        if (++current_ == phases_.size()) {
+            done_ = true;
+            return false;
+        }
+        begin_phase(ran);
+        return true;
+    }
+
+    bool done() const { return done_; }
+
+private:
+    void begin_phase(bench_clock::time_point now) {
+        hist_.reset();
+        end_ = now + to_duration(phases_[current_].seconds);
+        allocs_.emplace(s_.scenario());
+    }
+
+    session& s_;
+    std::vector<phase> phases_;
+    std::size_t current_ = 0;
+    latency_histogram hist_;
+    bench_clock::time_point end_{};
+    std::optional<allocation_window> allocs_;
+    bool done_ = false;
+};
+
+// The first deadline of timer i of n periodic timers: one period after start, shifted by i/n of a period, so the
+// timers' deadlines are spread evenly over each period (as independent periodic timers would be), the same for
+// every implementation.
+inline bench_clock::time_point periodic_first_deadline(bench_clock::time_point start, std::chrono::microseconds period,
+                                                       std::size_t i, std::size_t n) {
+    return start + period + std::chrono::duration_cast<bench_clock::duration>(period * static_cast<double>(i) /
+                                                                               static_cast<double>(n));
+}
+
 // The bytes of round `r` of a ping-pong: a window into a fixed pseudo-random block that starts at a different
 // offset each round, so a stale or misplaced buffer cannot pass verification, and building and checking a
 // message costs one memcmp, the same for every implementation.

@@ -31,6 +31,8 @@ constexpr std::array entries = {
     impl_entry{"timers/schedule_cancel", "asio/coroutines", a::timers_schedule_cancel_coroutines},
     impl_entry{"timers/fire_rate", "asio/callbacks", a::timers_fire_rate_callbacks},
     impl_entry{"timers/fire_rate", "asio/coroutines", a::timers_fire_rate_coroutines},
+    impl_entry{"timers/accuracy", "asio/callbacks", a::timers_accuracy_callbacks},
+    impl_entry{"timers/accuracy", "asio/coroutines", a::timers_accuracy_coroutines},
     impl_entry{"sockets/pingpong", "asio/callbacks", a::sockets_pingpong_callbacks},
     impl_entry{"sockets/pingpong", "asio/coroutines", a::sockets_pingpong_coroutines},
     impl_entry{"sockets/pingpong_cross_thread", "asio/callbacks", a::sockets_pingpong_cross_thread_callbacks},

@@ -20,6 +20,8 @@ constexpr std::array entries = {
     impl_entry{"timers/schedule_cancel", "tern/epoll", t::timers_schedule_cancel},
     impl_entry{"timers/fire_rate", "tern/io_uring", t::timers_fire_rate},
     impl_entry{"timers/fire_rate", "tern/epoll", t::timers_fire_rate},
+    impl_entry{"timers/accuracy", "tern/io_uring", t::timers_accuracy},
+    impl_entry{"timers/accuracy", "tern/epoll", t::timers_accuracy},
     impl_entry{"sockets/pingpong", "tern/io_uring", t::sockets_pingpong},
     impl_entry{"sockets/pingpong", "tern/epoll", t::sockets_pingpong},
     impl_entry{"sockets/pingpong_cross_thread", "tern/io_uring", t::sockets_pingpong_cross_thread},

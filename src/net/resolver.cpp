@@ -292,7 +292,7 @@ struct resolver_impl {
     if (next == nullptr) return;
     const std::uint64_t ns = static_cast<std::uint64_t>(next->tv_sec) * 1'000'000'000u +
                              static_cast<std::uint64_t>(next->tv_usec) * 1'000u;
-    // One wheel tick (65 us) later than asked, so that the wheel always takes the node.
+    // One wheel tick later than asked, so that the wheel always takes the node.
     timeout.deadline_ns = ctx->deadline_now_ns() + ns + (std::uint64_t{1} << tern::detail::timer_wheel::tick_shift);
     if (!ctx->timers().insert(&timeout)) on_timeout(&timeout);
   }

@@ -4,6 +4,8 @@
 // operation_aborted, counts, and does the next one. Every operation inserts into and removes from the timer queue
 // and runs one handler.
 // fire_rate: `timers` handler chains; each handler re-arms its timer delay_us ahead and waits again.
+// accuracy: `timers` handler chains, each re-arming its timer at the next point of its fixed grid (expires_at) and
+// recording how late its handler ran.
 #include "asio_background.hpp"
 #include "../registry.hpp"
 
@@ -48,7 +50,41 @@ struct fire_step {
     }
 };
 
+struct periodic_step {
+    asio::steady_timer* timer;
+    lateness_meter* meter;
+    bench_clock::time_point deadline;
+    std::chrono::microseconds period;
+    void operator()(const asio::error_code& ec) {
+        const auto ran = bench_clock::now();
+        expect_ok(ec, "periodic timer");
+        if (!meter->record(deadline, ran)) return;
+        deadline += period;
+        arm();
+    }
+    void arm() {
+        timer->expires_at(deadline);
+        timer->async_wait(*this);
+    }
+};
+
 }  // namespace
+
+void timers_accuracy_callbacks(session& s) {
+    announce(s);
+    asio::io_context ctx(concurrency_hint);
+    auto count = static_cast<std::size_t>(s.param_int("timers"));
+    std::chrono::microseconds period(s.param_int("period_us"));
+    std::deque<asio::steady_timer> timers;  // never moves its elements
+    for (std::size_t i = 0; i < count; ++i) timers.emplace_back(ctx);
+    lateness_meter meter(s);
+    const auto start = bench_clock::now();
+    meter.start();
+    for (std::size_t i = 0; i < count; ++i)
+        periodic_step{&timers[i], &meter, periodic_first_deadline(start, period, i, count), period}.arm();
+    ctx.run();
+    if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
+}
 
 void timers_schedule_cancel_callbacks(session& s) {
     announce(s);

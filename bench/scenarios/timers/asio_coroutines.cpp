@@ -6,6 +6,7 @@
 // removal from the timer queue, one resumption. Errors come back through redirect_error: use_awaitable alone
 // would throw for every cancellation and measure exception handling.
 // fire_rate: `timers` coroutines, each re-arming its own timer delay_us ahead and awaiting it, in a loop.
+// accuracy: `timers` coroutines, each a periodic timer on a fixed grid (expires_at), recording its lateness.
 #include "asio_background.hpp"
 #include "../registry.hpp"
 
@@ -35,7 +36,35 @@ asio::awaitable<void> fire_loop(ops_meter& meter, std::chrono::microseconds dela
     } while (meter.tick());
 }
 
+asio::awaitable<void> periodic_loop(lateness_meter& meter, bench_clock::time_point deadline,
+                                    std::chrono::microseconds period) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    asio::error_code ec;
+    for (;; deadline += period) {
+        timer.expires_at(deadline);
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        const auto ran = bench_clock::now();
+        expect_ok(ec, "periodic timer");
+        if (!meter.record(deadline, ran)) co_return;
+    }
+}
+
 }  // namespace
+
+void timers_accuracy_coroutines(session& s) {
+    announce(s);
+    asio::io_context ctx(concurrency_hint);
+    auto count = static_cast<std::size_t>(s.param_int("timers"));
+    std::chrono::microseconds period(s.param_int("period_us"));
+    lateness_meter meter(s);
+    const auto start = bench_clock::now();
+    meter.start();
+    for (std::size_t i = 0; i < count; ++i)
+        asio::co_spawn(ctx, periodic_loop(meter, periodic_first_deadline(start, period, i, count), period),
+                       asio::detached);
+    ctx.run();
+    if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
+}
 
 void timers_schedule_cancel_coroutines(session& s) {
     announce(s);

@@ -7,6 +7,8 @@
 // ahead (the same delays as Asio's), all armed before the measurement starts and cancelled after it.
 // fire_rate: `timers` tasks, each re-arming its own timer delay_us ahead and awaiting it, in a loop. With
 // delay_us=0 the deadline is due before the wait starts, and tern's wait completes without suspending.
+// accuracy: `timers` tasks, each a periodic timer on a fixed grid (expires_at the next multiple of the period, so
+// lateness does not accumulate), recording how late each wait resumed.
 #include "../tern_setup.hpp"
 #include "../../harness/meters.hpp"
 #include "../registry.hpp"
@@ -87,7 +89,39 @@ tern::task<void> fire_all(tern::io_context& ctx, ops_meter& meter, std::int64_t 
     for (auto& h : loops) co_await std::move(h);
 }
 
+tern::task<void> periodic_loop(tern::io_context& ctx, lateness_meter& meter, bench_clock::time_point deadline,
+                               std::chrono::microseconds period) {
+    tern::timer timer(ctx);
+    for (;; deadline += period) {
+        timer.expires_at(deadline);
+        auto ec = co_await timer.wait();
+        const auto ran = bench_clock::now();
+        expect_ok(ec, "periodic timer");
+        if (!meter.record(deadline, ran)) co_return;
+    }
+}
+
+tern::task<void> accuracy(tern::io_context& ctx, lateness_meter& meter, std::size_t count,
+                          std::chrono::microseconds period) {
+    std::vector<tern::join_handle<void>> loops;
+    loops.reserve(count);
+    const auto start = bench_clock::now();
+    meter.start();
+    for (std::size_t i = 0; i < count; ++i)
+        loops.push_back(tern::spawn(ctx, periodic_loop(ctx, meter, periodic_first_deadline(start, period, i, count), period)));
+    for (auto& h : loops) co_await std::move(h);
+}
+
 }  // namespace
+
+void timers_accuracy(session& s) {
+    tern::io_context ctx(options_for(s));
+    announce(s, ctx);
+    lateness_meter meter(s);
+    ctx.block_on(accuracy(ctx, meter, static_cast<std::size_t>(s.param_int("timers")),
+                          std::chrono::microseconds(s.param_int("period_us"))));
+    if (!meter.done()) throw bench_failure("the loop ended before the last phase");
+}
 
 void timers_schedule_cancel(session& s) {
     tern::io_context ctx(options_for(s));

@@ -12,8 +12,8 @@
 // - the cycles-to-ns factor is calibrated at start-up and then raised by a margin far above calibration and NTP
 //   slew error;
 // - extrapolation spans at most max_span_ns; past that (or if the counter went backwards) the loop reads the
-//   real clock and takes a new base. The margin then makes a deadline at most a few microseconds late, well under
-//   the timer wheel's 65 us tick.
+//   real clock and takes a new base. The margin then makes a deadline at most a few microseconds late, less than
+//   the kernel's wake-up of an idle CPU.
 // Elsewhere (no TSC clocksource, not x86-64) the real clock is read every time.
 #pragma once
 

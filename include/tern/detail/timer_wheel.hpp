@@ -8,8 +8,9 @@
 // a node from a doubly linked list. The nodes live inside the awaiters (in coroutine frames), so arming a timer
 // never allocates. There is no syscall per timer either: the loop asks next_expiry() for the kernel wait timeout.
 //
-// Geometry: time is counted in ticks of 2^16 ns (65.5 us). Seven levels of 64 slots; level L slot covers 64^L
-// ticks, so the wheel spans 2^42 ticks (about nine years). A deadline further out is clamped to the span and
+// Geometry: time is counted in ticks of 2^10 ns (1.02 us: a coarser tick adds its rounding to every timer's
+// lateness; see docs/design.md, Timers). Seven levels of 64 slots; level L slot covers 64^L ticks, so the wheel
+// spans 2^42 ticks (about 51 days). A deadline further out is clamped to the span and
 // re-filed when it comes due (it then cascades down, as every entry does).
 //
 // Invariant (relative to elapsed_, the last tick processed): an entry with deadline d sits on the level of the
@@ -44,7 +45,7 @@ struct timer_node {
 
 class timer_wheel {
  public:
-  static constexpr unsigned tick_shift = 16;
+  static constexpr unsigned tick_shift = 10;
   static constexpr unsigned slot_bits = 6;
   static constexpr unsigned slots = 1u << slot_bits;
   static constexpr unsigned levels = 7;
