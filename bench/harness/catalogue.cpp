@@ -327,6 +327,39 @@ void add_thread_scenarios(std::vector<scenario_def>& s) {
                  false, true, all_runtimes});
 }
 
+// ---- udp and unix: loopback UDP and Unix stream sockets, every byte verified ----
+
+void add_datagram_and_local_scenarios(std::vector<scenario_def>& s) {
+    s.push_back({"udp/pingpong", "udp",
+                 "two loopback UDP sockets connected to each other, client and server as separate tasks on one "
+                 "thread; the client sends a `size`-byte datagram and waits for the echo, the server echoes each "
+                 "datagram; every byte verified on both sides; round-trip latency",
+                 latency_metrics(),
+                 sweep("size", {64}),
+                 sweep("size", {1, 64, 1400}),
+                 true, true, all_runtimes, socket_quick_s});
+
+    s.push_back({"udp/throughput", "udp",
+                 "one sender loop on CPU 0 and one receiver loop on CPU 1 over two connected loopback UDP sockets "
+                 "(4 MiB socket buffers on both ends); every datagram carries a sequence number and the pattern "
+                 "of that number, checked on arrival; datagrams received and verified per second. tern sends and "
+                 "receives in batches of 32 (send_batch / receive_batch: sendmmsg / recvmmsg), its API for bulk "
+                 "datagrams; Asio, which has no batch operation, one async_send / async_receive per datagram. "
+                 "Loopback drops what the receiver cannot take: the run's info lines give the loss",
+                 {{"datagrams_per_s", "datagrams/s", better::higher}},
+                 sweep("size", {64}),
+                 sweep("size", {64, 1400}),
+                 true, false, all_runtimes, socket_quick_s});
+
+    s.push_back({"unix/pingpong", "unix",
+                 "sockets/pingpong over a Unix stream socket pair (socketpair) on one thread: the client writes "
+                 "`size` bytes, the server reads them all and echoes them; every byte verified; round-trip latency",
+                 latency_metrics(),
+                 sweep("size", {64}),
+                 sweep("size", {64}),
+                 true, true, all_runtimes, socket_quick_s});
+}
+
 std::vector<scenario_def> build_scenarios() {
     std::vector<scenario_def> s;
 
@@ -414,6 +447,7 @@ std::vector<scenario_def> build_scenarios() {
     add_thread_scenarios(s);
     add_socket_scenarios(s);
     add_http_scenarios(s);
+    add_datagram_and_local_scenarios(s);
 
     for (auto& sc : s) sc.category = sc.name.substr(0, sc.name.find('/'));
     return s;
