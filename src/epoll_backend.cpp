@@ -191,7 +191,7 @@ class epoll_backend final : public backend {
     for (;;) {
       int r = 0;
       switch (op.code) {
-        case op_code::recv: r = errno_result(::recv(fd, op.buf, op.len, MSG_NOSIGNAL)); break;
+        case op_code::recv: r = errno_result(::recv(fd, op.buf, op.len, op.msg_flags | MSG_NOSIGNAL)); break;
         case op_code::send: r = errno_result(::send(fd, op.buf, op.len, MSG_NOSIGNAL)); break;
         case op_code::read: r = errno_result(::read(fd, op.buf, op.len)); break;
         case op_code::write: r = errno_result(::write(fd, op.buf, op.len)); break;

@@ -114,7 +114,7 @@ class io_uring_backend final : public backend {
     const int fd = op.desc->fd;
     switch (op.code) {
       case op_code::recv:
-        io_uring_prep_recv(sqe, fd, op.buf, op.len, 0);
+        io_uring_prep_recv(sqe, fd, op.buf, op.len, op.msg_flags);  // MSG_TRUNC for a datagram, else 0
         // A receive that finds the socket empty first tries it, fails, and only then arms its poll. When the
         // last receive drained the socket and a send has completed since (a request/response peer waiting for
         // the answer), arming the poll first (POLL_FIRST) skips that failed attempt: 0.3 us of a 10 us

