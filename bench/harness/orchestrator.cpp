@@ -66,7 +66,8 @@ std::vector<planned_run> make_plan(const std::vector<const scenario_def*>& scen,
             for (auto* i : impls) {
                 if (std::find(s->impls.begin(), s->impls.end(), i->id) == s->impls.end()) continue;
                 for (auto& v : i->variants)
-                    plan.push_back({s, point, i, v, prof == profile::quick ? s->quick_duration_s : 0.0});
+                    if (s->runs_point(point, i->id, v.config))
+                        plan.push_back({s, point, i, v, prof == profile::quick ? s->quick_duration_s : 0.0});
             }
     return plan;
 }
