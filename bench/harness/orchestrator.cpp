@@ -48,7 +48,9 @@ const char* const pinning_text =
     "and a server loop (pingpong_cross_thread, echo, messages) pin the client's thread to CPU 0 and the server's to "
     "CPU 1 themselves (messages threads=1: one thread on CPU 0); the multi-thread dispatch and coro scenarios "
     "(dispatch/scaling, concurrent, cross_thread; coro/channel) pin thread i of every implementation to CPU i % 2 "
-    "(cross_thread: the loop's thread to CPU 0, producer p to CPU (p + 1) % 2); the orchestrator is not pinned";
+    "(cross_thread: the loop's thread to CPU 0, producer p to CPU (p + 1) % 2); the file scenarios pin nothing (the "
+    "kernel's io_uring workers, tern's blocking pool and the pread threads use both CPUs); the orchestrator is not "
+    "pinned";
 
 struct planned_run {
     const scenario_def* scenario;
