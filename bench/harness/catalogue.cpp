@@ -350,8 +350,9 @@ void add_file_scenarios(std::vector<scenario_def>& s) {
     const char* common =
         "each of `tasks` tasks reads `block` bytes at a time from one data file of file_mib MiB (made once, before "
         "any phase, and reused; every 4 KiB block starts with its number, and every read's size and first block "
-        "number are checked); mb_per_s (10^6 bytes) and iops. mode=buffered goes through the page cache and, the "
-        "file being warm after the warm-up (it fits in RAM), measures the cache, not the disk; mode=direct is "
+        "number are checked); mb_per_s (10^6 bytes) and iops. mode=buffered goes through the page cache: the "
+        "worker reads the whole file once before its phases (it fits in RAM), so it measures the cache, not the "
+        "disk; mode=direct is "
         "O_DIRECT with 4096-aligned buffers (the page cache is never dropped: direct reads bypass it); "
         "mode=direct_registered adds a registered file and registered buffers (READ_FIXED; tern/io_uring and "
         "raw/liburing only). tern: `tasks` spawned tasks looping fs::file::read_at (on epoll through its blocking "

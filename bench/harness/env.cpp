@@ -110,9 +110,8 @@ environment collect_environment(const std::string& pinning) {
     add("pinning", pinning);
     const char* data_file = std::getenv("TERN_BENCH_FILE");
     add("files", std::string("data file ") + (data_file && *data_file ? data_file : "/var/tmp/tern-bench/data-<MiB>M") +
-                     " (made once, reused); the page cache is never dropped: buffered points read a file warmed by "
-                     "their warm-up, direct points bypass the cache; each worker reports file_resident_pct at its "
-                     "start");
+                     " (made once, reused); the page cache is never dropped: a buffered point reads the whole file "
+                     "once before its phases, direct points bypass the cache; workers report file_resident_pct");
     add("load average at start", load_average());
     return env;
 }
