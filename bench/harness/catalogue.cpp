@@ -357,7 +357,7 @@ void add_file_scenarios(std::vector<scenario_def>& s) {
         "mode=direct_registered adds a registered file and registered buffers (READ_FIXED; tern/io_uring and "
         "raw/liburing only). tern: `tasks` spawned tasks looping fs::file::read_at (on epoll through its blocking "
         "pool, by design); asio: random_access_file::async_read_some_at (io_uring configuration only, the one "
-        "where Asio has files); raw/liburing keeps `tasks` reads in flight, one submit per batch of completions; "
+        "where Asio has files), one file object per task (Asio keeps one read in flight per object); raw/liburing keeps `tasks` reads in flight, one submit per batch of completions; "
         "raw/pread: `tasks` threads in a pread loop; raw/libaio (direct only): `tasks` iocbs through "
         "io_submit/io_getevents. Nothing is pinned (the kernel's workers, tern's pool and the pread threads use "
         "both CPUs). The quick profile uses a 256 MiB file so that a fresh machine does not spend a minute "

@@ -139,7 +139,10 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
                 ids += (ids.empty() ? "" : ", ") + i->id;
                 if (i->variants.size() > 1) {
                     std::string cfg;
-                    for (auto& v : i->variants) cfg += (cfg.empty() ? "" : "|") + v.config;
+                    for (auto& v : i->variants)
+                        if (std::any_of(s->points(prof).begin(), s->points(prof).end(),
+                                        [&](const param_list& p) { return s->runs_point(p, i->id, v.config); }))
+                            cfg += (cfg.empty() ? "" : "|") + v.config;
                     ids += " {config=" + cfg + "}";
                 }
             }

@@ -53,7 +53,7 @@ void uring_read(session& s, const file_params& p) {
         std::vector<iovec> iov(p.tasks);
         for (std::size_t t = 0; t < p.tasks; ++t) iov[t] = {bufs[t], p.block};
         rc = io_uring_register_buffers(&ring, iov.data(), static_cast<unsigned>(iov.size()));
-        if (rc < 0) files::fail_errno("io_uring_register_buffers", -rc);
+        if (rc < 0) files::fail_errno("io_uring_register_buffers (tasks x block pinned bytes; RLIMIT_MEMLOCK)", -rc);
     }
     std::vector<files::offsets> next;
     std::vector<std::uint64_t> at(p.tasks);

@@ -38,7 +38,8 @@ tern::task<void> run_files(tern::io_context& ctx, session& s, const file_params&
     if (p.registered()) {
         expect_ok(f.register_file(), "register_file");
         auto [rec, r] = tern::fs::registered_buffers::create(ctx, p.tasks, p.block, files::direct_align);
-        expect_ok(rec, "registered_buffers::create");
+        // Pinned pages count against RLIMIT_MEMLOCK unless the worker has CAP_IPC_LOCK (root).
+        expect_ok(rec, "registered_buffers::create (tasks x block pinned bytes; RLIMIT_MEMLOCK)");
         regs = std::move(r);
         s.info("file_registered", f.is_registered() ? "yes" : "no");
     }
