@@ -360,6 +360,61 @@ void add_datagram_and_local_scenarios(std::vector<scenario_def>& s) {
                  true, true, all_runtimes, socket_quick_s});
 }
 
+// ---- files: reads of one data file, every read's size and block number checked, creation never measured ----
+
+param_list file_point(const char* mode, std::int64_t block, std::int64_t tasks, std::int64_t file_mib) {
+    return {{"mode", std::string(mode)}, {"block", block}, {"tasks", tasks}, {"file_mib", file_mib}};
+}
+
+// Asio's random_access_file exists only in its io_uring configuration; libaio reads only O_DIRECT files; the
+// registered-file-and-buffer mode is io_uring's (tern/io_uring and raw/liburing).
+bool file_impl_runs(const param_list& point, std::string_view impl, std::string_view config) {
+    const param_value* m = find_param(point, "mode");
+    std::string mode = m ? to_string(*m) : "";
+    if (mode == "direct_registered") return impl == "tern/io_uring" || impl == "raw/liburing";
+    if (impl.rfind("asio/", 0) == 0) return config == "io_uring";
+    if (impl == "raw/libaio") return mode == "direct";
+    return true;
+}
+
+void add_file_scenarios(std::vector<scenario_def>& s) {
+    const std::vector<std::string> impls = {"tern/io_uring", "tern/epoll",   "asio/callbacks", "asio/coroutines",
+                                            "raw/liburing",  "raw/pread",    "raw/libaio"};
+    const char* common =
+        "each of `tasks` tasks reads `block` bytes at a time from one data file of file_mib MiB (made once, before "
+        "any phase, and reused; every 4 KiB block starts with its number, and every read's size and first block "
+        "number are checked); mb_per_s (10^6 bytes) and iops. mode=buffered goes through the page cache: the "
+        "worker reads the whole file once before its phases (it fits in RAM), so it measures the cache, not the "
+        "disk; mode=direct is "
+        "O_DIRECT with 4096-aligned buffers (the page cache is never dropped: direct reads bypass it); "
+        "mode=direct_registered adds a registered file and registered buffers (READ_FIXED; tern/io_uring and "
+        "raw/liburing only). tern: `tasks` spawned tasks looping fs::file::read_at (on epoll through its blocking "
+        "pool, by design); asio: random_access_file::async_read_some_at (io_uring configuration only, the one "
+        "where Asio has files), one file object per task (Asio keeps one read in flight per object); raw/liburing keeps `tasks` reads in flight, one submit per batch of completions; "
+        "raw/pread: `tasks` threads in a pread loop; raw/libaio (direct only): `tasks` iocbs through "
+        "io_submit/io_getevents. Nothing is pinned (the kernel's workers, tern's pool and the pread threads use "
+        "both CPUs). The quick profile uses a 256 MiB file so that a fresh machine does not spend a minute "
+        "writing 2 GiB; the full profile 2 GiB";
+    scenario_def random{"files/random_read", "files",
+                        std::string("random block-aligned offsets (a per-task xorshift): ") + common,
+                        {{"mb_per_s", "MB/s", better::higher}, {"iops", "ops/s", better::higher}},
+                        {file_point("direct", 4 * K, 16, 256), file_point("buffered", 4 * K, 16, 256)},
+                        {},
+                        true, false, impls, socket_quick_s};
+    random.runs = file_impl_runs;
+    for (const char* mode : {"buffered", "direct", "direct_registered"}) {
+        for (auto b : {4 * K, 16 * K, 64 * K, 256 * K, 1 * M}) random.full_points.push_back(file_point(mode, b, 16, 2048));
+        for (std::int64_t t : {1, 4, 64, 128}) random.full_points.push_back(file_point(mode, 64 * K, t, 2048));
+    }
+    s.push_back(random);
+
+    scenario_def seq = random;
+    seq.name = "files/sequential_read";
+    seq.summary = std::string("each task walks its own contiguous 1/tasks of the file, wrapping around: ") + common;
+    seq.quick_points = {file_point("direct", 64 * K, 16, 256)};
+    s.push_back(seq);
+}
+
 std::vector<scenario_def> build_scenarios() {
     std::vector<scenario_def> s;
 
@@ -448,6 +503,7 @@ std::vector<scenario_def> build_scenarios() {
     add_socket_scenarios(s);
     add_http_scenarios(s);
     add_datagram_and_local_scenarios(s);
+    add_file_scenarios(s);
 
     for (auto& sc : s) sc.category = sc.name.substr(0, sc.name.find('/'));
     return s;
@@ -468,6 +524,10 @@ std::vector<impl_def> build_impls() {
          "hand-written level-triggered epoll loop, one epoll_wait per turn: the floor of readiness dispatch",
          {{"", "tern-bench-raw"}}},
         {"raw/blocking", "blocking send/recv on plain threads: what the kernel alone charges for a cross-thread hop",
+         {{"", "tern-bench-raw"}}},
+        {"raw/pread", "synchronous pread on plain threads, one per task: the classic thread-per-request floor",
+         {{"", "tern-bench-raw"}}},
+        {"raw/libaio", "Linux native AIO (io_submit/io_getevents) on O_DIRECT files, one thread",
          {{"", "tern-bench-raw"}}},
     };
 }

@@ -51,9 +51,16 @@ struct scenario_def {
     // File descriptors one run of a point needs (its sockets plus a margin for the runtimes' own), or null when a
     // handful do. The orchestrator refuses, before running anything, a point that needs more than RLIMIT_NOFILE.
     std::int64_t (*fds_needed)(const param_list&) = nullptr;
+    // Whether an implementation (impl id, variant config) runs a point, or null when every listed one runs every
+    // point: for comparators that exist only in some configurations or modes (Asio's files need its io_uring
+    // backend; libaio reads only O_DIRECT files).
+    bool (*runs)(const param_list& point, std::string_view impl, std::string_view config) = nullptr;
 
     const std::vector<param_list>& points(profile p) const { return p == profile::quick ? quick_points : full_points; }
     const metric_def* find_metric(std::string_view metric) const;
+    bool runs_point(const param_list& point, std::string_view impl, std::string_view config) const {
+        return runs == nullptr || runs(point, impl, config);
+    }
 };
 
 // One way to run an implementation: a worker executable and the configuration it was compiled with.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -107,6 +108,10 @@ environment collect_environment(const std::string& pinning) {
     add("commit", git_commit());
     add("io_uring_disabled", read_first_line("/proc/sys/kernel/io_uring_disabled"));
     add("pinning", pinning);
+    const char* data_file = std::getenv("TERN_BENCH_FILE");
+    add("files", std::string("data file ") + (data_file && *data_file ? data_file : "/var/tmp/tern-bench/data-<MiB>M") +
+                     " (made once, reused); the page cache is never dropped: a buffered point reads the whole file "
+                     "once before its phases, direct points bypass the cache; workers report file_resident_pct");
     add("load average at start", load_average());
     return env;
 }

@@ -48,7 +48,9 @@ const char* const pinning_text =
     "and a server loop (pingpong_cross_thread, echo, messages) pin the client's thread to CPU 0 and the server's to "
     "CPU 1 themselves (messages threads=1: one thread on CPU 0); the multi-thread dispatch and coro scenarios "
     "(dispatch/scaling, concurrent, cross_thread; coro/channel) pin thread i of every implementation to CPU i % 2 "
-    "(cross_thread: the loop's thread to CPU 0, producer p to CPU (p + 1) % 2); the orchestrator is not pinned";
+    "(cross_thread: the loop's thread to CPU 0, producer p to CPU (p + 1) % 2); the file scenarios pin nothing (the "
+    "kernel's io_uring workers, tern's blocking pool and the pread threads use both CPUs); the orchestrator is not "
+    "pinned";
 
 struct planned_run {
     const scenario_def* scenario;
@@ -66,7 +68,8 @@ std::vector<planned_run> make_plan(const std::vector<const scenario_def*>& scen,
             for (auto* i : impls) {
                 if (std::find(s->impls.begin(), s->impls.end(), i->id) == s->impls.end()) continue;
                 for (auto& v : i->variants)
-                    plan.push_back({s, point, i, v, prof == profile::quick ? s->quick_duration_s : 0.0});
+                    if (s->runs_point(point, i->id, v.config))
+                        plan.push_back({s, point, i, v, prof == profile::quick ? s->quick_duration_s : 0.0});
             }
     return plan;
 }
@@ -136,7 +139,10 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
                 ids += (ids.empty() ? "" : ", ") + i->id;
                 if (i->variants.size() > 1) {
                     std::string cfg;
-                    for (auto& v : i->variants) cfg += (cfg.empty() ? "" : "|") + v.config;
+                    for (auto& v : i->variants)
+                        if (std::any_of(s->points(prof).begin(), s->points(prof).end(),
+                                        [&](const param_list& p) { return s->runs_point(p, i->id, v.config); }))
+                            cfg += (cfg.empty() ? "" : "|") + v.config;
                     ids += " {config=" + cfg + "}";
                 }
             }

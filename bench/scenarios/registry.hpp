@@ -53,6 +53,8 @@ void sockets_io_event_callbacks(session&);
 void sockets_io_event_coroutines(session&);
 void http_minimal_callbacks(session&);
 void http_minimal_coroutines(session&);
+void files_read_callbacks(session&);  // files/*: the io_uring configuration only (Asio's files need it)
+void files_read_coroutines(session&);
 }  // namespace tern_bench::asio_impl
 
 // tern implementations take the backend from the impl id ("tern/io_uring" or "tern/epoll").
@@ -82,6 +84,7 @@ void sockets_accept_churn(session&);
 void sockets_messages(session&);
 void sockets_io_event(session&);
 void http_minimal(session&);
+void files_read(session&);  // files/random_read and files/sequential_read
 }  // namespace tern_bench::tern_impl
 
 namespace tern_bench::raw_impl {
@@ -90,4 +93,7 @@ void sockets_pingpong_cross_thread_blocking(session&);
 void sockets_unidirectional_liburing(session&);
 void sockets_bidirectional_liburing(session&);
 void sockets_io_event_epoll(session&);
+void files_read_liburing(session&);  // files/random_read and files/sequential_read
+void files_read_pread(session&);
+void files_read_libaio(session&);
 }  // namespace tern_bench::raw_impl

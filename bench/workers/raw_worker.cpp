@@ -14,6 +14,12 @@ constexpr std::array entries = {
     impl_entry{"sockets/unidirectional", "raw/liburing", raw_impl::sockets_unidirectional_liburing},
     impl_entry{"sockets/bidirectional", "raw/liburing", raw_impl::sockets_bidirectional_liburing},
     impl_entry{"sockets/io_event", "raw/epoll", raw_impl::sockets_io_event_epoll},
+    impl_entry{"files/random_read", "raw/liburing", raw_impl::files_read_liburing},
+    impl_entry{"files/sequential_read", "raw/liburing", raw_impl::files_read_liburing},
+    impl_entry{"files/random_read", "raw/pread", raw_impl::files_read_pread},
+    impl_entry{"files/sequential_read", "raw/pread", raw_impl::files_read_pread},
+    impl_entry{"files/random_read", "raw/libaio", raw_impl::files_read_libaio},
+    impl_entry{"files/sequential_read", "raw/libaio", raw_impl::files_read_libaio},
 };
 
 }  // namespace

@@ -60,6 +60,10 @@ constexpr std::array entries = {
     impl_entry{"coro/channel", "tern/epoll", t::coro_channel},
     impl_entry{"coro/event", "tern/io_uring", t::coro_event},
     impl_entry{"coro/event", "tern/epoll", t::coro_event},
+    impl_entry{"files/random_read", "tern/io_uring", t::files_read},
+    impl_entry{"files/random_read", "tern/epoll", t::files_read},
+    impl_entry{"files/sequential_read", "tern/io_uring", t::files_read},
+    impl_entry{"files/sequential_read", "tern/epoll", t::files_read},
 };
 
 }  // namespace
