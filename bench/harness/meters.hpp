@@ -82,7 +82,10 @@ private:
 // Records round-trip latencies through the phases; reports mean, p50, p90, p99, p99.9 and max in us.
 class latency_meter {
 public:
-    explicit latency_meter(session& s) : s_(s), phases_(s.phases()) {}
+    // What a phase reports: a round trip's mean, p50, p90, p99, p99.9 and max, or a timer's lateness (mean and p99).
+    enum class figures { round_trip, lateness };
+
+    explicit latency_meter(session& s, figures f = figures::round_trip) : s_(s), phases_(s.phases()), figures_(f) {}
 
     void start() { begin_phase(bench_clock::now()); }
 
@@ -92,14 +95,19 @@ public:
         if (!phases_[current_].warmup) hist_.record(elapsed_ns(t0, t1));
         if (t1 < end_) return true;
         if (!phases_[current_].warmup) {
-            if (hist_.count() == 0) throw bench_failure("no round trip completed in a phase");
+            if (hist_.count() == 0) throw bench_failure("nothing was recorded in a phase");
             auto allocs = allocs_->per_op(hist_.count());  // before the report allocates
-            metric_values values{{"mean_us", hist_.mean_ns() / 1e3},
-                                 {"p50_us", hist_.percentile_ns(0.50) / 1e3},
-                                 {"p90_us", hist_.percentile_ns(0.90) / 1e3},
-                                 {"p99_us", hist_.percentile_ns(0.99) / 1e3},
-                                 {"p99_9_us", hist_.percentile_ns(0.999) / 1e3},
-                                 {"max_us", static_cast<double>(hist_.max_ns()) / 1e3}};
+            metric_values values;
+            if (figures_ == figures::lateness) {
+                values = {{"lateness_mean_us", hist_.mean_ns() / 1e3}, {"lateness_p99_us", hist_.percentile_ns(0.99) / 1e3}};
+            } else {
+                values = {{"mean_us", hist_.mean_ns() / 1e3},
+                          {"p50_us", hist_.percentile_ns(0.50) / 1e3},
+                          {"p90_us", hist_.percentile_ns(0.90) / 1e3},
+                          {"p99_us", hist_.percentile_ns(0.99) / 1e3},
+                          {"p99_9_us", hist_.percentile_ns(0.999) / 1e3},
+                          {"max_us", static_cast<double>(hist_.max_ns()) / 1e3}};
+            }
             if (allocs) values.emplace_back(allocs_per_op_name, *allocs);
             s_.report(phases_[current_], values);
         }
@@ -122,6 +130,7 @@ private:
 
     session& s_;
     std::vector<phase> phases_;
+    figures figures_;
     std::size_t current_ = 0;
     latency_histogram hist_;
     bench_clock::time_point end_{};
@@ -135,49 +144,21 @@ private:
 // run.
 class lateness_meter {
 public:
-    explicit lateness_meter(session& s) : s_(s), phases_(s.phases()) {}
+    explicit lateness_meter(session& s) : meter_(s, latency_meter::figures::lateness) {}
 
-    void start() { begin_phase(bench_clock::now()); }
+    void start() { meter_.start(); }
 
     // Returns false once every phase is over.
     bool record(bench_clock::time_point deadline, bench_clock::time_point ran) {
-        if (done_) return false;
-        if (ran < deadline) throw bench_failure("a timer fired " + std::to_string(elapsed_ns(ran, deadline)) +
-                                                " ns before its deadline");
-        if (!phases_[current_].warmup) hist_.record(elapsed_ns(deadline, ran));
-        if (ran < end_) return true;
-        if (!phases_[current_].warmup) {
-            if (hist_.count() == 0) throw bench_failure("no timer fired in a phase");
-            auto allocs = allocs_->per_op(hist_.count());  // before the report allocates
-            metric_values values{{"lateness_mean_us", hist_.mean_ns() / 1e3},
-                                 {"lateness_p99_us", hist_.percentile_ns(0.99) / 1e3}};
-            if (allocs) values.emplace_back(allocs_per_op_name, *allocs);
-            s_.report(phases_[current_], values);
-        }
-        if (++current_ == phases_.size()) {
-            done_ = true;
-            return false;
-        }
-        begin_phase(ran);
-        return true;
+        if (ran < deadline)
+            throw bench_failure("a timer fired " + std::to_string(elapsed_ns(ran, deadline)) + " ns before its deadline");
+        return meter_.record(deadline, ran);
     }
 
-    bool done() const { return done_; }
+    bool done() const { return meter_.done(); }
 
 private:
-    void begin_phase(bench_clock::time_point now) {
-        hist_.reset();
-        end_ = now + to_duration(phases_[current_].seconds);
-        allocs_.emplace(s_.scenario());
-    }
-
-    session& s_;
-    std::vector<phase> phases_;
-    std::size_t current_ = 0;
-    latency_histogram hist_;
-    bench_clock::time_point end_{};
-    std::optional<allocation_window> allocs_;
-    bool done_ = false;
+    latency_meter meter_;
 };
 
 // The first deadline of timer i of n periodic timers: one period after start, shifted by i/n of a period, so the

@@ -7,6 +7,7 @@
 //   pingpong_cross_thread: the client on one io_context run by a thread on CPU 0, the server on another on CPU 1;
 //   concurrent_pairs:      `pairs` client/server chains on one io_context, one latency meter for all of them.
 #include "asio_common.hpp"
+#include "asio_pingpong.hpp"
 #include "../two_threads.hpp"
 #include "../../harness/meters.hpp"
 #include "../registry.hpp"
@@ -17,74 +18,6 @@
 namespace tern_bench::asio_impl {
 
 namespace {
-
-class pingpong_client {
-public:
-    pingpong_client(tcp::socket& sock, const payload_pattern& pattern, latency_meter& meter)
-        : sock_(sock), pattern_(pattern), buf_(pattern.size()), meter_(meter) {}
-
-    void start() { write(); }
-
-private:
-    void write() {
-        t0_ = bench_clock::now();
-        asio::async_write(sock_, asio::buffer(pattern_.round(round_), pattern_.size()),
-                          [this](const asio::error_code& ec, std::size_t) {
-                              expect_ok(ec, "client write");
-                              read();
-                          });
-    }
-
-    void read() {
-        asio::async_read(sock_, asio::buffer(buf_), [this](const asio::error_code& ec, std::size_t) {
-            auto t1 = bench_clock::now();
-            expect_ok(ec, "client read");
-            pattern_.verify(buf_.data(), round_++, "client");
-            if (meter_.record(t0_, t1))
-                write();
-            else
-                sock_.shutdown(tcp::socket::shutdown_send);
-        });
-    }
-
-    tcp::socket& sock_;
-    const payload_pattern& pattern_;
-    std::vector<unsigned char> buf_;
-    latency_meter& meter_;
-    std::uint64_t round_ = 0;
-    bench_clock::time_point t0_{};
-};
-
-class pingpong_server {
-public:
-    pingpong_server(tcp::socket& sock, const payload_pattern& pattern)
-        : sock_(sock), pattern_(pattern), buf_(pattern.size()) {}
-
-    void start() { read(); }
-    bool done() const { return done_; }
-
-private:
-    void read() {
-        asio::async_read(sock_, asio::buffer(buf_), [this](const asio::error_code& ec, std::size_t n) {
-            if (ec == asio::error::eof && n == 0) {
-                done_ = true;
-                return;
-            }
-            expect_ok(ec, "server read");
-            pattern_.verify(buf_.data(), round_++, "server");
-            asio::async_write(sock_, asio::buffer(buf_), [this](const asio::error_code& ec, std::size_t) {
-                expect_ok(ec, "server write");
-                read();
-            });
-        });
-    }
-
-    tcp::socket& sock_;
-    const payload_pattern& pattern_;
-    std::vector<unsigned char> buf_;
-    std::uint64_t round_ = 0;
-    bool done_ = false;
-};
 
 void check_end(const latency_meter& meter, bool servers_done) {
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
@@ -141,11 +74,11 @@ void sockets_concurrent_pairs_callbacks(session& s) {
     auto pairs = connect_pairs(ctx, static_cast<std::size_t>(s.param_int("pairs")));
     payload_pattern pattern(64);
     latency_meter meter(s);
-    std::vector<std::unique_ptr<pingpong_server>> servers;
-    std::vector<std::unique_ptr<pingpong_client>> clients;
+    std::vector<std::unique_ptr<pingpong_server<tcp::socket>>> servers;
+    std::vector<std::unique_ptr<pingpong_client<tcp::socket>>> clients;
     for (auto& p : pairs) {
-        servers.push_back(std::make_unique<pingpong_server>(p.server, pattern));
-        clients.push_back(std::make_unique<pingpong_client>(p.client, pattern, meter));
+        servers.push_back(std::make_unique<pingpong_server<tcp::socket>>(p.server, pattern));
+        clients.push_back(std::make_unique<pingpong_client<tcp::socket>>(p.client, pattern, meter));
     }
     meter.start();
     for (std::size_t i = 0; i < pairs.size(); ++i) {

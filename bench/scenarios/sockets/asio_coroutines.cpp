@@ -6,6 +6,7 @@
 //   pingpong_cross_thread: the client on one io_context run by a thread on CPU 0, the server on another on CPU 1;
 //   concurrent_pairs:      `pairs` client/server coroutines on one io_context, one latency meter for all of them.
 #include "asio_common.hpp"
+#include "asio_pingpong.hpp"
 #include "../two_threads.hpp"
 #include "../../harness/meters.hpp"
 #include "../registry.hpp"
@@ -15,32 +16,6 @@
 namespace tern_bench::asio_impl {
 
 namespace {
-
-asio::awaitable<void> client_loop(tcp::socket& sock, const payload_pattern& pattern, latency_meter& meter) {
-    std::vector<unsigned char> buf(pattern.size());
-    for (std::uint64_t round = 0;; ++round) {
-        auto t0 = bench_clock::now();
-        co_await asio::async_write(sock, asio::buffer(pattern.round(round), pattern.size()), asio::use_awaitable);
-        co_await asio::async_read(sock, asio::buffer(buf), asio::use_awaitable);
-        auto t1 = bench_clock::now();
-        pattern.verify(buf.data(), round, "client");
-        if (!meter.record(t0, t1)) break;
-    }
-    sock.shutdown(tcp::socket::shutdown_send);
-}
-
-asio::awaitable<void> server_loop(tcp::socket& sock, const payload_pattern& pattern, int& done) {
-    std::vector<unsigned char> buf(pattern.size());
-    for (std::uint64_t round = 0;; ++round) {
-        asio::error_code ec;
-        std::size_t n = co_await asio::async_read(sock, asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
-        if (ec == asio::error::eof && n == 0) break;
-        expect_ok(ec, "server read");
-        pattern.verify(buf.data(), round, "server");
-        co_await asio::async_write(sock, asio::buffer(buf), asio::use_awaitable);
-    }
-    ++done;
-}
 
 void check_end(const latency_meter& meter, int servers_done, std::size_t servers) {
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
