@@ -210,6 +210,39 @@ TEST_P(udp_test, options_round_trip_and_bind_errors_are_clear) {
   }(ctx));
 }
 
+TEST_P(udp_test, segmentation_offload_sends_one_buffer_as_several_datagrams) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    udp_socket sender(ctx), receiver(ctx);
+    const endpoint receiver_ep = bind_loopback(receiver);
+    bind_loopback(sender);
+    CO_ASSERT_OK(sender.connect(receiver_ep));
+    CO_ASSERT_OK(sender.set_option(tern::net::option::udp_segment{100}));
+    auto [gec, segment] = sender.get_option<tern::net::option::udp_segment>();
+    CO_ASSERT_OK(gec);
+    EXPECT_EQ(segment.value, 100);
+    // 350 bytes in one send: four datagrams of 100, 100, 100 and 50 bytes, in order.
+    const std::vector<char> data = make_pattern(350);
+    auto [sec, sent] = co_await sender.send(tern::const_buffer(data.data(), data.size()));
+    CO_ASSERT_OK(sec);
+    EXPECT_EQ(sent, 350u);
+    char buf[512];
+    std::size_t offset = 0;
+    for (std::size_t expected : {100u, 100u, 100u, 50u}) {
+      auto [rec, got] = co_await tern::with_timeout(receiver.receive_from(buf), 10s);
+      CO_ASSERT_OK(rec);
+      EXPECT_EQ(got.size, expected);
+      EXPECT_TRUE(std::equal(buf, buf + got.size, data.begin() + static_cast<long>(offset)));
+      offset += got.size;
+    }
+    // Off again: one send is one datagram.
+    CO_ASSERT_OK(sender.set_option(tern::net::option::udp_segment{0}));
+    CO_ASSERT_OK((co_await sender.send(tern::const_buffer(data.data(), 300))).ec);
+    auto [rec, got] = co_await tern::with_timeout(receiver.receive_from(buf), 10s);
+    CO_ASSERT_OK(rec);
+    EXPECT_EQ(got.size, 300u);
+  }(ctx));
+}
+
 TEST_P(udp_test, multicast_over_the_loopback_interface) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     const unsigned lo = ::if_nametoindex("lo");

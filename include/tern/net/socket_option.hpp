@@ -16,6 +16,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 
 #include "tern/io_result.hpp"
@@ -80,6 +81,16 @@ using receive_buffer_size = integer<SOL_SOCKET, SO_RCVBUF>;
 using no_delay = boolean<IPPROTO_TCP, TCP_NODELAY>;
 // IPV6_V6ONLY: an IPv6 socket bound to [::] takes IPv6 only (off: IPv4 too, as mapped addresses).
 using v6_only = boolean<IPPROTO_IPV6, IPV6_V6ONLY>;
+
+// UDP_SEGMENT (UDP generic segmentation offload): a send of more than `value` bytes leaves as consecutive
+// datagrams of `value` bytes (the last may be shorter), cut by the kernel after one pass through the stack; 0 turns
+// it off. The bytes of one send must fit one IP datagram (about 64 KiB) and make at most 64 segments; a route whose
+// device cannot compute checksums refuses it (EIO). Equal-size datagrams to one peer: the cheapest way to send many.
+using udp_segment = integer<IPPROTO_UDP, UDP_SEGMENT>;
+// UDP_GRO: the receive side's counterpart; coalesced datagrams arrive as one buffer. Off by default; tern's receive
+// operations do not split such buffers, so turn it on only to read the segment size from a control message of
+// your own.
+using udp_gro = boolean<IPPROTO_UDP, UDP_GRO>;
 
 // SO_LINGER: on close, wait up to timeout for unsent data; enabled with a zero timeout resets the connection.
 struct linger {
