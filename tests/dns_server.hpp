@@ -33,13 +33,26 @@ class dns_server {
 
   dns_server(tern::io_context& ctx, dns_behaviour behaviour, bool v6 = false)
       : socket_(ctx), acceptor_(ctx), behaviour_(behaviour) {
-    EXPECT_OK(socket_.bind(v6 ? tern::net::endpoint::loopback_v6(0) : tern::net::endpoint::loopback_v4(0)));
-    auto [ec, ep] = socket_.local_endpoint();
-    EXPECT_OK(ec);
-    endpoint_ = ep;
-    if (behaviour == dns_behaviour::truncating) {
-      EXPECT_OK(acceptor_.listen(endpoint_));
+    const tern::net::endpoint any_port = v6 ? tern::net::endpoint::loopback_v6(0) : tern::net::endpoint::loopback_v4(0);
+    if (behaviour != dns_behaviour::truncating) {
+      EXPECT_OK(socket_.bind(any_port));
+      auto [ec, ep] = socket_.local_endpoint();
+      EXPECT_OK(ec);
+      endpoint_ = ep;
+      return;
     }
+    // UDP and TCP on one port number: a free TCP port, then UDP on the same number, which another process may hold
+    // already (then try another).
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      acceptor_.close();
+      socket_.close();
+      if (acceptor_.listen(any_port)) continue;
+      auto [ec, ep] = acceptor_.local_endpoint();
+      if (ec || socket_.bind(ep)) continue;
+      endpoint_ = ep;
+      return;
+    }
+    ADD_FAILURE() << "no port number free for both UDP and TCP";
   }
 
   // Adds addresses (text form, v4 or v6) for name.
