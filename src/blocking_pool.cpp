@@ -20,7 +20,7 @@ struct blocking_pool::state {
   // (which would start one more and allocate).
   unsigned available = 0;
   unsigned queued = 0;  // jobs waiting for a thread
-  unsigned max_threads = 8;
+  unsigned max_threads = 64;
   bool stopping = false;
   std::vector<std::thread> workers;
 

@@ -23,6 +23,7 @@
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <system_error>
 #include <unistd.h>
 
@@ -87,8 +88,10 @@ class epoll_backend final : public backend {
 
   bool start(io_op& op) noexcept override {
     if (is_file_op(op.code)) {
-      // Files cannot be polled: the call runs on the blocking pool, which posts the completion back.
+      // Files cannot be polled: the call runs on the blocking pool, which posts the completion back, unless it is
+      // a read the page cache can answer at once.
       auto& f = static_cast<file_op&>(op);
+      if (f.code == op_code::read_at && read_cached(f)) return true;
       f.job.owner = &f;
       f.job.execute = &execute_file_op;
       f.completion.owner = &f;
@@ -109,9 +112,11 @@ class epoll_backend final : public backend {
 
   void cancel(io_op& op) noexcept override {
     if (is_file_op(op.code)) {
-      // A call not started yet is taken back; one that runs completes with its own result.
-      if (!blocking_pool::instance().withdraw(&static_cast<file_op&>(op).job)) return;
-      op.res = -ECANCELED;
+      // A call not started yet is taken back; one that runs completes with its own result. A read whose first
+      // bytes came from the page cache completes with them (a read at the file's position has moved it).
+      auto& f = static_cast<file_op&>(op);
+      if (!blocking_pool::instance().withdraw(&f.job)) return;
+      op.res = f.code == op_code::read_at && f.length != 0 ? static_cast<int>(f.length) : -ECANCELED;
       ctx_.complete(op);
       return;
     }
@@ -226,6 +231,40 @@ class epoll_backend final : public backend {
     }
   }
 
+  // A buffered read whose bytes are in the page cache is a memory copy. Made here on the loop with RWF_NOWAIT,
+  // which makes the kernel answer EAGAIN instead of waiting for the device, it saves the two thread hand-offs of
+  // the pool (io_uring does the same at submission): files/random_read, buffered 4 KiB blocks, went from 0.15x to
+  // 0.94-1.01x of Asio's io_uring configuration. True when op is complete; false when the pool must read (the rest of)
+  // it: nothing cached, O_DIRECT (whose reads wait for the device whatever the flag says), or a file without
+  // support for the flag. A partly cached range leaves its first bytes read and op pointed at the rest.
+  static bool read_cached(file_op& op) noexcept {
+    op.length = 0;
+    descriptor& d = *op.desc;
+    if (d.cached == descriptor::cached_reads::unknown) {
+      const int flags = ::fcntl(d.fd, F_GETFL);
+      d.cached = flags >= 0 && (flags & O_DIRECT) == 0 ? descriptor::cached_reads::tried
+                                                        : descriptor::cached_reads::never;
+    }
+    if (d.cached != descriptor::cached_reads::tried) return false;
+    iovec iov{op.buf, op.len};
+    const off_t offset = op.offset == file_op::current_position ? -1 : static_cast<off_t>(op.offset);
+    const ssize_t r = ::preadv2(d.fd, &iov, 1, offset, RWF_NOWAIT);
+    if (r < 0) {
+      // EOPNOTSUPP: the file cannot; EINVAL: a kernel without the flag (or a call the pool will refuse too).
+      if (errno == EOPNOTSUPP || errno == EINVAL) d.cached = descriptor::cached_reads::never;
+      return false;  // EAGAIN, or an error the pool's blocking read reports the same way
+    }
+    if (r == 0 || static_cast<std::size_t>(r) == op.len) {
+      op.res = static_cast<int>(r);
+      return true;
+    }
+    op.length = static_cast<std::uint64_t>(r);
+    op.buf = static_cast<char*>(op.buf) + r;
+    op.len -= static_cast<std::uint32_t>(r);
+    if (op.offset != file_op::current_position) op.offset += static_cast<std::uint64_t>(r);
+    return false;
+  }
+
   // Pool thread: the blocking call of a file operation; then the completion goes to the loop's inbox (the pool
   // marks the job finished after that, and the loop waits for the mark before it resumes the task).
   static void execute_file_op(blocking_job* job) noexcept {
@@ -258,6 +297,10 @@ class epoll_backend final : public backend {
       }
     } while (r < 0 && errno == EINTR);
     op.res = errno_result(r);
+    if (op.code == op_code::read_at && op.length != 0) {
+      // The first bytes came from the page cache on the loop: they count, even if reading the rest failed.
+      op.res = static_cast<int>(op.length) + (op.res > 0 ? op.res : 0);
+    }
     op.ctx->enqueue(&op.completion);
   }
 

@@ -7,7 +7,8 @@
 // posted back to the loop. io_uring loops never use the pool: their file operations are SQEs.
 //
 // One pool per process, started when the first job arrives: threads are added on demand while every thread is
-// busy, up to max_threads (8, or TERN_BLOCKING_THREADS), and they stay until the process exits. A job is an
+// busy, up to max_threads (64, or TERN_BLOCKING_THREADS: as many calls as that can wait on a device at once, which
+// is what direct reads with many tasks in flight need), and they stay until the process exits. A job is an
 // intrusive node inside its operation's awaiter, so submitting allocates nothing. A job still queued can be taken
 // back (cancel); one that is running cannot, and whoever must free its memory first waits for it to finish.
 #pragma once
@@ -38,7 +39,7 @@ class blocking_pool {
   bool withdraw(blocking_job* job) noexcept;
   // Returns once job is neither queued nor running (finished, withdrawn, or never submitted).
   static void wait_idle(const blocking_job* job) noexcept;
-  // The most threads the pool runs (8, or TERN_BLOCKING_THREADS as read when the pool was first used).
+  // The most threads the pool runs (64, or TERN_BLOCKING_THREADS as read when the pool was first used).
   static unsigned max_threads() noexcept;
 
   blocking_pool(const blocking_pool&) = delete;

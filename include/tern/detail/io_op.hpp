@@ -91,7 +91,9 @@ struct file_op : io_op {
   // read_at/write_at/fallocate: the file offset (read_at/write_at: current_position for the file's own position,
   // as read(2) and write(2) use); ftruncate: the new size.
   std::uint64_t offset = 0;
-  std::uint64_t length = 0;      // fallocate: the length
+  // fallocate: the length. read_at under epoll: the bytes already read on the loop from the page cache (see
+  // epoll_backend::read_cached), which the pool's read of the rest adds to its result.
+  std::uint64_t length = 0;
   const char* path = nullptr;    // openat/statx/unlinkat/mkdirat: the path; renameat: the old path
   const char* path2 = nullptr;   // renameat: the new path
   unsigned mode = 0;             // openat/mkdirat: the mode bits; statx: the mask
@@ -128,6 +130,11 @@ struct descriptor {
   bool answer_awaited = false;
   // A descriptor the backend does not watch (a regular file: epoll refuses it); its operations are file_ops.
   bool unpolled = false;
+  // epoll only, unpolled descriptors: whether a read may first be tried on the loop with RWF_NOWAIT (unknown until
+  // the first read; never for O_DIRECT, whose reads wait for the device even so, or where the file does not
+  // support it).
+  enum class cached_reads : std::uint8_t { unknown, tried, never };
+  cached_reads cached = cached_reads::unknown;
   // io_uring only: the descriptor's slot in the ring's table of registered files (fs::file::register_file), which
   // its reads, writes and syncs name instead of the fd (IOSQE_FIXED_FILE); -1 when not registered. The fd stays
   // open beside it, for the calls that cannot take a registered file.
