@@ -1,0 +1,367 @@
+// The HTTP/1.1 head parsers (see tern/http/parser.hpp).
+//
+// Two passes over a head, each cheap: the scanner finds its end with memchr on '\n' as bytes arrive (checking
+// that each LF ends a CRLF and that the limits hold), and once the end is there one pass over the complete head
+// validates and splits it with character-class tables. Splitting only complete heads keeps the parse itself free
+// of resumable state, which is where incremental parsers get their bugs.
+#include "tern/http/parser.hpp"
+
+#include <cstring>
+
+#include "chars.hpp"
+
+namespace tern::http {
+
+namespace {
+
+using detail::is;
+using detail::target_char;
+using detail::token_char;
+using detail::value_char;
+
+std::error_code fail(std::error_code& ec, error e) noexcept {
+  ec = make_error_code(e);
+  return ec;
+}
+
+inline bool is_space(char c) noexcept { return c == ' ' || c == '\t'; }
+
+std::string_view trim(std::string_view v) noexcept {
+  while (!v.empty() && is_space(v.front())) v.remove_prefix(1);
+  while (!v.empty() && is_space(v.back())) v.remove_suffix(1);
+  return v;
+}
+
+// Calls f(element) for each non-empty element of a comma-separated list, trimmed; stops when f returns false.
+template <class F>
+void for_each_element(std::string_view list, F&& f) {
+  while (true) {
+    const std::size_t comma = list.find(',');
+    const std::string_view element = trim(list.substr(0, comma));
+    if (!element.empty() && !f(element)) return;
+    if (comma == std::string_view::npos) return;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+// "HTTP/1.1" at p (8 bytes available): false if malformed; the version, with a later 1.x as 1.1.
+bool parse_version(const char* p, version& v, bool& supported) noexcept {
+  if (std::memcmp(p, "HTTP/", 5) != 0) return false;
+  const char major = p[5], minor = p[7];
+  if (major < '0' || major > '9' || p[6] != '.' || minor < '0' || minor > '9') return false;
+  supported = major == '1';
+  v = {static_cast<std::uint8_t>(major - '0'), static_cast<std::uint8_t>(minor == '0' ? 0 : 1)};
+  return true;
+}
+
+// The Content-Length field value: one decimal number, or a list of equal ones.
+bool parse_content_length(std::string_view value, detail::field_facts& facts, std::error_code& ec) noexcept {
+  bool any = false;
+  bool ok = true;
+  for_each_element(value, [&](std::string_view e) {
+    std::uint64_t n = 0;
+    for (char c : e) {
+      if (c < '0' || c > '9' || n > (UINT64_MAX - 9) / 10) {
+        ok = false;
+        return false;
+      }
+      n = n * 10 + static_cast<unsigned>(c - '0');
+    }
+    if (facts.has_content_length && n != facts.content_length) {
+      fail(ec, error::conflicting_content_length);
+      return false;
+    }
+    facts.has_content_length = true;
+    facts.content_length = n;
+    any = true;
+    return true;
+  });
+  if (ec) return false;
+  if (!ok || !any) {
+    fail(ec, error::bad_content_length);
+    return false;
+  }
+  return true;
+}
+
+void note_transfer_encoding(std::string_view value, detail::field_facts& facts) noexcept {
+  facts.has_transfer_encoding = true;
+  for_each_element(value, [&](std::string_view coding) {
+    // chunked takes no parameters: "chunked;x=y" is some other coding, which makes chunked not last.
+    const bool chunked = iequals(coding, "chunked");
+    if (chunked && facts.chunked_seen) facts.chunked_twice = true;
+    if (chunked) facts.chunked_seen = true; else facts.other_coding = true;
+    facts.chunked_last = chunked;
+    return true;
+  });
+}
+
+void note_connection(std::string_view value, detail::field_facts& facts) noexcept {
+  for_each_element(value, [&](std::string_view e) {
+    if (iequals(e, "close")) facts.close = true;
+    else if (iequals(e, "keep-alive")) facts.keep_alive = true;
+    else if (iequals(e, "upgrade")) facts.upgrade_token = true;
+    return true;
+  });
+}
+
+// The shared checks of Content-Length and Transfer-Encoding. For a request (the server decides the framing from
+// these alone); a response is framed by the caller.
+bool check_codings(const detail::field_facts& facts, std::error_code& ec) noexcept {
+  if (!facts.has_transfer_encoding) return true;
+  if (facts.chunked_twice) return !fail(ec, error::bad_transfer_encoding);
+  return true;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::size_t head_scanner::scan(std::string_view data, const parser_limits& limits, error first_line_too_long,
+                               bool skip_empty_lines, std::error_code& ec) noexcept {
+  const char* p = data.data();
+  const std::size_t n = data.size();
+  while (pos_ < n) {
+    const void* nl = std::memchr(p + pos_, '\n', n - pos_);
+    if (nl == nullptr) {
+      pos_ = n;
+      break;
+    }
+    const std::size_t i = static_cast<std::size_t>(static_cast<const char*>(nl) - p);
+    if (i == line_start_ || p[i - 1] != '\r') {
+      fail(ec, error::bad_line_ending);
+      return 0;
+    }
+    const std::size_t line_size = i - 1 - line_start_;  // without its CRLF
+    pos_ = line_start_ = i + 1;
+    if (in_first_line_) {
+      if (line_size == 0 && skip_empty_lines) {
+        start_ = pos_;
+        if (start_ > limits.max_request_line) {  // a flood of empty lines
+          fail(ec, first_line_too_long);
+          return 0;
+        }
+        continue;
+      }
+      if (line_size > limits.max_request_line) {
+        fail(ec, first_line_too_long);
+        return 0;
+      }
+      in_first_line_ = false;
+      fields_start_ = pos_;
+      continue;
+    }
+    if (pos_ - fields_start_ > limits.max_header_bytes) {
+      fail(ec, error::headers_too_large);
+      return 0;
+    }
+    if (line_size == 0) return pos_;  // the empty line: the head ends here
+  }
+  // Incomplete: the partial line counts against the limits as well (+1: its CR may be there already).
+  if (in_first_line_ ? n - line_start_ > limits.max_request_line + 1 : n - fields_start_ > limits.max_header_bytes) {
+    fail(ec, in_first_line_ ? first_line_too_long : error::headers_too_large);
+  }
+  return 0;
+}
+
+bool parse_fields(const char* p, const char* end, const parser_limits& limits, std::vector<field>& out,
+                  field_facts& facts, std::error_code& ec) noexcept {
+  out.clear();
+  // Every line up to end ends with CRLF (the scanner checked the LFs); end points at the final empty line.
+  while (p != end) {
+    if (is_space(*p)) return !fail(ec, error::obs_fold);
+    const char* name = p;
+    while (is(*p, token_char)) ++p;
+    if (p == name || *p != ':') return !fail(ec, error::bad_header_name);
+    const std::size_t name_size = static_cast<std::size_t>(p - name);
+    ++p;
+    while (is_space(*p)) ++p;
+    const char* value = p;
+    while (is(*p, value_char)) ++p;
+    if (*p != '\r') return !fail(ec, error::bad_header_value);
+    if (p[1] != '\n') return !fail(ec, error::bad_line_ending);
+    const char* value_end = p;
+    while (value_end != value && is_space(value_end[-1])) --value_end;
+    p += 2;
+    if (out.size() == limits.max_headers) return !fail(ec, error::too_many_headers);
+    const std::string_view n(name, name_size);
+    const std::string_view v(value, static_cast<std::size_t>(value_end - value));
+    out.push_back({n, v});
+    // The fields that frame the message or steer the connection, told apart by length first.
+    switch (name_size) {
+      case 4:
+        if (iequals(n, "host")) {
+          facts.host = v;
+          ++facts.hosts;
+        }
+        break;
+      case 6:
+        if (iequals(n, "expect")) {
+          if (iequals(v, "100-continue")) facts.expect_continue = true;
+          else facts.other_expectation = true;
+        }
+        break;
+      case 7:
+        if (iequals(n, "upgrade")) facts.has_upgrade = true;
+        break;
+      case 10:
+        if (iequals(n, "connection")) note_connection(v, facts);
+        break;
+      case 14:
+        if (iequals(n, "content-length") && !parse_content_length(v, facts, ec)) return false;
+        break;
+      case 17:
+        if (iequals(n, "transfer-encoding")) note_transfer_encoding(v, facts);
+        break;
+      default: break;
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// ---- request_parser ----
+
+request_parser::request_parser(parser_limits limits) : limits_(limits) {
+  fields_.reserve(limits_.max_headers < 32 ? limits_.max_headers : 32);
+}
+
+void request_parser::reset() noexcept {
+  scanner_.reset();
+  fields_.clear();
+  head_ = request_head{};
+}
+
+bool request_parser::parse(std::string_view data, std::error_code& ec) noexcept {
+  ec.clear();
+  const std::size_t end = scanner_.scan(data, limits_, error::request_line_too_long, true, ec);
+  if (end == 0) return false;
+  return parse_head(data, end, ec);
+}
+
+bool request_parser::parse_head(std::string_view data, std::size_t end, std::error_code& ec) noexcept {
+  const char* p = data.data() + scanner_.start();
+  request_head& h = head_;
+
+  // method SP request-target SP HTTP-version CRLF
+  const char* m = p;
+  while (is(*p, token_char)) ++p;
+  if (p == m || *p != ' ') return !fail(ec, error::bad_method);
+  h.method_name = {m, static_cast<std::size_t>(p - m)};
+  h.method = method_from(h.method_name);
+  const char* t = ++p;
+  while (is(*p, target_char)) ++p;
+  if (p == t || *p != ' ') return !fail(ec, error::bad_target);
+  h.target = {t, static_cast<std::size_t>(p - t)};
+  ++p;
+  // The scanner saw this line end with CRLF, so the 10 bytes of "HTTP/1.1\r\n" are there unless the line is shorter,
+  // in which case a CR or LF among them fails the comparison first.
+  bool supported = false;
+  const std::size_t rest = static_cast<std::size_t>(data.data() + end - p);
+  if (rest < 10 || !parse_version(p, h.version, supported) || p[8] != '\r' || p[9] != '\n') {
+    return !fail(ec, error::bad_version);
+  }
+  if (!supported) return !fail(ec, error::version_not_supported);
+  p += 10;
+
+  detail::field_facts facts;
+  if (!detail::parse_fields(p, data.data() + end - 2, limits_, fields_, facts, ec)) return false;
+  h.headers = field_list(fields_);
+  h.size = end;
+
+  const bool is_http11 = h.version == http11;
+  if (facts.has_transfer_encoding) {
+    if (facts.has_content_length) return !fail(ec, error::content_length_with_chunked);
+    if (!is_http11 || facts.chunked_twice || !facts.chunked_last) return !fail(ec, error::bad_transfer_encoding);
+    // chunked last, but with other codings before it: ours to decode, and tern decodes none.
+    if (facts.other_coding) return !fail(ec, error::unsupported_transfer_encoding);
+    h.framing = body_framing::chunked;
+  } else if (facts.has_content_length) {
+    if (facts.content_length > limits_.max_body) return !fail(ec, error::body_too_large);
+    h.content_length = facts.content_length;
+    h.framing = facts.content_length != 0 ? body_framing::content_length : body_framing::none;
+  }
+  if (facts.hosts > 1) return !fail(ec, error::duplicate_host);
+  if (is_http11 && facts.hosts == 0) return !fail(ec, error::missing_host);
+  if (is_http11 && facts.other_expectation) return !fail(ec, error::unsupported_expectation);
+  h.host = facts.host;
+  h.expect_continue = is_http11 && facts.expect_continue;
+  h.keep_alive = is_http11 ? !facts.close : facts.keep_alive && !facts.close;
+  h.upgrade = facts.upgrade_token && facts.has_upgrade;
+  return true;
+}
+
+// ---- response_parser ----
+
+response_parser::response_parser(parser_limits limits) : limits_(limits) {
+  fields_.reserve(limits_.max_headers < 32 ? limits_.max_headers : 32);
+}
+
+void response_parser::reset() noexcept {
+  scanner_.reset();
+  fields_.clear();
+  head_ = response_head{};
+}
+
+bool response_parser::parse(std::string_view data, method request_method, std::error_code& ec) noexcept {
+  ec.clear();
+  const std::size_t end = scanner_.scan(data, limits_, error::bad_status_line, false, ec);
+  if (end == 0) return false;
+  return parse_head(data, end, request_method, ec);
+}
+
+bool response_parser::parse_head(std::string_view data, std::size_t end, method request_method,
+                                 std::error_code& ec) noexcept {
+  const char* p = data.data();
+  const char* const head_end = p + end;
+  response_head& h = head_;
+
+  // HTTP-version SP 3DIGIT [SP reason-phrase] CRLF (a missing SP before an empty reason is tolerated)
+  bool supported = false;
+  if (end < 14 || !parse_version(p, h.version, supported) || p[8] != ' ') return !fail(ec, error::bad_status_line);
+  if (!supported) return !fail(ec, error::version_not_supported);
+  p += 9;
+  int status = 0;
+  for (int i = 0; i < 3; ++i, ++p) {
+    if (*p < '0' || *p > '9') return !fail(ec, error::bad_status_line);
+    status = status * 10 + (*p - '0');
+  }
+  if (status < 100) return !fail(ec, error::bad_status_line);
+  h.status = status;
+  if (*p == ' ') {
+    const char* r = ++p;
+    while (is(*p, value_char)) ++p;
+    h.reason = {r, static_cast<std::size_t>(p - r)};
+  }
+  if (p[0] != '\r' || p[1] != '\n') return !fail(ec, error::bad_status_line);
+  p += 2;
+
+  detail::field_facts facts;
+  if (!detail::parse_fields(p, head_end - 2, limits_, fields_, facts, ec)) return false;
+  if (!check_codings(facts, ec)) return false;
+  h.headers = field_list(fields_);
+  h.size = end;
+
+  const bool is_http11 = h.version == http11;
+  h.keep_alive = is_http11 ? !facts.close : facts.keep_alive && !facts.close;
+  if (has_no_body(request_method, status)) {
+    h.framing = body_framing::none;
+  } else if (facts.has_transfer_encoding) {
+    // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length; a message with both is not reused. Without
+    // chunked last, the body runs to the end of the connection.
+    if (facts.chunked_last && facts.other_coding) return !fail(ec, error::unsupported_transfer_encoding);
+    h.framing = facts.chunked_last ? body_framing::chunked : body_framing::until_close;
+    if (facts.has_content_length || !facts.chunked_last || !is_http11) h.keep_alive = false;
+  } else if (facts.has_content_length) {
+    if (facts.content_length > limits_.max_body) return !fail(ec, error::body_too_large);
+    h.content_length = facts.content_length;
+    h.framing = body_framing::content_length;
+  } else {
+    h.framing = body_framing::until_close;
+    h.keep_alive = false;
+  }
+  return true;
+}
+
+}  // namespace tern::http
