@@ -1,0 +1,90 @@
+// tern/http/stream.hpp
+//
+// The streaming form of a route (router::stream): body_reader gives the request body piece by piece as it
+// arrives, and response_stream writes the response piece by piece, so neither has to fit in memory.
+//
+//   routes.stream(http::method::put, "/files/{name}",
+//                 [](http::request& req, http::body_reader& body, http::response_stream& out) -> tern::task<> {
+//                   char buf[16384];
+//                   for (;;) {
+//                     auto [ec, n] = co_await body.read_some(tern::mutable_buffer(buf, sizeof buf));
+//                     if (ec == tern::error::eof) break;
+//                     if (ec) co_return;                 // the server closes the connection
+//                     ... store buf[0..n) ...
+//                   }
+//                   (void)co_await out.start(201);       // no length: chunked (an empty body here)
+//                   (void)co_await out.finish();
+//                 });
+//
+// The body reader honours the server's limits and timeouts (max_body, body_timeout, min_body_rate) and the
+// chunked coding's rules, reporting an http::error; what the handler leaves unread is read and dropped after it
+// returns (up to 1 MiB; beyond, the connection is closed instead). The response has a Content-Length when
+// start() is given the length (writing more is refused; less closes the connection after the handler), and is
+// chunked otherwise (to an HTTP/1.0 client: delimited by closing the connection). A handler that returns without
+// start() gets a 500 sent for it; one that started but did not finish() has its connection closed, so the peer
+// sees an incomplete response rather than a wrong one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "tern/buffer.hpp"
+#include "tern/http/fields.hpp"
+#include "tern/io_result.hpp"
+#include "tern/task.hpp"
+
+namespace tern::http {
+
+namespace detail {
+class connection;
+}
+
+class body_reader {
+ public:
+  // Awaitable: up to b.size() more bytes of the request body into b; yields io_result<size_t>, tern::error::eof
+  // once the whole body has been read (and for a request without a body).
+  task<io_result<std::size_t>> read_some(mutable_buffer b);
+  // Awaitable: the rest of the body appended to out; body_too_large if that would pass max bytes.
+  task<std::error_code> read_all(std::string& out, std::size_t max);
+  // The whole body has been read.
+  bool done() const noexcept;
+  // The body's length when the request gave it (Content-Length); none for a chunked body.
+  std::optional<std::uint64_t> length() const noexcept;
+
+  explicit body_reader(detail::connection& c) noexcept : conn_(&c) {}
+
+ private:
+  detail::connection* conn_;
+};
+
+class response_stream {
+ public:
+  // Awaitable: sends the status line and fields. With length, the body is that many bytes (Content-Length);
+  // without, it is chunked. Yields std::error_code.
+  task<std::error_code> start(int status, const fields& f = {}, std::optional<std::uint64_t> length = {});
+  // Awaitable: sends body bytes (one chunk of a chunked body). Refused with std::errc::invalid_argument before
+  // start() or past the declared length.
+  task<std::error_code> write(const_buffer b);
+  // Awaitable: ends the body (the last chunk of a chunked one). Refused when a declared length was not reached.
+  task<std::error_code> finish();
+  bool started() const noexcept { return started_; }
+  bool finished() const noexcept { return finished_; }
+
+  explicit response_stream(detail::connection& c) noexcept : conn_(&c) {}
+
+ private:
+  friend class detail::connection;
+  detail::connection* conn_;
+  bool started_ = false;
+  bool finished_ = false;
+  bool chunked_ = false;
+  bool discard_ = false;  // a response to HEAD, or a status without a body: the body is not sent
+  bool failed_ = false;   // a write failed: the connection will close
+  std::optional<std::uint64_t> length_;
+  std::uint64_t written_ = 0;
+};
+
+}  // namespace tern::http

@@ -1,0 +1,88 @@
+// One connection of an http::server (internal; see server.cpp for how it keeps its buffer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "tern/http/chunked.hpp"
+#include "tern/http/parser.hpp"
+#include "tern/http/request.hpp"
+#include "tern/http/response.hpp"
+#include "tern/http/router.hpp"
+#include "tern/http/server.hpp"
+#include "tern/http/stream.hpp"
+#include "tern/net/tcp.hpp"
+#include "tern/timer.hpp"
+
+namespace tern::http::detail {
+
+// The status line and fields of a response, into out (see server.cpp).
+void write_head(std::string& out, const server_options& opts, int status, const fields& f,
+                std::optional<std::uint64_t> body_size, bool chunked, bool close, version v);
+
+class connection {
+ public:
+  connection(server& s, net::tcp_socket socket, const net::endpoint& remote);
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection();
+
+  // Serves requests until the connection ends.
+  task<void> run();
+  // Closes the socket under whatever the connection is waiting for (stop() of idle ones, shutdown's cut).
+  void cut() noexcept;
+
+  // The streaming form's side (stream.hpp).
+  task<io_result<std::size_t>> read_body_some(mutable_buffer b);
+  bool body_done() const noexcept { return body_left_ == 0 && (framing_ != body_framing::chunked || chunked_.done()); }
+  std::optional<std::uint64_t> body_length() const noexcept;
+  task<std::error_code> send_head(response_stream& s, int status, const fields& f, std::optional<std::uint64_t> length);
+  task<std::error_code> send_body(response_stream& s, const_buffer b);
+  task<std::error_code> send_end(response_stream& s);
+
+  connection* prev_ = nullptr;  // in the server's list
+  connection* next_ = nullptr;
+  bool idle_ = false;           // waiting for a request's first byte, nothing to write
+
+ private:
+  task<std::error_code> read_head();
+  task<std::error_code> read_body(std::string_view& body);
+  task<io_result<std::size_t>> read_more(clock::time_point deadline);
+  task<std::error_code> flush();
+  task<std::error_code> write_now(std::string_view data);
+  task<bool> run_stream(const router::route& route, request& req, bool close);
+  bool make_room();
+  std::size_t max_capacity() const noexcept;
+  clock::time_point body_deadline(std::uint64_t received) const noexcept;
+  void answer(const response& r, bool head_only, bool close, version v);
+  void answer_error(int status, std::string_view why);
+
+  server* server_;
+  const server_options* opts_;
+  net::tcp_socket socket_;
+  net::endpoint remote_;
+  request_parser parser_;
+  chunked_decoder chunked_;
+  std::size_t capacity_;
+  std::unique_ptr<char[]> buffer_;
+  std::size_t begin_ = 0;   // unread bytes: [begin_, end_)
+  std::size_t end_ = 0;
+  std::size_t pinned_ = 0;  // bytes before it stay in place (the current request's head)
+  std::string body_;        // a body that did not come whole with its head
+  std::string out_;         // responses not yet written
+  std::uint64_t requests_ = 0;
+  clock::time_point body_start_{};
+  // The streaming form's body state: its framing, and the Content-Length bytes still to read.
+  body_framing framing_ = body_framing::none;
+  std::uint64_t body_left_ = 0;
+  version version_ = http11;
+  bool head_only_ = false;
+  bool close_ = false;
+};
+
+}  // namespace tern::http::detail

@@ -1,0 +1,677 @@
+// The HTTP/1.1 server (see tern/http/server.hpp): the accept loop, and one task per connection.
+//
+// A connection reads into one buffer of its own. The head of the current request stays where it was parsed, so
+// the views the handler sees stay valid; only the bytes after it are moved when room is needed (bytes of a
+// chunked body being decoded, or of the next pipelined request). The buffer grows only while a head does not fit,
+// up to the parser's limits. A body that arrived with its head is handed to the handler in place; one that did
+// not is gathered in the connection's body string, reused from request to request. Responses are serialised into
+// the connection's output string and written when the connection is about to wait for input (or is about to
+// close), so pipelined requests get their answers in one write.
+#include "tern/http/server.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <vector>
+
+#include "connection.hpp"
+#include "date.hpp"
+#include "tern/error.hpp"
+#include "tern/net/error.hpp"
+#include "tern/sync/wait_group.hpp"
+#include "tern/timer.hpp"
+
+namespace tern::http {
+
+namespace detail {
+
+using sized = io_result<std::size_t>;
+
+namespace {
+
+void append_number(std::string& out, std::uint64_t n) {
+  char digits[20];
+  int i = 0;
+  do {
+    digits[i++] = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  while (i > 0) out.push_back(digits[--i]);
+}
+
+bool is_framing_field(std::string_view name) noexcept {
+  return iequals(name, "content-length") || iequals(name, "transfer-encoding");
+}
+
+}  // namespace
+
+// The status line and fields of a response, into out. body_size: the Content-Length to send (none for a status
+// that has no body); chunked: Transfer-Encoding: chunked instead; close: Connection: close.
+void write_head(std::string& out, const server_options& opts, int status, const fields& f,
+                std::optional<std::uint64_t> body_size, bool chunked, bool close, version v) {
+  out.append(v == http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  append_number(out, static_cast<std::uint64_t>(status));
+  out.push_back(' ');
+  out.append(reason_phrase(status));
+  out.append("\r\n");
+  if (!opts.server_name.empty() && !f.contains("server")) {
+    out.append("Server: ");
+    out.append(opts.server_name);
+    out.append("\r\n");
+  }
+  if (opts.date && !f.contains("date")) {
+    out.append("Date: ");
+    out.append(http_date_now());
+    out.append("\r\n");
+  }
+  const bool bodiless = status < 200 || status == 204 || status == 304;
+  if (!bodiless) {
+    if (chunked) {
+      out.append("Transfer-Encoding: chunked\r\n");
+    } else if (body_size) {
+      out.append("Content-Length: ");
+      append_number(out, *body_size);
+      out.append("\r\n");
+    }
+  }
+  if (close) {
+    out.append("Connection: close\r\n");
+  } else if (v == http10) {
+    out.append("Connection: keep-alive\r\n");
+  }
+  for (field x : f) {
+    if (is_framing_field(x.name) || iequals(x.name, "connection")) continue;
+    out.append(x.name);
+    out.append(": ");
+    out.append(x.value);
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+}
+
+// ---- connection ----
+
+connection::connection(server& s, net::tcp_socket socket, const net::endpoint& remote)
+    : server_(&s),
+      opts_(&s.opts_),
+      socket_(std::move(socket)),
+      remote_(remote),
+      parser_(s.opts_.limits),
+      capacity_(std::max<std::size_t>(s.opts_.buffer_size, 256)),
+      buffer_(std::make_unique_for_overwrite<char[]>(capacity_)) {
+  chunked_decoder::limits l;
+  l.max_body = s.opts_.limits.max_body;
+  l.max_trailers = s.opts_.limits.max_header_bytes;
+  chunked_ = chunked_decoder(l);
+  server_->link(this);
+}
+
+connection::~connection() { server_->unlink(this); }
+
+std::size_t connection::max_capacity() const noexcept {
+  // The longest head the limits allow, its empty lines and CRLFs, and room for the start of a body.
+  const parser_limits& l = opts_->limits;
+  return l.max_request_line + l.max_header_bytes + 4096;
+}
+
+void connection::cut() noexcept { socket_.close(); }
+
+// Room after end_ for a read: the bytes from pinned_ on move to pinned_ first; then the buffer grows (only while
+// nothing is pinned: a grown buffer moves the head).
+bool connection::make_room() {
+  if (end_ < capacity_) return true;
+  if (begin_ > pinned_) {
+    std::memmove(buffer_.get() + pinned_, buffer_.get() + begin_, end_ - begin_);
+    end_ -= begin_ - pinned_;
+    begin_ = pinned_;
+    if (end_ < capacity_) return true;
+  }
+  if (pinned_ != 0 || capacity_ >= max_capacity()) return false;
+  const std::size_t grown = std::min(capacity_ * 2, max_capacity());
+  auto bigger = std::make_unique_for_overwrite<char[]>(grown);
+  std::memcpy(bigger.get(), buffer_.get(), end_);
+  buffer_ = std::move(bigger);
+  capacity_ = grown;
+  return true;
+}
+
+task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
+  if (!make_room()) co_return sized{make_error_code(error::headers_too_large), 0};
+  auto [ec, n] = co_await with_deadline(socket_.read_some(mutable_buffer(buffer_.get() + end_, capacity_ - end_)),
+                                        deadline);
+  end_ += n;
+  co_return sized{ec, n};
+}
+
+task<std::error_code> connection::flush() {
+  if (out_.empty()) co_return std::error_code{};
+  auto [ec, n] = co_await with_timeout(socket_.write_all(const_buffer(out_.data(), out_.size())),
+                                       opts_->write_timeout);
+  out_.clear();
+  co_return ec;
+}
+
+// Reads until the parser has a head. An error code that is an http::error is answered with its status before
+// the connection closes; others (the peer left, the idle time passed, the server stops) close it silently.
+task<std::error_code> connection::read_head() {
+  parser_.reset();
+  pinned_ = 0;
+  const bool first = requests_ == 0;
+  std::error_code ec;
+  clock::time_point head_deadline{};
+  for (;;) {
+    if (begin_ == end_) {
+      begin_ = end_ = 0;
+    } else {
+      if (parser_.parse(std::string_view(buffer_.get() + begin_, end_ - begin_), ec)) co_return std::error_code{};
+      if (ec) co_return ec;
+    }
+    // Answers to earlier (pipelined) requests go out before the wait for more input.
+    if (std::error_code fec = co_await flush()) co_return fec;
+    const bool empty = begin_ == end_;
+    if (empty && server_->stopping_) co_return make_error_code(tern::error::operation_canceled);
+    if (!empty && head_deadline == clock::time_point{}) head_deadline = clock::now() + opts_->header_timeout;
+    idle_ = empty;
+    const clock::time_point deadline =
+        empty ? clock::now() + (first ? opts_->header_timeout : opts_->idle_timeout) : head_deadline;
+    auto [rec, n] = co_await read_more(deadline);
+    idle_ = false;
+    if (rec == tern::error::timed_out) {
+      // A request that started and did not finish in time is answered; silence between requests is not.
+      co_return !empty || first ? make_error_code(error::header_timeout) : rec;
+    }
+    if (rec) co_return rec;
+  }
+}
+
+// The deadline of the next body read: the grace, then at least min_body_rate bytes per second on average.
+clock::time_point connection::body_deadline(std::uint64_t received) const noexcept {
+  const auto rate = std::max<std::size_t>(opts_->min_body_rate, 1);
+  return body_start_ + opts_->body_timeout + std::chrono::microseconds(received * 1'000'000 / rate);
+}
+
+// The body of the current request, whole, into body (a view into the buffer when it came with the head).
+task<std::error_code> connection::read_body(std::string_view& body) {
+  const request_head& h = parser_.head();
+  body = {};
+  body_.clear();
+  body_start_ = clock::now();
+  if (h.framing == body_framing::content_length) {
+    const std::size_t have = end_ - begin_;
+    if (have >= h.content_length) {
+      body = std::string_view(buffer_.get() + begin_, static_cast<std::size_t>(h.content_length));
+      begin_ += static_cast<std::size_t>(h.content_length);
+      co_return std::error_code{};
+    }
+    // The rest goes straight into the body string: nothing of the next request is read here.
+    body_.resize(static_cast<std::size_t>(h.content_length));
+    std::memcpy(body_.data(), buffer_.get() + begin_, have);
+    begin_ = end_;
+    std::size_t got = have;
+    while (got < body_.size()) {
+      if (std::error_code ec = co_await flush()) co_return ec;
+      auto [ec, n] = co_await with_deadline(
+          socket_.read_some(mutable_buffer(body_.data() + got, body_.size() - got)), body_deadline(got));
+      if (ec == tern::error::timed_out) co_return make_error_code(error::body_timeout);
+      if (ec == tern::error::eof) co_return make_error_code(error::partial_message);
+      if (ec) co_return ec;
+      got += n;
+    }
+    body = body_;
+    co_return std::error_code{};
+  }
+  if (h.framing != body_framing::chunked) co_return std::error_code{};
+  chunked_.reset();
+  std::error_code ec;
+  bool single = true;  // the whole body is one run in the buffer: hand it over in place
+  for (;;) {
+    while (begin_ < end_ && !chunked_.done()) {
+      const auto step = chunked_.decode(std::string_view(buffer_.get() + begin_, end_ - begin_), ec);
+      if (ec) co_return ec;
+      if (!step.data.empty()) {
+        if (single && body.empty()) {
+          body = step.data;
+        } else {
+          if (single) body_.assign(body);
+          single = false;
+          body_.append(step.data);
+        }
+      }
+      begin_ += step.consumed;
+      if (step.consumed == 0) break;
+    }
+    if (chunked_.done()) break;
+    if (!single || !body.empty()) {
+      // Reading more may move the buffer's unread bytes: keep what was decoded.
+      if (single) body_.assign(body);
+      single = false;
+      body = {};
+    }
+    if (std::error_code fec = co_await flush()) co_return fec;  // a 100 Continue first
+    auto [rec, n] = co_await read_more(body_deadline(chunked_.body_size()));
+    if (rec == tern::error::timed_out) co_return make_error_code(error::body_timeout);
+    if (rec == tern::error::eof) co_return make_error_code(error::partial_message);
+    if (rec == error::headers_too_large) co_return make_error_code(error::body_too_large);
+    if (rec) co_return rec;
+  }
+  if (!single) body = body_;
+  co_return std::error_code{};
+}
+
+void connection::answer_error(int status, std::string_view why) {
+  fields f;
+  f.set("Content-Type", "text/plain; charset=utf-8");
+  std::string body(why);
+  body.push_back('\n');
+  write_head(out_, *opts_, status, f, body.size(), false, true, http11);
+  out_.append(body);
+}
+
+void connection::answer(const response& r, bool head_only, bool close, version v) {
+  write_head(out_, *opts_, r.status, r.headers, r.body.size(), false, close, v);
+  const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
+  if (!head_only && !bodiless) out_.append(r.body);
+}
+
+task<void> connection::run() {
+  for (;;) {
+    std::error_code ec = co_await read_head();
+    if (ec) {
+      if (ec.category() == http::category()) answer_error(status_of(ec), ec.message());
+      break;
+    }
+    ++requests_;
+    const request_head& h = parser_.head();
+    begin_ += h.size;
+    pinned_ = begin_;  // the head stays put: the handler's views point into it
+    request req(h, remote_);
+    int status = 0;
+    std::string allow;
+    const router::route* route = server_->routes_->match(req, status, allow);
+    bool close = !h.keep_alive || server_->stopping_;
+    const bool head_only = h.method == method::head;
+    if (route == nullptr) {
+      // The body was not read: unless there is none, the connection cannot be reused.
+      close = close || h.framing != body_framing::none;
+      response r(status, std::string(reason_phrase(status)) + "\n");
+      if (status == status::method_not_allowed) r.headers.set("Allow", allow);
+      answer(r, head_only, close, h.version);
+      if (close) break;
+      continue;
+    }
+    if (route->streaming) {
+      const bool keep = co_await run_stream(*route, req, close);
+      if (!keep) break;
+      continue;
+    }
+    if (h.expect_continue && h.framing != body_framing::none && begin_ == end_) {
+      out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    std::string_view body;
+    if (std::error_code bec = co_await read_body(body)) {
+      if (bec.category() == http::category() && bec != error::partial_message) {
+        answer_error(status_of(bec), bec.message());
+      }
+      break;
+    }
+    req.set_body(body);
+    response r;
+    try {
+      r = co_await route->whole(req);
+    } catch (...) {
+      r = response(status::internal_server_error, "internal server error\n");
+    }
+    close = close || server_->stopping_ || iequals(r.headers.get("connection"), "close");
+    answer(r, head_only, close, h.version);
+    if (close) break;
+    if (out_.size() >= 64 * 1024) {
+      if (co_await flush()) break;
+    }
+  }
+  (void)co_await flush();
+  socket_.close();
+}
+
+
+// ---- the streaming form ----
+
+namespace {
+// Maps what a body read met to what the handler and the server see.
+std::error_code body_read_error(std::error_code ec) noexcept {
+  if (ec == tern::error::timed_out) return make_error_code(error::body_timeout);
+  if (ec == tern::error::eof) return make_error_code(error::partial_message);
+  return ec;
+}
+}  // namespace
+
+std::optional<std::uint64_t> connection::body_length() const noexcept {
+  if (framing_ == body_framing::content_length) return parser_.head().content_length;
+  if (framing_ == body_framing::none) return 0;
+  return std::nullopt;
+}
+
+task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
+  if (b.size() == 0) co_return sized{std::error_code{}, 0};
+  if (framing_ == body_framing::content_length) {
+    if (body_left_ == 0) co_return sized{make_error_code(tern::error::eof), 0};
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(b.size(), body_left_));
+    if (begin_ < end_) {
+      const std::size_t n = std::min(want, end_ - begin_);
+      std::memcpy(b.data(), buffer_.get() + begin_, n);
+      begin_ += n;
+      body_left_ -= n;
+      co_return sized{std::error_code{}, n};
+    }
+    if (std::error_code ec = co_await flush()) co_return sized{ec, 0};
+    const std::uint64_t received = parser_.head().content_length - body_left_;
+    auto [ec, n] = co_await with_deadline(socket_.read_some(mutable_buffer(b.data(), want)), body_deadline(received));
+    if (ec) co_return sized{body_read_error(ec), 0};
+    body_left_ -= n;
+    co_return sized{std::error_code{}, n};
+  }
+  if (framing_ != body_framing::chunked) co_return sized{make_error_code(tern::error::eof), 0};
+  for (;;) {
+    if (chunked_.done()) co_return sized{make_error_code(tern::error::eof), 0};
+    while (begin_ < end_) {
+      // At most b.size() bytes of input, so that a data run never exceeds what the caller can take.
+      std::error_code ec;
+      const auto step =
+          chunked_.decode(std::string_view(buffer_.get() + begin_, std::min(end_ - begin_, b.size())), ec);
+      if (ec) co_return sized{ec, 0};
+      begin_ += step.consumed;
+      if (!step.data.empty()) {
+        std::memcpy(b.data(), step.data.data(), step.data.size());
+        co_return sized{std::error_code{}, step.data.size()};
+      }
+      if (chunked_.done()) co_return sized{make_error_code(tern::error::eof), 0};
+      if (step.consumed == 0) break;
+    }
+    if (std::error_code ec = co_await flush()) co_return sized{ec, 0};
+    auto [ec, n] = co_await read_more(body_deadline(chunked_.body_size()));
+    if (ec == error::headers_too_large) co_return sized{make_error_code(error::body_too_large), 0};
+    if (ec) co_return sized{body_read_error(ec), 0};
+  }
+}
+
+task<std::error_code> connection::write_now(std::string_view data) {
+  if (std::error_code ec = co_await flush()) co_return ec;
+  auto [ec, n] = co_await with_timeout(socket_.write_all(const_buffer(data.data(), data.size())), opts_->write_timeout);
+  co_return ec;
+}
+
+task<std::error_code> connection::send_head(response_stream& s, int status, const fields& f,
+                                            std::optional<std::uint64_t> length) {
+  if (s.started_) co_return std::make_error_code(std::errc::invalid_argument);
+  s.started_ = true;
+  const bool bodiless = status < 200 || status == 204 || status == 304;
+  s.discard_ = head_only_ || bodiless;
+  s.length_ = length;
+  s.chunked_ = !length && !s.discard_ && version_ == http11;
+  if (!length && !s.discard_ && version_ == http10) close_ = true;  // the close delimits the body
+  write_head(out_, *opts_, status, f, length, s.chunked_, close_, version_);
+  std::error_code ec = co_await flush();
+  if (ec) s.failed_ = true;
+  co_return ec;
+}
+
+task<std::error_code> connection::send_body(response_stream& s, const_buffer b) {
+  if (!s.started_ || s.finished_ || (s.length_ && s.written_ + b.size() > *s.length_)) {
+    co_return std::make_error_code(std::errc::invalid_argument);
+  }
+  s.written_ += b.size();
+  if (s.discard_ || b.size() == 0) co_return std::error_code{};
+  std::error_code ec;
+  const std::string_view data(static_cast<const char*>(b.data()), b.size());
+  if (s.chunked_) {
+    char size[20];
+    int i = 0;
+    for (std::size_t v = b.size(); v != 0; v >>= 4) size[i++] = "0123456789abcdef"[v & 15];
+    while (i > 0) out_.push_back(size[--i]);
+    out_.append("\r\n");
+    if (data.size() <= 16 * 1024) {  // small: one write with its framing
+      out_.append(data);
+      out_.append("\r\n");
+      ec = co_await flush();
+    } else {
+      ec = co_await write_now(data);
+      out_.append("\r\n");  // goes out with the next chunk or the end
+    }
+  } else {
+    ec = co_await write_now(data);
+  }
+  if (ec) s.failed_ = true;
+  co_return ec;
+}
+
+task<std::error_code> connection::send_end(response_stream& s) {
+  if (!s.started_ || s.finished_ || (s.length_ && s.written_ != *s.length_)) {
+    co_return std::make_error_code(std::errc::invalid_argument);
+  }
+  s.finished_ = true;
+  if (s.chunked_) out_.append("0\r\n\r\n");
+  std::error_code ec = co_await flush();
+  if (ec) s.failed_ = true;
+  co_return ec;
+}
+
+// Runs a streaming handler; false when the connection must close after it.
+task<bool> connection::run_stream(const router::route& route, request& req, bool close) {
+  const request_head& h = parser_.head();
+  framing_ = h.framing;
+  body_left_ = h.framing == body_framing::content_length ? h.content_length : 0;
+  chunked_.reset();
+  body_start_ = clock::now();
+  version_ = h.version;
+  head_only_ = h.method == method::head;
+  close_ = close;
+  if (h.expect_continue && h.framing != body_framing::none && begin_ == end_) {
+    out_.append("HTTP/1.1 100 Continue\r\n\r\n");  // sent when the handler first reads
+  }
+  body_reader reader(*this);
+  response_stream out(*this);
+  try {
+    co_await route.streaming(req, reader, out);
+  } catch (...) {
+  }
+  if (!out.started_) {
+    answer(response(status::internal_server_error, "internal server error\n"), head_only_, close_, version_);
+  } else if (!out.finished_ || out.failed_) {
+    co_return false;
+  }
+  // What the handler left of the body is read and dropped, within reason.
+  std::uint64_t dropped = 0;
+  char scratch[4096];
+  while (!body_done()) {
+    auto [ec, n] = co_await read_body_some(mutable_buffer(scratch, sizeof scratch));
+    if (ec == tern::error::eof) break;
+    dropped += n;
+    if (ec || dropped > 1024 * 1024) co_return false;
+  }
+  co_return !close_ && !server_->stopping_;
+}
+
+}  // namespace detail
+
+// ---- body_reader, response_stream ----
+
+task<io_result<std::size_t>> body_reader::read_some(mutable_buffer b) { return conn_->read_body_some(b); }
+
+task<std::error_code> body_reader::read_all(std::string& out, std::size_t max) {
+  for (;;) {
+    const std::size_t start = out.size();
+    const std::size_t room = std::max<std::size_t>(4096, start);
+    out.resize(start + room);
+    auto [ec, n] = co_await conn_->read_body_some(mutable_buffer(out.data() + start, room));
+    out.resize(start + n);
+    if (ec == tern::error::eof) co_return std::error_code{};
+    if (ec) co_return ec;
+    if (out.size() > max) co_return make_error_code(error::body_too_large);
+  }
+}
+
+bool body_reader::done() const noexcept { return conn_->body_done(); }
+
+std::optional<std::uint64_t> body_reader::length() const noexcept { return conn_->body_length(); }
+
+task<std::error_code> response_stream::start(int status, const fields& f, std::optional<std::uint64_t> length) {
+  return conn_->send_head(*this, status, f, length);
+}
+
+task<std::error_code> response_stream::write(const_buffer b) { return conn_->send_body(*this, b); }
+
+task<std::error_code> response_stream::finish() { return conn_->send_end(*this); }
+
+// ---- server ----
+
+server::server(io_context& ctx, std::shared_ptr<const router> routes, server_options opts)
+    : ctx_(&ctx), routes_(std::move(routes)), opts_(std::move(opts)), acceptor_(ctx), tasks_(ctx) {}
+
+server::~server() = default;
+
+std::error_code server::listen(const net::endpoint& ep, net::acceptor_options opts) {
+  return acceptor_.listen(ep, opts);
+}
+
+io_result<net::endpoint> server::local_endpoint() const noexcept { return acceptor_.local_endpoint(); }
+
+void server::link(detail::connection* c) noexcept {
+  c->next_ = head_;
+  c->prev_ = nullptr;
+  if (head_ != nullptr) head_->prev_ = c;
+  head_ = c;
+  ++open_;
+}
+
+void server::unlink(detail::connection* c) noexcept {
+  if (c->prev_ != nullptr) c->prev_->next_ = c->next_; else head_ = c->next_;
+  if (c->next_ != nullptr) c->next_->prev_ = c->prev_;
+  --open_;
+}
+
+task<void> server::serve(net::tcp_socket socket) {
+  auto [rec, remote] = socket.remote_endpoint();
+  (void)rec;  // a peer gone already: the first read says so
+  try {
+    detail::connection c(*this, std::move(socket), remote);
+    co_await c.run();
+  } catch (...) {
+    // Out of memory inside one connection: that connection ends, the others and the loop go on (an exception
+    // leaving a child would cancel every connection of the group).
+  }
+  active_.done();
+}
+
+task<void> server::refuse(net::tcp_socket socket) {
+  static constexpr std::string_view busy =
+      "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 20\r\nRetry-After: 1\r\n\r\n"
+      "too many connections";
+  auto [ec, n] = co_await with_timeout(socket.write_all(const_buffer(busy.data(), busy.size())),
+                                       std::chrono::seconds(1));
+  (void)ec, (void)n;
+  socket.close();
+  --refusing_;
+  active_.done();
+}
+
+task<void> server::run() {
+  while (!stopping_) {
+    auto [ec, socket] = co_await acceptor_.accept();
+    if (ec) {
+      if (stopping_) break;
+      // Out of descriptors (EMFILE, ENFILE) or buffers: back off instead of spinning on a listener that stays
+      // readable, and try again when connections have closed.
+      if (ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system ||
+          ec == std::errc::no_buffer_space || ec == std::errc::not_enough_memory) {
+        co_await sleep_for(std::chrono::milliseconds(20));
+      }
+      continue;
+    }
+    (void)socket.set_no_delay(true);
+    active_.add();
+    if (open_ >= opts_.max_connections) {
+      if (refusing_ >= 64) {  // a flood: close without an answer rather than hold more sockets
+        socket.close();
+        active_.done();
+        continue;
+      }
+      ++refusing_;
+      tasks_.spawn(refuse(std::move(socket)));
+      continue;
+    }
+    tasks_.spawn(serve(std::move(socket)));
+  }
+  acceptor_.close();
+  co_await tasks_.wait();
+}
+
+void server::stop() noexcept {
+  if (stopping_) return;
+  stopping_ = true;
+  acceptor_.close();
+  for (detail::connection* c = head_; c != nullptr; c = c->next_) {
+    if (c->idle_) c->cut();
+  }
+}
+
+task<void> server::shutdown(std::chrono::milliseconds grace) {
+  stop();
+  if (open_ != 0) {
+    auto ec = co_await with_timeout(active_.wait(), grace);
+    if (ec) {
+      // Past the grace: every operation of every connection (a handler's included) is cancelled, and each
+      // connection closes as soon as its task notices.
+      tasks_.cancel();
+      for (detail::connection* c = head_; c != nullptr; c = c->next_) c->cut();
+    }
+  }
+  (void)co_await active_.wait();
+}
+
+}  // namespace tern::http
+
+// ---- serve: a server on every worker of a runtime ----
+
+namespace tern::http {
+
+namespace {
+
+// Waits on the server's loop for the runtime's stop request, then shuts the server down.
+task<void> stop_on_request(server& s, std::stop_token stop, std::chrono::milliseconds grace) {
+  (void)co_await with_stop(sleep_for(std::chrono::hours(24 * 365)), stop);
+  co_await s.shutdown(grace);
+}
+
+task<std::error_code> serve_worker(io_context& ctx, std::stop_token stop, std::shared_ptr<const router> routes,
+                                   net::endpoint ep, server_options opts, std::chrono::milliseconds grace) {
+  server s(ctx, std::move(routes), std::move(opts));
+  net::acceptor_options listen_opts;
+  listen_opts.reuse_port = true;
+  if (std::error_code ec = s.listen(ep, listen_opts)) co_return ec;
+  auto watcher = spawn(ctx, stop_on_request(s, stop, grace));
+  co_await s.run();
+  co_await std::move(watcher);
+  co_return std::error_code{};
+}
+
+}  // namespace
+
+task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
+                            server_options opts, std::chrono::milliseconds grace) {
+  std::vector<join_handle<std::error_code>> workers;
+  workers.reserve(rt.size());
+  for (std::size_t i = 0; i < rt.size(); ++i) {
+    workers.push_back(rt.spawn_on(i, serve_worker(rt.worker(i), rt.stop_token(), routes, ep, opts, grace)));
+  }
+  std::error_code first;
+  for (auto& w : workers) {
+    const std::error_code ec = co_await std::move(w);
+    if (ec && !first) {
+      first = ec;
+      rt.shutdown(std::chrono::milliseconds(0));
+    }
+  }
+  co_return first;
+}
+
+}  // namespace tern::http
