@@ -1,0 +1,158 @@
+// http::server against clients tern did not write, on both backends: curl (keep-alive over several URLs, HEAD,
+// uploads with Content-Length and chunked, Expect: 100-continue, a large download checked byte by byte) and
+// Python's http.client (keep-alive, chunked upload, HEAD, and pipelined requests read back in order).
+#include "http_support.hpp"
+
+#include <tern/http/router.hpp>
+#include <tern/http/stream.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "fs_support.hpp"
+
+namespace {
+
+using namespace tern_test;
+namespace http = tern::http;
+
+class http_real_peer_test : public ::testing::TestWithParam<tern::backend_kind> {};
+TERN_INSTANTIATE_BACKENDS(http_real_peer_test);
+
+// The size and the byte sum of data: what /sum answers, and what the test computes itself.
+std::string size_and_sum(std::string_view data) {
+  std::uint64_t sum = 0;
+  for (char c : data) sum += static_cast<unsigned char>(c);
+  return std::to_string(data.size()) + " " + std::to_string(sum);
+}
+
+http::router peer_routes() {
+  http::router r;
+  r.get("/hello", [](http::request&) -> tern::task<http::response> { co_return http::response(200, "hello\n"); });
+  r.get("/who/{name}", [](http::request& q) -> tern::task<http::response> {
+    co_return http::response(200, "hi " + std::string(q.param("name")) + " via " + std::string(q.header("user-agent")).substr(0, 4));
+  });
+  r.post("/sum", [](http::request& q) -> tern::task<http::response> {
+    co_return http::response(200, size_and_sum(q.body()));
+  });
+  r.stream(http::method::put, "/sum",
+           [](http::request&, http::body_reader& body, http::response_stream& out) -> tern::task<void> {
+             std::string all;
+             if (co_await body.read_all(all, 64 << 20)) co_return;
+             const std::string text = size_and_sum(all);
+             (void)co_await out.start(201, {}, text.size());
+             (void)co_await out.write(tern::const_buffer(text.data(), text.size()));
+             (void)co_await out.finish();
+           });
+  r.stream(http::method::get, "/pattern/{n}",
+           [](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             const std::size_t n = std::stoul(std::string(q.param("n")));
+             (void)co_await out.start(200);  // chunked
+             std::string piece;
+             for (std::size_t at = 0; at < n; at += piece.size()) {
+               piece.resize(std::min<std::size_t>(65536, n - at));
+               for (std::size_t i = 0; i < piece.size(); ++i) piece[i] = static_cast<char>('a' + (at + i) % 26);
+               if (co_await out.write(tern::const_buffer(piece.data(), piece.size()))) co_return;
+             }
+             (void)co_await out.finish();
+           });
+  return r;
+}
+
+std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
+
+TEST_P(http_real_peer_test, curl) {
+  server_thread s(GetParam(), peer_routes());
+  int status = 0;
+  // Two URLs in one curl: the second reuses the connection (num_connects 0).
+  std::string out = run_command("curl -sS --http1.1 -w ' [%{http_code} %{num_connects}]\\n' " +
+                                    shell_quote(s.url("/hello")) + " " + shell_quote(s.url("/who/ann")),
+                                status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "hello\n [200 1]\nhi ann via curl [200 0]\n");
+
+  // HEAD
+  out = run_command("curl -sS -I " + shell_quote(s.url("/hello")), status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("HTTP/1.1 200 OK\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Content-Length: 6\r\n"), std::string::npos) << out;
+
+  // Uploads: a 3 MB file, with Content-Length and then chunked, and with Expect: 100-continue.
+  temp_dir dir;
+  const std::string path = dir.path("upload.bin");
+  std::string data(3'000'000, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 % 256);
+  std::ofstream(path, std::ios::binary).write(data.data(), static_cast<std::streamsize>(data.size()));
+  const std::string expected = size_and_sum(data);
+  out = run_command("curl -sS --data-binary @" + path + " " + shell_quote(s.url("/sum")), status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out, expected);
+  out = run_command("curl -sS -H 'Transfer-Encoding: chunked' --data-binary @" + path + " " + shell_quote(s.url("/sum")),
+                    status);
+  EXPECT_EQ(out, expected) << "chunked upload";
+  out = run_command("curl -sS -v -H 'Expect: 100-continue' -T " + path + " " + shell_quote(s.url("/sum")) + " 2>&1",
+                    status);
+  EXPECT_NE(out.find("HTTP/1.1 100 Continue"), std::string::npos) << out;
+  EXPECT_NE(out.find("HTTP/1.1 201 Created"), std::string::npos) << out;
+  EXPECT_NE(out.find(expected), std::string::npos) << out;
+
+  // A chunked download of 5 MB, every byte checked.
+  out = run_command("curl -sS " + shell_quote(s.url("/pattern/5000000")), status);
+  ASSERT_EQ(out.size(), 5'000'000u);
+  bool same = true;
+  for (std::size_t i = 0; i < out.size() && same; ++i) same = out[i] == static_cast<char>('a' + i % 26);
+  EXPECT_TRUE(same);
+
+  // A malformed request from curl's raw mode is refused, not served.
+  out = run_command("curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Length: 3' -H 'Transfer-Encoding: chunked' "
+                    "--data-binary abc " + shell_quote(s.url("/sum")),
+                    status);
+  EXPECT_EQ(out, "400");
+}
+
+TEST_P(http_real_peer_test, python_http_client) {
+  server_thread s(GetParam(), peer_routes());
+  const std::string script = R"(
+import http.client, io, socket, sys
+port = int(sys.argv[1])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+for name in ("a", "b", "c"):                       # keep-alive: one connection
+    c.request("GET", "/who/" + name, headers={"User-Agent": "python-test"})
+    r = c.getresponse()
+    assert r.status == 200 and r.read() == ("hi %s via pyth" % name).encode(), name
+data = bytes((i * 7) % 256 for i in range(200000))
+expected = "%d %d" % (len(data), sum(data))
+c.request("POST", "/sum", body=data)
+r = c.getresponse(); assert r.read().decode() == expected
+c.request("POST", "/sum", body=iter([data[:1000], data[1000:150000], data[150000:]]), encode_chunked=True)
+r = c.getresponse(); assert r.read().decode() == expected, "chunked"
+c.request("HEAD", "/hello")
+r = c.getresponse(); assert r.status == 200 and r.getheader("Content-Length") == "6" and r.read() == b""
+c.request("GET", "/missing")
+r = c.getresponse(); assert r.status == 404; r.read()
+c.close()
+# Pipelining: three requests in one write, answers read back in order.
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"GET /who/x HTTP/1.1\r\nHost: p\r\nUser-Agent: pipe\r\n\r\n"
+          b"POST /sum HTTP/1.1\r\nHost: p\r\nContent-Length: 3\r\n\r\nabc"
+          b"GET /hello HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")
+class kept(io.BufferedReader):                     # http.client closes the file when a body ends
+    def close(self): pass
+f = kept(s.makefile("rb", buffering=0))
+bodies = []
+for method in ("GET", "POST", "GET"):
+    r = http.client.HTTPResponse(s, method=method)
+    r.fp = f
+    r.begin()
+    bodies.append(r.read())
+assert bodies == [b"hi x via pipe", b"3 294", b"hello\n"], bodies
+print("ok")
+)";
+  int status = 0;
+  const std::string out =
+      run_command("python3 -c " + shell_quote(script) + " " + std::to_string(s.port()) + " 2>&1", status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "ok\n");
+}
+
+}  // namespace
