@@ -1,0 +1,150 @@
+// tern/http/client.hpp
+//
+// http::client: HTTP/1.1 requests from one loop, over a pool of kept-alive connections per host and port.
+//
+//   http::client c(ctx);
+//   auto [ec, r] = co_await c.get("http://127.0.0.1:8080/items/7");
+//   if (!ec) std::printf("%d %s\n", r.status, r.body.c_str());
+//
+// A request takes an idle connection to its host and port from the pool, or connects (the name resolved with
+// net::resolver, the addresses raced with Happy Eyeballs: net::connect), writes the request, reads the response
+// (Content-Length, chunked, or to the end of the connection; 1xx interim responses skipped), and gives the
+// connection back to the pool when the response allows it (keep-alive, body read whole). A request that fails on a
+// kept-alive connection before any byte of the response arrived (the server had closed it meanwhile) is sent
+// again once on a new connection when its method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE).
+//
+// Limits and timeouts (client_options): connecting, the response head after the request went out, each read of
+// the body, each write, and the size of a response's head and body (parser_limits); each failure is an error
+// code (timed_out, an http::error such as body_too_large or bad_status_line, the socket's own) and the connection
+// is then closed, never pooled. Every operation takes the awaiting task's stop token (cancellation, with_timeout
+// on the task) like any other.
+//
+// Responses are whole strings; exchange() gives the streaming form, for uploads and downloads of any size. A
+// client belongs to its loop: use it from tasks of that loop only. Only http:// URLs: TLS is tern::tls's.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+#include "tern/buffer.hpp"
+#include "tern/http/chunked.hpp"
+#include "tern/http/fields.hpp"
+#include "tern/http/message.hpp"
+#include "tern/http/parser.hpp"
+#include "tern/http/response.hpp"
+#include "tern/io_context.hpp"
+#include "tern/io_result.hpp"
+#include "tern/net/resolver.hpp"
+#include "tern/net/tcp.hpp"
+#include "tern/task.hpp"
+#include "tern/timer.hpp"
+
+namespace tern::http {
+
+struct client_options {
+  std::chrono::milliseconds connect_timeout{10'000};   // name resolution and the TCP connect
+  std::chrono::milliseconds response_timeout{30'000};  // from the request's last byte to the response head's last
+  std::chrono::milliseconds read_timeout{30'000};      // each read of a response body
+  std::chrono::milliseconds write_timeout{30'000};     // each write of a request
+  std::chrono::milliseconds idle_timeout{30'000};      // a pooled connection unused this long is not reused
+  std::size_t max_idle_per_host = 8;                   // pooled connections kept per host and port
+  parser_limits limits{8 * 1024, 64 * 1024, 100, 64 * 1024 * 1024};  // a response's head and body
+  std::string user_agent = "tern";                     // the User-Agent field ("" sends none)
+};
+
+// What the client sends. target is the origin form: path and query ("/items/7?full=1").
+struct client_request {
+  http::method method = method::get;
+  std::string target = "/";
+  fields headers;
+  std::string body;
+};
+
+// An http:// URL taken apart; the port defaults to 80, the target to "/".
+struct url {
+  std::string host;  // a name, an IPv4 address, or an IPv6 address without its brackets
+  std::uint16_t port = 80;
+  std::string target = "/";
+  // nullopt for anything but a well-formed http:// URL.
+  static std::optional<url> parse(std::string_view text);
+};
+
+namespace detail {
+struct client_connection;
+}
+
+class client;
+
+// One request and its response, written and read piece by piece (client::exchange). The connection goes back to
+// the pool when the exchange is destroyed after its response was read whole and may be reused; otherwise it is
+// closed.
+class client_exchange {
+ public:
+  client_exchange() = default;
+  client_exchange(client_exchange&&) noexcept;
+  client_exchange& operator=(client_exchange&&) noexcept;
+  ~client_exchange();
+
+  // Awaitable: sends a piece of the request body (a chunk, when no length was given); std::error_code.
+  task<std::error_code> write(const_buffer b);
+  // Awaitable: ends the request body (the last chunk; refused when a given length was not reached), then reads
+  // the response head (interim 1xx responses skipped); std::error_code.
+  task<std::error_code> finish();
+  // The response's status and fields, after finish(); views valid until the exchange is destroyed.
+  const response_head& head() const noexcept;
+  // Awaitable: up to b.size() bytes of the response body into b; io_result<size_t>, tern::error::eof at its end.
+  task<io_result<std::size_t>> read_some(mutable_buffer b);
+
+ private:
+  friend class client;
+  client* client_ = nullptr;
+  std::unique_ptr<detail::client_connection> conn_;
+};
+
+class client {
+ public:
+  explicit client(io_context& ctx, client_options opts = {});
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+  // Closes the pooled connections. No request may be running.
+  ~client();
+
+  // Awaitable: sends req to host:port and reads the whole response; io_result<response>.
+  task<io_result<response>> send(std::string host, std::uint16_t port, client_request req);
+  // Awaitable: GET of an http:// URL (invalid_argument for another).
+  task<io_result<response>> get(std::string_view target_url);
+  // Awaitable: POST of body to an http:// URL, with its Content-Type.
+  task<io_result<response>> post(std::string_view target_url, std::string body,
+                                 std::string_view content_type = "application/octet-stream");
+  // Awaitable: starts a request whose body is written piece by piece: with body_length, a body of that many bytes
+  // (Content-Length); without, chunked. Yields the exchange once its head is sent.
+  task<io_result<client_exchange>> exchange(std::string host, std::uint16_t port, method m, std::string target,
+                                            fields headers = {}, std::optional<std::uint64_t> body_length = {});
+
+  // Pooled connections now.
+  std::size_t idle_connections() const noexcept;
+  // Closes every pooled connection.
+  void close_idle() noexcept;
+  const client_options& options() const noexcept { return opts_; }
+
+ private:
+  friend class client_exchange;
+  task<io_result<std::unique_ptr<detail::client_connection>>> connect(const std::string& host, std::uint16_t port);
+  std::unique_ptr<detail::client_connection> take_idle(const std::string& key);
+  void give_back(std::unique_ptr<detail::client_connection> c);
+
+  io_context* ctx_;
+  client_options opts_;
+  std::unique_ptr<net::resolver> resolver_;  // made on first use
+  std::unordered_map<std::string, std::vector<std::unique_ptr<detail::client_connection>>> idle_;
+};
+
+}  // namespace tern::http

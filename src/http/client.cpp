@@ -1,0 +1,491 @@
+// The HTTP/1.1 client (see tern/http/client.hpp).
+//
+// A connection carries one exchange at a time: the request head is composed into the connection's output and
+// leaves with the first piece of the body (so a small request is one write), the response is read into the
+// connection's buffer, parsed in place, and its body handed out from there (or read straight into the caller's
+// memory when the buffer is empty). A connection goes back to the pool only when its response ended exactly where
+// the framing said and the server allows reuse: anything else (a timeout, an error, bytes after the response)
+// closes it.
+#include "tern/http/client.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "tern/cancel.hpp"
+#include "tern/error.hpp"
+#include "tern/net/connect.hpp"
+#include "tern/net/error.hpp"
+
+namespace tern::http {
+
+namespace detail {
+
+struct client_connection {
+  client_connection(std::string k, net::tcp_socket s, std::string host, const parser_limits& limits)
+      : key(std::move(k)),
+        socket(std::move(s)),
+        host_field(std::move(host)),
+        buffer(std::make_unique_for_overwrite<char[]>(capacity)),
+        parser(limits) {
+    chunked_decoder::limits l;
+    l.max_body = limits.max_body;
+    l.max_trailers = limits.max_header_bytes;
+    chunked = chunked_decoder(l);
+  }
+
+  std::string key;         // "host:port", the pool's
+  net::tcp_socket socket;
+  std::string host_field;  // the Host field's value
+  std::size_t capacity = 16 * 1024;
+  std::unique_ptr<char[]> buffer;
+  std::size_t begin = 0, end = 0;  // unread response bytes
+  response_parser parser;
+  chunked_decoder chunked;
+  std::string out;  // request bytes not yet written
+  clock::time_point last_used{};
+  bool reused = false;  // came from the pool
+
+  // The exchange in progress.
+  method request_method = method::get;
+  bool request_chunked = false;
+  std::optional<std::uint64_t> request_length;
+  std::uint64_t written = 0;
+  bool finished = false;       // the request is complete
+  bool have_head = false;
+  std::uint64_t received = 0;  // response bytes so far (none: the retry is safe)
+  std::uint64_t body_left = 0; // Content-Length bytes still to read
+  std::uint64_t body_read = 0;
+  bool body_done = false;
+  bool broken = false;         // an error: never reused
+};
+
+}  // namespace detail
+
+namespace {
+
+bool idempotent(method m) noexcept {
+  return m == method::get || m == method::head || m == method::put || m == method::delete_ ||
+         m == method::options || m == method::trace;
+}
+
+bool sends_body(method m) noexcept { return m == method::post || m == method::put || m == method::patch; }
+
+void append_hex(std::string& out, std::size_t v) {
+  char digits[20];
+  int i = 0;
+  do {
+    digits[i++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  while (i > 0) out.push_back(digits[--i]);
+}
+
+using sized = io_result<std::size_t>;
+
+}  // namespace
+
+std::optional<url> url::parse(std::string_view text) {
+  constexpr std::string_view scheme = "http://";
+  if (text.size() < scheme.size() || !iequals(text.substr(0, scheme.size()), scheme)) return std::nullopt;
+  text.remove_prefix(scheme.size());
+  const std::size_t slash = text.find_first_of("/?#");
+  std::string_view authority = text.substr(0, slash);
+  std::string_view rest = slash == std::string_view::npos ? std::string_view() : text.substr(slash);
+  rest = rest.substr(0, rest.find('#'));
+  if (authority.find('@') != std::string_view::npos) return std::nullopt;  // no credentials in URLs
+  url u;
+  std::string_view port_text;
+  if (!authority.empty() && authority.front() == '[') {
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    u.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return std::nullopt;
+      port_text = after.substr(1);
+    }
+  } else {
+    const std::size_t colon = authority.rfind(':');
+    u.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
+  }
+  if (u.host.empty()) return std::nullopt;
+  if (!port_text.empty()) {
+    unsigned port = 0;
+    for (char c : port_text) {
+      if (c < '0' || c > '9' || (port = port * 10 + static_cast<unsigned>(c - '0')) > 65535) return std::nullopt;
+    }
+    if (port == 0) return std::nullopt;
+    u.port = static_cast<std::uint16_t>(port);
+  }
+  if (rest.empty()) rest = "/";
+  if (rest.front() == '?') u.target = "/" + std::string(rest); else u.target = std::string(rest);
+  return u;
+}
+
+// ---- client_exchange ----
+
+client_exchange::client_exchange(client_exchange&& o) noexcept : client_(o.client_), conn_(std::move(o.conn_)) {}
+
+client_exchange& client_exchange::operator=(client_exchange&& o) noexcept {
+  if (this != &o) {
+    if (conn_ && client_ != nullptr) client_->give_back(std::move(conn_));
+    client_ = o.client_;
+    conn_ = std::move(o.conn_);
+  }
+  return *this;
+}
+
+client_exchange::~client_exchange() {
+  if (conn_ && client_ != nullptr) client_->give_back(std::move(conn_));
+}
+
+const response_head& client_exchange::head() const noexcept { return conn_->parser.head(); }
+
+task<std::error_code> client_exchange::write(const_buffer b) {
+  detail::client_connection& c = *conn_;
+  const client_options& o = client_->opts_;
+  if (c.finished || (c.request_length && c.written + b.size() > *c.request_length)) {
+    co_return std::make_error_code(std::errc::invalid_argument);
+  }
+  c.written += b.size();
+  if (b.size() == 0) co_return std::error_code{};
+  const std::string_view data(static_cast<const char*>(b.data()), b.size());
+  if (c.request_chunked) {
+    append_hex(c.out, b.size());
+    c.out.append("\r\n");
+  }
+  std::error_code ec;
+  if (data.size() <= 16 * 1024) {  // small: with its framing (and the head) in one write
+    c.out.append(data);
+    if (c.request_chunked) c.out.append("\r\n");
+    ec = (co_await with_timeout(c.socket.write_all(const_buffer(c.out.data(), c.out.size())), o.write_timeout)).ec;
+    c.out.clear();
+  } else {
+    ec = (co_await with_timeout(c.socket.write_all(const_buffer(c.out.data(), c.out.size())), o.write_timeout)).ec;
+    c.out.clear();
+    if (!ec) ec = (co_await with_timeout(c.socket.write_all(b), o.write_timeout)).ec;
+    if (c.request_chunked) c.out.append("\r\n");
+  }
+  if (ec) c.broken = true;
+  co_return ec;
+}
+
+task<std::error_code> client_exchange::finish() {
+  detail::client_connection& c = *conn_;
+  const client_options& o = client_->opts_;
+  if (c.finished || (c.request_length && c.written != *c.request_length)) {
+    co_return std::make_error_code(std::errc::invalid_argument);
+  }
+  c.finished = true;
+  if (c.request_chunked) c.out.append("0\r\n\r\n");
+  if (!c.out.empty()) {
+    auto [ec, n] = co_await with_timeout(c.socket.write_all(const_buffer(c.out.data(), c.out.size())), o.write_timeout);
+    c.out.clear();
+    if (ec) {
+      c.broken = true;
+      co_return ec;
+    }
+  }
+  // The response head, past any interim 1xx.
+  const clock::time_point deadline = clock::now() + o.response_timeout;
+  std::error_code ec;
+  for (;;) {
+    if (c.begin < c.end && c.parser.parse(std::string_view(c.buffer.get() + c.begin, c.end - c.begin),
+                                          c.request_method, ec)) {
+      const response_head& h = c.parser.head();
+      if (h.status >= 100 && h.status < 200 && h.status != 101) {
+        c.begin += h.size;
+        c.parser.reset();
+        continue;
+      }
+      break;
+    }
+    if (ec) {
+      c.broken = true;
+      co_return ec;
+    }
+    if (c.begin == c.end) c.begin = c.end = 0;
+    if (c.end == c.capacity) {
+      if (c.begin == 0) {  // a head longer than the buffer: grow it, up to the limits
+        const parser_limits& l = o.limits;
+        const std::size_t most = l.max_request_line + l.max_header_bytes + 4096;
+        if (c.capacity >= most) {
+          c.broken = true;
+          co_return make_error_code(error::headers_too_large);
+        }
+        const std::size_t grown = std::min(c.capacity * 2, most);
+        auto bigger = std::make_unique_for_overwrite<char[]>(grown);
+        std::memcpy(bigger.get(), c.buffer.get(), c.end);
+        c.buffer = std::move(bigger);
+        c.capacity = grown;
+      } else {
+        std::memmove(c.buffer.get(), c.buffer.get() + c.begin, c.end - c.begin);
+        c.end -= c.begin;
+        c.begin = 0;
+      }
+    }
+    auto [rec, n] = co_await with_deadline(
+        c.socket.read_some(mutable_buffer(c.buffer.get() + c.end, c.capacity - c.end)), deadline);
+    if (rec) {
+      c.broken = true;
+      co_return rec == tern::error::eof ? make_error_code(error::partial_message) : rec;
+    }
+    c.end += n;
+    c.received += n;
+  }
+  const response_head& h = c.parser.head();
+  c.begin += h.size;
+  c.have_head = true;
+  c.body_read = 0;
+  c.body_left = h.framing == body_framing::content_length ? h.content_length : 0;
+  c.body_done = h.framing == body_framing::none || (h.framing == body_framing::content_length && c.body_left == 0);
+  c.chunked.reset();
+  co_return std::error_code{};
+}
+
+task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
+  detail::client_connection& c = *conn_;
+  const client_options& o = client_->opts_;
+  if (!c.have_head) co_return sized{std::make_error_code(std::errc::invalid_argument), 0};
+  if (c.body_done) co_return sized{make_error_code(tern::error::eof), 0};
+  if (b.size() == 0) co_return sized{std::error_code{}, 0};
+  const response_head& h = c.parser.head();
+  const auto fail = [&c](std::error_code ec) {
+    c.broken = true;
+    return sized{ec, 0};
+  };
+  if (h.framing == body_framing::content_length) {
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(b.size(), c.body_left));
+    std::size_t n = 0;
+    if (c.begin < c.end) {
+      n = std::min(want, c.end - c.begin);
+      std::memcpy(b.data(), c.buffer.get() + c.begin, n);
+      c.begin += n;
+    } else {
+      auto [ec, got] = co_await with_timeout(c.socket.read_some(mutable_buffer(b.data(), want)), o.read_timeout);
+      if (ec) co_return fail(ec == tern::error::eof ? make_error_code(error::partial_message) : ec);
+      n = got;
+    }
+    c.body_left -= n;
+    if (c.body_left == 0) c.body_done = true;
+    co_return sized{std::error_code{}, n};
+  }
+  for (;;) {
+    if (h.framing == body_framing::chunked) {
+      while (c.begin < c.end && !c.chunked.done()) {
+        std::error_code ec;
+        const auto step =
+            c.chunked.decode(std::string_view(c.buffer.get() + c.begin, std::min(c.end - c.begin, b.size())), ec);
+        if (ec) co_return fail(ec);
+        c.begin += step.consumed;
+        if (!step.data.empty()) {
+          std::memcpy(b.data(), step.data.data(), step.data.size());
+          if (c.chunked.done()) c.body_done = true;
+          co_return sized{std::error_code{}, step.data.size()};
+        }
+        if (step.consumed == 0) break;
+      }
+      if (c.chunked.done()) {
+        c.body_done = true;
+        co_return sized{make_error_code(tern::error::eof), 0};
+      }
+    } else {  // until_close: what is buffered, then the socket until the end
+      if (c.begin < c.end) {
+        const std::size_t n = std::min(b.size(), c.end - c.begin);
+        std::memcpy(b.data(), c.buffer.get() + c.begin, n);
+        c.begin += n;
+        c.body_read += n;
+        if (c.body_read > o.limits.max_body) co_return fail(make_error_code(error::body_too_large));
+        co_return sized{std::error_code{}, n};
+      }
+    }
+    if (c.begin == c.end) c.begin = c.end = 0;
+    if (c.end == c.capacity) {
+      std::memmove(c.buffer.get(), c.buffer.get() + c.begin, c.end - c.begin);
+      c.end -= c.begin;
+      c.begin = 0;
+    }
+    auto [ec, n] = co_await with_timeout(
+        c.socket.read_some(mutable_buffer(c.buffer.get() + c.end, c.capacity - c.end)), o.read_timeout);
+    if (ec == tern::error::eof && h.framing == body_framing::until_close) {
+      c.body_done = true;
+      c.broken = true;  // the end of the body is the end of the connection
+      co_return sized{make_error_code(tern::error::eof), 0};
+    }
+    if (ec) co_return fail(ec == tern::error::eof ? make_error_code(error::partial_message) : ec);
+    c.end += n;
+  }
+}
+
+// ---- client ----
+
+client::client(io_context& ctx, client_options opts) : ctx_(&ctx), opts_(std::move(opts)) {}
+
+client::~client() = default;
+
+std::size_t client::idle_connections() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [key, list] : idle_) n += list.size();
+  return n;
+}
+
+void client::close_idle() noexcept { idle_.clear(); }
+
+std::unique_ptr<detail::client_connection> client::take_idle(const std::string& key) {
+  auto it = idle_.find(key);
+  if (it == idle_.end()) return nullptr;
+  auto& list = it->second;
+  const clock::time_point now = clock::now();
+  while (!list.empty()) {
+    std::unique_ptr<detail::client_connection> c = std::move(list.back());
+    list.pop_back();
+    if (now - c->last_used > opts_.idle_timeout) continue;
+    // A server that closed the connection while it was pooled has sent its FIN (or a reset): a peek that finds
+    // anything but "nothing yet" means the connection is gone.
+    char probe;
+    const ssize_t r = ::recv(c->socket.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) continue;
+    c->reused = true;
+    return c;
+  }
+  return nullptr;
+}
+
+void client::give_back(std::unique_ptr<detail::client_connection> c) {
+  const response_head& h = c->parser.head();
+  const bool reusable = !c->broken && c->finished && c->have_head && c->body_done && h.keep_alive &&
+                        c->begin == c->end && c->out.empty();
+  if (!reusable) return;  // the connection closes with c
+  auto& list = idle_[c->key];
+  if (list.size() >= opts_.max_idle_per_host) return;
+  c->last_used = clock::now();
+  list.push_back(std::move(c));
+}
+
+task<io_result<std::unique_ptr<detail::client_connection>>> client::connect(const std::string& host,
+                                                                           std::uint16_t port) {
+  using result = io_result<std::unique_ptr<detail::client_connection>>;
+  if (!resolver_) resolver_ = std::make_unique<net::resolver>(*ctx_);
+  auto [ec, socket] = co_await with_timeout(net::connect(*resolver_, host, std::to_string(port)), opts_.connect_timeout);
+  if (ec) co_return result{ec, nullptr};
+  (void)socket.set_no_delay(true);
+  const bool v6 = host.find(':') != std::string::npos;
+  std::string field = v6 ? "[" + host + "]" : host;
+  if (port != 80) field += ":" + std::to_string(port);
+  co_return result{std::error_code{}, std::make_unique<detail::client_connection>(host + ":" + std::to_string(port),
+                                                                                  std::move(socket), std::move(field),
+                                                                                  opts_.limits)};
+}
+
+task<io_result<client_exchange>> client::exchange(std::string host, std::uint16_t port, method m, std::string target,
+                                                  fields headers, std::optional<std::uint64_t> body_length) {
+  using result = io_result<client_exchange>;
+  const std::string_view name = to_string(m);
+  if (name.empty() || target.empty() || target.find_first_of(" \r\n") != std::string::npos) {
+    co_return result{std::make_error_code(std::errc::invalid_argument), {}};
+  }
+  std::unique_ptr<detail::client_connection> conn = take_idle(host + ":" + std::to_string(port));
+  if (!conn) {
+    auto [ec, fresh] = co_await connect(host, port);
+    if (ec) co_return result{ec, {}};
+    conn = std::move(fresh);
+  }
+  detail::client_connection& c = *conn;
+  c.parser.reset();
+  c.request_method = m;
+  c.request_length = body_length;
+  c.request_chunked = !body_length;
+  c.written = 0;
+  c.finished = c.have_head = c.body_done = false;
+  c.received = 0;
+  std::string& out = c.out;
+  out.clear();
+  out.append(name);
+  out.push_back(' ');
+  out.append(target);
+  out.append(" HTTP/1.1\r\nHost: ");
+  out.append(c.host_field);
+  out.append("\r\n");
+  if (!opts_.user_agent.empty() && !headers.contains("user-agent")) {
+    out.append("User-Agent: ");
+    out.append(opts_.user_agent);
+    out.append("\r\n");
+  }
+  if (c.request_chunked) {
+    out.append("Transfer-Encoding: chunked\r\n");
+  } else if (*body_length != 0 || sends_body(m)) {
+    out.append("Content-Length: ");
+    out.append(std::to_string(*body_length));
+    out.append("\r\n");
+  }
+  for (field f : headers) {
+    if (iequals(f.name, "host") || iequals(f.name, "content-length") || iequals(f.name, "transfer-encoding")) continue;
+    out.append(f.name);
+    out.append(": ");
+    out.append(f.value);
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+  client_exchange ex;
+  ex.client_ = this;
+  ex.conn_ = std::move(conn);
+  co_return result{std::error_code{}, std::move(ex)};
+}
+
+task<io_result<response>> client::send(std::string host, std::uint16_t port, client_request req) {
+  using result = io_result<response>;
+  for (int attempt = 0;; ++attempt) {
+    auto [ec, ex] = co_await exchange(host, port, req.method, req.target, req.headers, req.body.size());
+    if (ec) co_return result{ec, {}};
+    const bool reused = ex.conn_->reused;
+    ec = co_await ex.write(const_buffer(req.body.data(), req.body.size()));
+    if (!ec) ec = co_await ex.finish();
+    if (ec) {
+      // A pooled connection the server closed in the meantime: once more on a new one, when that is safe.
+      const bool stale = reused && ex.conn_->received == 0 && ec != tern::error::timed_out &&
+                         ec != tern::error::operation_canceled;
+      if (stale && attempt == 0 && idempotent(req.method)) continue;
+      co_return result{ec, {}};
+    }
+    response r;
+    const response_head& h = ex.head();
+    r.status = h.status;
+    for (field f : h.headers) r.headers.add(f.name, f.value);
+    if (h.framing == body_framing::content_length) r.body.reserve(static_cast<std::size_t>(h.content_length));
+    for (;;) {
+      const std::size_t at = r.body.size();
+      const std::size_t room = std::max<std::size_t>(16 * 1024, at / 2);
+      r.body.resize(at + room);
+      auto [rec, n] = co_await ex.read_some(mutable_buffer(r.body.data() + at, room));
+      r.body.resize(at + n);
+      if (rec == tern::error::eof) break;
+      if (rec) co_return result{rec, {}};
+    }
+    co_return result{std::error_code{}, std::move(r)};
+  }
+}
+
+task<io_result<response>> client::get(std::string_view target_url) {
+  std::optional<url> u = url::parse(target_url);
+  if (!u) co_return io_result<response>{std::make_error_code(std::errc::invalid_argument), {}};
+  client_request req;
+  req.target = std::move(u->target);
+  co_return co_await send(std::move(u->host), u->port, std::move(req));
+}
+
+task<io_result<response>> client::post(std::string_view target_url, std::string body, std::string_view content_type) {
+  std::optional<url> u = url::parse(target_url);
+  if (!u) co_return io_result<response>{std::make_error_code(std::errc::invalid_argument), {}};
+  client_request req;
+  req.method = method::post;
+  req.target = std::move(u->target);
+  req.body = std::move(body);
+  req.headers.set("Content-Type", content_type);
+  co_return co_await send(std::move(u->host), u->port, std::move(req));
+}
+
+}  // namespace tern::http
