@@ -2,7 +2,9 @@
 #include "tern/http/fields.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace tern::http {
 
@@ -60,37 +62,124 @@ std::size_t field_list::count(std::string_view name) const noexcept { return cou
 
 // ---- fields ----
 
+fields::fields(const fields& o) { copy_from(o); }
+
+fields::fields(fields&& o) noexcept { *this = std::move(o); }
+
+fields& fields::operator=(const fields& o) {
+  if (this != &o) {
+    clear();
+    copy_from(o);
+  }
+  return *this;
+}
+
+fields& fields::operator=(fields&& o) noexcept {
+  if (this == &o) return *this;
+  // Heap parts move; inline parts are copied (a few hundred bytes at most).
+  if (o.heap_entries_) {
+    heap_entries_ = std::move(o.heap_entries_);
+    entry_capacity_ = o.entry_capacity_;
+  } else {
+    heap_entries_.reset();
+    entry_capacity_ = inline_entries;
+    std::memcpy(inline_entries_, o.inline_entries_, o.count_ * sizeof(entry));
+  }
+  if (o.heap_bytes_) {
+    heap_bytes_ = std::move(o.heap_bytes_);
+    byte_capacity_ = o.byte_capacity_;
+  } else {
+    heap_bytes_.reset();
+    byte_capacity_ = inline_bytes;
+    std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
+  }
+  count_ = o.count_;
+  used_ = o.used_;
+  o.count_ = o.used_ = 0;
+  o.entry_capacity_ = inline_entries;
+  o.byte_capacity_ = inline_bytes;
+  return *this;
+}
+
+void fields::copy_from(const fields& o) {
+  grow_entries(o.count_);
+  grow_bytes(o.used_);
+  std::memcpy(entries(), o.entries(), o.count_ * sizeof(entry));
+  std::memcpy(bytes(), o.bytes(), o.used_);
+  count_ = o.count_;
+  used_ = o.used_;
+}
+
+void fields::grow_entries(std::size_t need) {
+  if (need <= entry_capacity_) return;
+  const std::size_t capacity = std::max<std::size_t>(need, 2 * std::size_t{entry_capacity_});
+  auto grown = std::make_unique<entry[]>(capacity);
+  std::memcpy(grown.get(), entries(), count_ * sizeof(entry));
+  heap_entries_ = std::move(grown);
+  entry_capacity_ = static_cast<std::uint32_t>(capacity);
+}
+
+void fields::grow_bytes(std::size_t need) {
+  if (need <= byte_capacity_) return;
+  if (need > UINT32_MAX) throw std::length_error("http::fields: too large");
+  const std::size_t capacity = std::min<std::size_t>(UINT32_MAX, std::max<std::size_t>(need, 2 * std::size_t{byte_capacity_}));
+  auto grown = std::make_unique_for_overwrite<char[]>(capacity);
+  std::memcpy(grown.get(), bytes(), used_);
+  heap_bytes_ = std::move(grown);
+  byte_capacity_ = static_cast<std::uint32_t>(capacity);
+}
+
 void fields::add(std::string_view name, std::string_view value) {
-  if (storage_.size() + name.size() + value.size() > UINT32_MAX) throw std::length_error("http::fields: too large");
   const auto inside = [this](std::string_view v) {
-    return !v.empty() && v.data() >= storage_.data() && v.data() < storage_.data() + storage_.size();
+    return !v.empty() && v.data() >= bytes() && v.data() < bytes() + byte_capacity_;
   };
   if (inside(name) || inside(value)) {
-    // A view of this object's own bytes (f.add("B", f.get("A"))), which the append below may move: copy first.
+    // A view of this object's own bytes (f.add("B", f.get("A"))), which growing may move: copy first.
     const std::string copy = std::string(name) + std::string(value);
     add(std::string_view(copy).substr(0, name.size()), std::string_view(copy).substr(name.size()));
     return;
   }
-  entries_.push_back({static_cast<std::uint32_t>(storage_.size()), static_cast<std::uint32_t>(name.size()),
-                      static_cast<std::uint32_t>(value.size())});
-  storage_.append(name);
-  storage_.append(value);
+  grow_entries(std::size_t{count_} + 1);
+  grow_bytes(std::size_t{used_} + name.size() + value.size());
+  char* at = bytes() + used_;
+  std::memcpy(at, name.data(), name.size());
+  std::memcpy(at + name.size(), value.data(), value.size());
+  entries()[count_++] = {used_, static_cast<std::uint32_t>(name.size()), static_cast<std::uint32_t>(value.size())};
+  used_ += static_cast<std::uint32_t>(name.size() + value.size());
 }
 
 void fields::set(std::string_view name, std::string_view value) {
+  if (count(name) == 1) {
+    // One field of that name: replaced in place when the new value fits where the old one was.
+    entry* e = entries();
+    for (std::uint32_t i = 0; i < count_; ++i) {
+      if (!iequals(view(e[i]).name, name)) continue;
+      if (value.size() <= e[i].value_size && !(value.data() >= bytes() && value.data() < bytes() + byte_capacity_)) {
+        std::memmove(bytes() + e[i].offset + e[i].name_size, value.data(), value.size());
+        e[i].value_size = static_cast<std::uint32_t>(value.size());
+        return;
+      }
+      break;
+    }
+  }
   erase(name);
   add(name, value);
 }
 
 std::size_t fields::erase(std::string_view name) noexcept {
-  const std::size_t before = entries_.size();
-  std::erase_if(entries_, [&](const entry& e) { return iequals(view(e).name, name); });
-  return before - entries_.size();
+  entry* e = entries();
+  std::uint32_t kept = 0;
+  for (std::uint32_t i = 0; i < count_; ++i) {
+    if (!iequals(view(e[i]).name, name)) e[kept++] = e[i];
+  }
+  const std::size_t erased = count_ - kept;
+  count_ = kept;
+  return erased;
 }
 
 void fields::clear() noexcept {
-  storage_.clear();
-  entries_.clear();
+  count_ = 0;
+  used_ = 0;
 }
 
 std::string_view fields::get(std::string_view name) const noexcept { return first_value(*this, name); }

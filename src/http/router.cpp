@@ -117,12 +117,17 @@ router& router::stream(method m, std::string_view pattern, stream_handler h) {
 
 const router::route* router::match(request& req, int& status, std::string& allow) const {
   // A route matches when every segment does; among the matches of the method the most literal one wins: the one
-  // with a literal at the first place where the two differ.
-  std::string_view path = req.path();
-  const route* best = nullptr;
-  const route* best_get = nullptr;  // HEAD's fallback
-  bool other_methods = false;
-  allow.clear();
+  // with a literal at the first place where the two differ. Allow is only built for a 405, so that a match costs
+  // no allocation.
+  const std::string_view path = req.path();
+  const auto matches = [path](const route& r) {
+    std::size_t i = 0;
+    return for_each_segment(path, [&](std::string_view s) {
+             if (i == r.segments.size()) return false;
+             const segment& seg = r.segments[i++];
+             return seg.capture ? !s.empty() : s == seg.text;
+           }) && i == r.segments.size();
+  };
   const auto better = [](const route& a, const route* b) {
     if (b == nullptr) return true;
     for (std::size_t i = 0; i < a.segments.size(); ++i) {
@@ -130,14 +135,11 @@ const router::route* router::match(request& req, int& status, std::string& allow
     }
     return false;
   };
+  const route* best = nullptr;
+  const route* best_get = nullptr;  // HEAD's fallback
+  bool other_methods = false;
   for (const route& r : routes_) {
-    std::size_t i = 0;
-    const bool matched = for_each_segment(path, [&](std::string_view s) {
-      if (i == r.segments.size()) return false;
-      const segment& seg = r.segments[i++];
-      return seg.capture ? !s.empty() : s == seg.text;
-    }) && i == r.segments.size();
-    if (!matched) continue;
+    if (!matches(r)) continue;
     if (r.method == req.method()) {
       if (better(r, best)) best = &r;
     } else if (r.method == method::get && req.method() == method::head) {
@@ -145,16 +147,18 @@ const router::route* router::match(request& req, int& status, std::string& allow
     } else {
       other_methods = true;
     }
-    const std::string_view name = to_string(r.method);
-    if (!name.empty() && allow.find(name) == std::string::npos) {
-      if (!allow.empty()) allow += ", ";
-      allow += name;
-      if (r.method == method::get && allow.find("HEAD") == std::string::npos) allow += ", HEAD";
-    }
   }
   if (best == nullptr) best = best_get;
   if (best == nullptr) {
     status = other_methods ? status::method_not_allowed : status::not_found;
+    allow.clear();
+    for (const route& r : routes_) {
+      const std::string_view name = to_string(r.method);
+      if (name.empty() || !matches(r) || allow.find(name) != std::string::npos) continue;
+      if (!allow.empty()) allow += ", ";
+      allow += name;
+      if (r.method == method::get && allow.find("HEAD") == std::string::npos) allow += ", HEAD";
+    }
     return nullptr;
   }
   // The captures, in the order of the pattern.

@@ -7,12 +7,14 @@
 // - field_list: the fields of a parsed message, as views into the connection's buffer. The parser fills it; it
 //   is valid while the message is (a server handler's request, until the handler returns). Copying nothing is
 //   what makes a parsed request free of allocations.
-// - fields: fields a program builds (a response, a client's request), owning their bytes in one string. clear()
-//   keeps the memory, so an object reused for every message of a connection allocates nothing once warm.
+// - fields: fields a program builds (a response, a client's request), owning their bytes. Up to 12 fields of 320
+//   bytes in all live inside the object, so the usual response allocates nothing for its fields; clear() keeps
+//   any memory that had to be taken beyond that.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,7 +57,12 @@ class field_list {
 
 class fields {
  public:
-  fields() = default;
+  fields() noexcept {}
+  fields(const fields& o);
+  fields(fields&& o) noexcept;
+  fields& operator=(const fields& o);
+  fields& operator=(fields&& o) noexcept;
+  ~fields() = default;
 
   // Appends a field (a name already present gets one more line).
   void add(std::string_view name, std::string_view value);
@@ -70,16 +77,16 @@ class fields {
   bool contains(std::string_view name) const noexcept;
   std::size_t count(std::string_view name) const noexcept;
 
-  std::size_t size() const noexcept { return entries_.size(); }
-  bool empty() const noexcept { return entries_.empty(); }
-  field operator[](std::size_t i) const noexcept { return view(entries_[i]); }
+  std::size_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+  field operator[](std::size_t i) const noexcept { return view(entries()[i]); }
 
   class iterator {
    public:
     using value_type = field;
     using difference_type = std::ptrdiff_t;
     iterator() = default;
-    field operator*() const noexcept { return owner_->view(owner_->entries_[i_]); }
+    field operator*() const noexcept { return (*owner_)[i_]; }
     iterator& operator++() noexcept { ++i_; return *this; }
     iterator operator++(int) noexcept { iterator t = *this; ++i_; return t; }
     bool operator==(const iterator& o) const noexcept { return i_ == o.i_; }
@@ -91,21 +98,38 @@ class fields {
     std::size_t i_ = 0;
   };
   iterator begin() const noexcept { return {this, 0}; }
-  iterator end() const noexcept { return {this, entries_.size()}; }
+  iterator end() const noexcept { return {this, count_}; }
 
  private:
+  // A few fields of a few hundred bytes live in the object itself, so a typical response's fields (a
+  // Content-Type, a Cache-Control, a cookie) cost no allocation; more spill to the heap, once.
+  static constexpr std::uint32_t inline_entries = 12;
+  static constexpr std::uint32_t inline_bytes = 320;
   struct entry {
-    std::uint32_t offset;  // into storage_: name, then value
+    std::uint32_t offset;  // into the bytes: name, then value
     std::uint32_t name_size;
     std::uint32_t value_size;
   };
+  const entry* entries() const noexcept { return heap_entries_ ? heap_entries_.get() : inline_entries_; }
+  entry* entries() noexcept { return heap_entries_ ? heap_entries_.get() : inline_entries_; }
+  const char* bytes() const noexcept { return heap_bytes_ ? heap_bytes_.get() : inline_bytes_; }
+  char* bytes() noexcept { return heap_bytes_ ? heap_bytes_.get() : inline_bytes_; }
   field view(const entry& e) const noexcept {
-    return {std::string_view(storage_).substr(e.offset, e.name_size),
-            std::string_view(storage_).substr(e.offset + e.name_size, e.value_size)};
+    return {std::string_view(bytes() + e.offset, e.name_size),
+            std::string_view(bytes() + e.offset + e.name_size, e.value_size)};
   }
+  void grow_entries(std::size_t need);
+  void grow_bytes(std::size_t need);
+  void copy_from(const fields& o);
 
-  std::string storage_;  // erased fields leave their bytes until clear()
-  std::vector<entry> entries_;
+  entry inline_entries_[inline_entries];
+  std::unique_ptr<entry[]> heap_entries_;
+  std::uint32_t count_ = 0;
+  std::uint32_t entry_capacity_ = inline_entries;
+  char inline_bytes_[inline_bytes];
+  std::unique_ptr<char[]> heap_bytes_;
+  std::uint32_t used_ = 0;  // erased fields leave their bytes until clear()
+  std::uint32_t byte_capacity_ = inline_bytes;
 };
 
 }  // namespace tern::http
