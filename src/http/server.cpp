@@ -13,7 +13,10 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <functional>
 #include <vector>
+
+#include <sys/socket.h>
 
 #include "connection.hpp"
 #include "date.hpp"
@@ -21,6 +24,7 @@
 #include "tern/net/error.hpp"
 #include "tern/sync/wait_group.hpp"
 #include "tern/timer.hpp"
+#include "tern/unique_fd.hpp"
 
 namespace tern::http {
 
@@ -642,34 +646,65 @@ task<void> stop_on_request(server& s, std::stop_token stop, std::chrono::millise
   co_await s.shutdown(grace);
 }
 
-task<std::error_code> serve_worker(io_context& ctx, std::stop_token stop, std::shared_ptr<const router> routes,
-                                   net::endpoint ep, server_options opts, std::chrono::milliseconds grace) {
-  server s(ctx, std::move(routes), std::move(opts));
-  net::acceptor_options listen_opts;
-  listen_opts.reuse_port = true;
-  if (std::error_code ec = s.listen(ep, listen_opts)) co_return ec;
-  auto watcher = spawn(ctx, stop_on_request(s, stop, grace));
+// Runs s until the runtime's stop request, which shuts it down with grace.
+task<void> run_until_stopped(server& s, std::stop_token stop, std::chrono::milliseconds grace) {
+  auto watcher = spawn(s.context(), stop_on_request(s, stop, grace));
   co_await s.run();
   co_await std::move(watcher);
-  co_return std::error_code{};
+}
+
+// Port 0 means one free port for every worker: a socket bound (not listening) with SO_REUSEPORT reserves it while
+// the workers bind theirs, and receives no connection itself.
+io_result<net::endpoint> reserve_port(const net::endpoint& ep, unique_fd& holder) {
+  if (ep.port() != 0) return {std::error_code{}, ep};
+  holder = unique_fd(::socket(ep.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int one = 1;
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  if (!holder || ::setsockopt(holder.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+      ::bind(holder.get(), ep.data(), ep.size()) != 0 ||
+      ::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    return {std::error_code(errno, std::system_category()), ep};
+  }
+  return {std::error_code{}, net::endpoint(reinterpret_cast<const sockaddr*>(&bound), len)};
 }
 
 }  // namespace
 
 task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
-                            server_options opts, std::chrono::milliseconds grace) {
-  std::vector<join_handle<std::error_code>> workers;
-  workers.reserve(rt.size());
-  for (std::size_t i = 0; i < rt.size(); ++i) {
-    workers.push_back(rt.spawn_on(i, serve_worker(rt.worker(i), rt.stop_token(), routes, ep, opts, grace)));
-  }
+                            server_options opts, std::chrono::milliseconds grace,
+                            std::function<void(const net::endpoint&)> on_listening) {
+  unique_fd holder;
+  auto [pec, where] = reserve_port(ep, holder);
+  if (pec) co_return pec;
+  std::vector<std::unique_ptr<server>> servers;
   std::error_code first;
-  for (auto& w : workers) {
-    const std::error_code ec = co_await std::move(w);
-    if (ec && !first) {
-      first = ec;
-      rt.shutdown(std::chrono::milliseconds(0));
-    }
+  // Every server is made and listens on its own worker (its acceptor belongs to that loop).
+  for (std::size_t i = 0; i < rt.size() && !first; ++i) {
+    first = co_await rt.spawn_on(i, [](io_context& ctx, std::vector<std::unique_ptr<server>>& servers,
+                                      std::shared_ptr<const router> routes, net::endpoint where,
+                                      server_options opts) -> task<std::error_code> {
+      auto s = std::make_unique<server>(ctx, std::move(routes), std::move(opts));
+      net::acceptor_options listen_opts;
+      listen_opts.reuse_port = true;
+      if (std::error_code ec = s->listen(where, listen_opts)) co_return ec;
+      servers.push_back(std::move(s));
+      co_return std::error_code{};
+    }(rt.worker(i), servers, routes, where, opts));
+  }
+  holder.reset();
+  if (!first && on_listening) on_listening(where);
+  std::vector<join_handle<void>> running;
+  for (std::size_t i = 0; i < servers.size() && !first; ++i) {
+    running.push_back(rt.spawn_on(i, run_until_stopped(*servers[i], rt.stop_token(), grace)));
+  }
+  for (auto& r : running) co_await std::move(r);
+  // Each server is destroyed on its own worker.
+  for (std::size_t i = 0; i < servers.size(); ++i) {
+    co_await rt.spawn_on(i, [](std::unique_ptr<server> s) -> task<void> {
+      s.reset();
+      co_return;
+    }(std::move(servers[i])));
   }
   co_return first;
 }

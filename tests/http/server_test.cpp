@@ -7,7 +7,9 @@
 #include <tern/http/router.hpp>
 #include <tern/http/stream.hpp>
 
+#include <future>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 
 namespace {
@@ -407,6 +409,44 @@ TEST_P(http_server_test, streaming_bodies_both_ways) {
   c.send("POST /lazy HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'q') + get("/bytes/3"));
   EXPECT_EQ(c.read_response().status, 500);
   EXPECT_EQ(c.read_response().body, "zzz") << "the unread body was dropped, the next request read whole";
+}
+
+}  // namespace
+
+namespace {
+
+// serve(): a server on every worker of a runtime, one port for all (SO_REUSEPORT), stopped by the runtime's
+// shutdown. Requests on many connections are answered, and by more than one worker.
+TEST_P(http_server_test, serve_on_every_worker_of_a_runtime) {
+  tern::runtime_options o;
+  o.threads = 2;
+  o.backend = GetParam();
+  tern::runtime rt(o);
+  auto routes = std::make_shared<http::router>();
+  routes->get("/worker", [&rt](http::request&) -> tern::task<http::response> {
+    co_return http::response(200, std::to_string(rt.current_worker()));
+  });
+  std::promise<tern::net::endpoint> listening;
+  std::thread server([&] {
+    const std::error_code ec = rt.block_on(http::serve(rt, routes, tern::net::endpoint::loopback_v4(0), {},
+                                                       std::chrono::seconds(2),
+                                                       [&](const tern::net::endpoint& ep) { listening.set_value(ep); }));
+    EXPECT_FALSE(ec) << ec.message();
+  });
+  const std::uint16_t port = listening.get_future().get().port();
+  std::set<std::string> workers;
+  for (int i = 0; i < 40; ++i) {
+    raw_client c(port);
+    for (int j = 0; j < 3; ++j) {
+      c.send(get("/worker"));
+      auto r = c.read_response();
+      ASSERT_EQ(r.status, 200);
+      workers.insert(r.body);
+    }
+  }
+  EXPECT_EQ(workers.size(), 2u) << "the kernel spreads connections over both workers' listeners";
+  EXPECT_TRUE(rt.shutdown(std::chrono::seconds(3)));
+  server.join();
 }
 
 }  // namespace

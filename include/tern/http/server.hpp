@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -117,9 +118,11 @@ class server {
 };
 
 // Runs a server on every worker of rt, each listening on ep with SO_REUSEPORT (the kernel spreads the
-// connections), all answering with routes. Returns when every server has returned: after rt's shutdown (its stop
-// token stops them, with shutdown(grace) semantics), or when listening fails (the first error).
+// connections), all answering with routes; port 0 picks one free port for all of them. on_listening (if given) is
+// called with the endpoint once every worker listens. Returns after rt's shutdown, whose stop request shuts every
+// server down with grace, or at once with the first error of listening.
 task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
-                            server_options opts = {}, std::chrono::milliseconds grace = std::chrono::seconds(5));
+                            server_options opts = {}, std::chrono::milliseconds grace = std::chrono::seconds(5),
+                            std::function<void(const net::endpoint&)> on_listening = {});
 
 }  // namespace tern::http
