@@ -128,11 +128,18 @@ std::size_t head_scanner::scan(std::string_view data, const parser_limits& limit
       break;
     }
     const std::size_t i = static_cast<std::size_t>(static_cast<const char*>(nl) - p);
-    if (i == line_start_ || p[i - 1] != '\r') {
+    const bool crlf = i > line_start_ && p[i - 1] == '\r';
+    const std::size_t line_size = i - line_start_ - (crlf ? 1 : 0);  // without its line ending
+    // The limits before the line ending: a line that arrives in two reads is refused as too long before its end
+    // is seen, so the same bytes in one read must get the same answer.
+    if (in_first_line_ ? line_size > limits.max_request_line : i + 1 - fields_start_ > limits.max_header_bytes) {
+      fail(ec, in_first_line_ ? first_line_too_long : error::headers_too_large);
+      return 0;
+    }
+    if (!crlf) {
       fail(ec, error::bad_line_ending);
       return 0;
     }
-    const std::size_t line_size = i - 1 - line_start_;  // without its CRLF
     pos_ = line_start_ = i + 1;
     if (in_first_line_) {
       if (line_size == 0 && skip_empty_lines) {
@@ -143,17 +150,9 @@ std::size_t head_scanner::scan(std::string_view data, const parser_limits& limit
         }
         continue;
       }
-      if (line_size > limits.max_request_line) {
-        fail(ec, first_line_too_long);
-        return 0;
-      }
       in_first_line_ = false;
       fields_start_ = pos_;
       continue;
-    }
-    if (pos_ - fields_start_ > limits.max_header_bytes) {
-      fail(ec, error::headers_too_large);
-      return 0;
     }
     if (line_size == 0) return pos_;  // the empty line: the head ends here
   }

@@ -394,4 +394,60 @@ TEST(http_chunked_decoder, data_is_a_view_of_the_input) {
   EXPECT_EQ(d.body_size(), 4u);
 }
 
+// ---- found by the fuzz targets (tests/fuzz/) ----
+
+// A line over its limit, ended by a bare LF: when the bytes before the LF arrive first, the scanner refuses the
+// partial line as too long (it must not wait for the rest); when the LF comes in the same read, the LF is checked
+// first and the line is refused as a bare LF. The error, and the status answered (414 or 431, else 400), then
+// depend on how TCP cut the bytes. The split parse cannot see the LF coming, so the whole parse must give the limit
+// error too.
+TEST(http_request_parser, a_line_over_its_limit_is_refused_alike_in_any_split) {
+  http::parser_limits limits;
+  limits.max_request_line = 16;
+  limits.max_header_bytes = 32;
+  const std::vector<std::pair<std::string, http::error>> cases = {
+      {"GET /" + std::string(20, 'a') + "\n", http::error::request_line_too_long},
+      {"GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(40, 'a') + "\n", http::error::headers_too_large},
+  };
+  for (const auto& [text, error] : cases) {
+    EXPECT_EQ(parse_request(text, limits), error) << text << "whole: " << parse_request(text, limits).message();
+    std::size_t otherwise = 0;  // cuts after which it is refused with another error
+    std::error_code other;
+    for (std::size_t cut = 1; cut < text.size(); ++cut) {
+      http::request_parser p(limits);
+      std::error_code ec;
+      if (!p.parse(std::string_view(text).substr(0, cut), ec) && !ec) p.parse(text, ec);
+      if (ec != error) {
+        ++otherwise;
+        other = ec;
+      }
+    }
+    EXPECT_EQ(otherwise, 0u) << text << "cut in two, refused otherwise: " << other.message();
+  }
+}
+
+// The same for a response's status line (over max_request_line: bad_status_line).
+TEST(http_response_parser, a_status_line_over_its_limit_is_refused_alike_in_any_split) {
+  http::parser_limits limits;
+  limits.max_request_line = 16;
+  const std::string text = "HTTP/1.1 200 OK" + std::string(20, 'x') + "\n";
+  http::response_parser whole(limits);
+  const std::error_code ec = parse_response(text, whole);
+  EXPECT_EQ(ec, http::error::bad_status_line) << "whole: " << ec.message();
+  std::size_t otherwise = 0;
+  std::error_code other;
+  for (std::size_t cut = 1; cut < text.size(); ++cut) {
+    http::response_parser p(limits);
+    std::error_code e;
+    if (!p.parse(std::string_view(text).substr(0, cut), http::method::get, e) && !e) {
+      p.parse(text, http::method::get, e);
+    }
+    if (e != http::error::bad_status_line) {
+      ++otherwise;
+      other = e;
+    }
+  }
+  EXPECT_EQ(otherwise, 0u) << "cut in two, refused otherwise: " << other.message();
+}
+
 }  // namespace
