@@ -1,0 +1,38 @@
+#!/bin/sh
+# Usage: http_ping_server_test.sh HTTP_PING_SERVER
+# The /ping service with one thread and with two: curl's and Python's requests answered with their own sequence,
+# over keep-alive; malformed JSON, another content type and another path refused with their status; SIGTERM
+# shuts the server down.
+set -eu
+prog=$1
+. "$(dirname "$0")/start_server.sh"
+
+check() {  # check THREADS
+  start_server "$prog" 127.0.0.1:0 "$1"
+  got=$(curl -sS -H 'Content-Type: application/json' --data '{"sequence": 42}' "http://$endpoint/ping")
+  [ "$got" = '{"sequence":42}' ] || { echo "threads $1: /ping answered '$got'"; exit 1; }
+  for body in '{"sequence": -1}' '{"sequence": 1, "x": 2}' '[1]' '{"sequence": 1} x'; do
+    code=$(curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data "$body" "http://$endpoint/ping")
+    [ "$code" = 400 ] || { echo "threads $1: '$body' answered $code"; exit 1; }
+  done
+  code=$(curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: text/plain' --data '{"sequence": 1}' "http://$endpoint/ping")
+  [ "$code" = 415 ] || { echo "threads $1: text/plain answered $code"; exit 1; }
+  code=$(curl -sS -o /dev/null -w '%{http_code}' "http://$endpoint/other")
+  [ "$code" = 404 ] || { echo "threads $1: /other answered $code"; exit 1; }
+  python3 - "$endpoint" <<'PY'
+import http.client, json, sys
+host, port = sys.argv[1].rsplit(":", 1)
+c = http.client.HTTPConnection(host, int(port), timeout=10)
+for n in range(200):
+    c.request("POST", "/ping", body=json.dumps({"sequence": n}), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200 and json.loads(r.read()) == {"sequence": n}, n
+PY
+  kill -TERM "$server_pid"
+  wait "$server_pid" || { echo "threads $1: the server did not exit cleanly on SIGTERM"; exit 1; }
+  server_pid=
+}
+
+check 1
+check 2
+echo "http_ping_server: answers, refusals and shutdown as expected with 1 and 2 threads"
