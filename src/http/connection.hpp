@@ -57,6 +57,7 @@ class connection {
   task<std::error_code> write_now(std::string_view data);
   task<bool> run_stream(const router::route& route, request& req, bool close);
   bool make_room();
+  void keep_room_after_head();
   std::size_t max_capacity() const noexcept;
   clock::time_point body_deadline(std::uint64_t received) const noexcept;
   void answer(const response& r, bool head_only, bool close, version v);

@@ -140,6 +140,22 @@ bool connection::make_room() {
   return true;
 }
 
+// A chunked body is decoded in the buffer after its head, so there must be room there: a head that (nearly) filled
+// the buffer moves into a larger one, and is parsed again so that its views point into the new one.
+void connection::keep_room_after_head() {
+  constexpr std::size_t room = 1024;
+  if (capacity_ - pinned_ >= room) return;
+  const std::size_t head_start = pinned_ - parser_.head().size;
+  const std::size_t grown = std::max(capacity_ * 2, pinned_ + room);
+  auto bigger = std::make_unique_for_overwrite<char[]>(grown);
+  std::memcpy(bigger.get(), buffer_.get(), end_);
+  buffer_ = std::move(bigger);
+  capacity_ = grown;
+  parser_.reset();
+  std::error_code ec;
+  (void)parser_.parse(std::string_view(buffer_.get() + head_start, end_ - head_start), ec);  // parsed before
+}
+
 task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
   if (!make_room()) co_return sized{make_error_code(error::headers_too_large), 0};
   auto [ec, n] = co_await with_deadline(socket_.read_some(mutable_buffer(buffer_.get() + end_, capacity_ - end_)),
@@ -286,9 +302,10 @@ task<void> connection::run() {
       break;
     }
     ++requests_;
-    const request_head& h = parser_.head();
-    begin_ += h.size;
+    begin_ += parser_.head().size;
     pinned_ = begin_;  // the head stays put: the handler's views point into it
+    if (parser_.head().framing == body_framing::chunked) keep_room_after_head();
+    const request_head& h = parser_.head();
     request req(h, remote_);
     int status = 0;
     std::string allow;

@@ -150,6 +150,27 @@ TEST_P(http_server_test, bodies_split_anywhere) {
   }
 }
 
+// A head that fills the connection's first buffer exactly, then a chunked body: the body is decoded after the head,
+// which moves into a larger buffer to make room, its views still right.
+TEST_P(http_server_test, a_head_that_fills_the_buffer_then_a_chunked_body) {
+  http::server_options opts;
+  opts.buffer_size = 256;
+  server_thread s(GetParam(), test_routes(), opts);
+  std::string head = "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nX-Pad: ";
+  const std::string end = "\r\n\r\n";
+  head += std::string(256 - head.size() - end.size(), 'p') + end;
+  ASSERT_EQ(head.size(), 256u);
+  raw_client c(s.port());
+  c.send(head);
+  std::this_thread::sleep_for(20ms);  // the head alone in the first read
+  c.send("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  auto r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello world");
+  c.send(get("/users/5"));
+  EXPECT_EQ(c.read_response().body, "user 5");
+}
+
 TEST_P(http_server_test, expect_100_continue) {
   server_thread s(GetParam(), test_routes());
   raw_client c(s.port());
