@@ -42,6 +42,7 @@ struct client_connection {
   std::size_t capacity = 16 * 1024;
   std::unique_ptr<char[]> buffer;
   std::size_t begin = 0, end = 0;  // unread response bytes
+  std::size_t pinned = 0;          // the response head ends here: what comes before stays put (head() views it)
   response_parser parser;
   chunked_decoder chunked;
   std::string out;  // request bytes not yet written
@@ -237,8 +238,21 @@ task<std::error_code> client_exchange::finish() {
     c.end += n;
     c.received += n;
   }
+  c.begin += c.parser.head().size;
+  c.pinned = c.begin;
+  if (c.capacity - c.pinned < 1024) {
+    // Room after the head for the body: a head that (nearly) filled the buffer moves to a larger one, parsed again
+    // there so that head()'s views point into it.
+    const std::size_t head_start = c.pinned - c.parser.head().size;
+    const std::size_t grown = std::max(c.capacity * 2, c.pinned + 1024);
+    auto bigger = std::make_unique_for_overwrite<char[]>(grown);
+    std::memcpy(bigger.get(), c.buffer.get(), c.end);
+    c.buffer = std::move(bigger);
+    c.capacity = grown;
+    c.parser.reset();
+    (void)c.parser.parse(std::string_view(c.buffer.get() + head_start, c.end - head_start), c.request_method, ec);
+  }
   const response_head& h = c.parser.head();
-  c.begin += h.size;
   c.have_head = true;
   c.body_read = 0;
   c.body_left = h.framing == body_framing::content_length ? h.content_length : 0;
@@ -303,11 +317,11 @@ task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
         co_return sized{std::error_code{}, n};
       }
     }
-    if (c.begin == c.end) c.begin = c.end = 0;
+    if (c.begin == c.end) c.begin = c.end = c.pinned;
     if (c.end == c.capacity) {
-      std::memmove(c.buffer.get(), c.buffer.get() + c.begin, c.end - c.begin);
-      c.end -= c.begin;
-      c.begin = 0;
+      std::memmove(c.buffer.get() + c.pinned, c.buffer.get() + c.begin, c.end - c.begin);
+      c.end -= c.begin - c.pinned;
+      c.begin = c.pinned;
     }
     auto [ec, n] = co_await with_timeout(
         c.socket.read_some(mutable_buffer(c.buffer.get() + c.end, c.capacity - c.end)), o.read_timeout);
@@ -396,6 +410,7 @@ task<io_result<client_exchange>> client::exchange(std::string host, std::uint16_
   }
   detail::client_connection& c = *conn;
   c.parser.reset();
+  c.begin = c.end = c.pinned = 0;  // a pooled connection has nothing unread (give_back checks)
   c.request_method = m;
   c.request_length = body_length;
   c.request_chunked = !body_length;

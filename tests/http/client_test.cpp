@@ -48,6 +48,18 @@ http::router client_routes() {
              }
              (void)co_await out.finish();
            });
+  // A head of nearly the client's whole buffer, then a long chunked body.
+  r.stream(http::method::get, "/big-head",
+           [](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             http::fields f;
+             f.set("X-Big", std::string(16000, 'h'));
+             (void)co_await out.start(200, f);
+             const std::string piece(7000, 'c');
+             for (int i = 0; i < 20; ++i) {
+               if (co_await out.write(tern::const_buffer(piece.data(), piece.size()))) co_return;
+             }
+             (void)co_await out.finish();
+           });
   r.stream(http::method::put, "/count",
            [](http::request&, http::body_reader& body, http::response_stream& out) -> tern::task<void> {
              std::string all;
@@ -125,6 +137,22 @@ TEST_P(http_client_test, streaming_exchanges) {
       EXPECT_EQ(body, "1000000 u");
     }
     EXPECT_EQ(c.idle_connections(), 1u) << "a response read whole gives the connection back";
+    // head()'s views stay right while the body streams through the buffer after it.
+    {
+      auto [ec, ex] = co_await c.exchange("127.0.0.1", s.port(), http::method::get, "/big-head");
+      CO_ASSERT_OK(ec);
+      CO_ASSERT_OK(co_await ex.finish());
+      std::size_t total = 0;
+      char buf[1000];
+      for (;;) {
+        auto [rec, n] = co_await ex.read_some(tern::mutable_buffer(buf, sizeof buf));
+        if (rec == tern::error::eof) break;
+        CO_ASSERT_OK(rec);
+        total += n;
+      }
+      EXPECT_EQ(total, 140000u);
+      EXPECT_EQ(ex.head().headers.get("x-big"), std::string(16000, 'h'));
+    }
     // With a declared length: writing past it, or finishing short of it, is refused.
     {
       auto [ec, ex] = co_await c.exchange("127.0.0.1", s.port(), http::method::put, "/count", {}, 4);
