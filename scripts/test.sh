@@ -5,6 +5,9 @@
 #   gcc      g++-12, -O2
 #   tsan     clang-16, -O1, ThreadSanitizer (the runtime's threads, cross-thread wake-ups, sync primitives)
 # TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json).
+# Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) run briefly, through scripts/fuzz.sh: each
+# replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (60 by default; 0 leaves the step out), two at
+# a time. A crash, or a violated invariant, fails the run.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,5 +35,17 @@ for preset in "${presets[@]}"; do
   echo "== preset '${preset}' passed in $((SECONDS - start)) s"
 done
 
+fuzz_seconds=${TERN_TEST_FUZZ_SECONDS:-60}
+if [[ $fuzz_seconds != 0 ]]; then
+  echo
+  echo "================================================================================"
+  echo "== tern fuzz targets: ${fuzz_seconds} s each"
+  echo "================================================================================"
+  start=$SECONDS
+  bash scripts/fuzz.sh --seconds "$fuzz_seconds" --jobs 2
+  echo "== fuzz targets passed in $((SECONDS - start)) s"
+fi
+
 echo
 echo "test.sh: all presets passed: ${presets[*]}"
+if [[ $fuzz_seconds != 0 ]]; then echo "test.sh: no fuzz target crashed in ${fuzz_seconds} s"; fi

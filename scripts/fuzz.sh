@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz/ (preset fuzz: clang-16, ASan + UBSan, in build/fuzz) and runs each
+# for a given time on its committed corpus (tests/fuzz/corpus/<target>/, read only) plus a working corpus that
+# grows from run to run (build/fuzz/corpus-<target>/), with its dictionary.
+#
+#   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build] [target...] [-- libFuzzer flags...]
+#
+#   --seconds N   fuzzing time per target (default 600)
+#   --jobs J      targets run at the same time (default 1; each uses one core)
+#   --no-build    run what build/fuzz holds, without configuring or building
+#   target        request_parser, response_parser, chunked_decoder (default: all)
+#
+# Prints libFuzzer's progress (its cov:/ft: lines) and a summary per target: executions, coverage, corpus, and
+# whether it crashed (or violated an invariant, or hung, or ran out of memory). A crash input is written to
+# build/fuzz/crashes-<target>/ and shown hex-escaped; the exit status is then 1. Full logs: build/fuzz/logs/.
+# Lower its priority on a shared machine: nice -n 10 scripts/fuzz.sh
+set -euo pipefail
+
+# All in one function, which bash reads whole before running any of it: bash reads a script as it runs it, and a run
+# takes minutes, during which the file may change (an edit, a checkout).
+main() {
+  cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+  usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+  seconds=600
+  jobs=1
+  build=1
+  targets=()
+  extra=()
+  while (($#)); do
+    case "$1" in
+      --seconds) seconds=${2:?--seconds needs a value}; shift 2 ;;
+      --seconds=*) seconds=${1#*=}; shift ;;
+      --jobs) jobs=${2:?--jobs needs a value}; shift 2 ;;
+      --jobs=*) jobs=${1#*=}; shift ;;
+      --no-build) build=0; shift ;;
+      -h | --help) usage; exit 0 ;;
+      --) shift; extra=("$@"); break ;;
+      -*) echo "fuzz.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+      *) targets+=("$1"); shift ;;
+    esac
+  done
+  if ! [[ $seconds =~ ^[0-9]+$ && $seconds -gt 0 && $jobs =~ ^[0-9]+$ && $jobs -gt 0 ]]; then
+    echo "fuzz.sh: --seconds and --jobs take a positive number" >&2
+    exit 2
+  fi
+
+  # The targets are the folders of the committed corpus: every target has one.
+  all=()
+  for dir in tests/fuzz/corpus/*/; do all+=("$(basename "$dir")"); done
+  if ((${#targets[@]} == 0)); then targets=("${all[@]}"); fi
+  for t in "${targets[@]}"; do
+    if [[ ! -d tests/fuzz/corpus/$t ]]; then
+      echo "fuzz.sh: no target '$t' (the targets: ${all[*]})" >&2
+      exit 2
+    fi
+  done
+
+  out=build/fuzz
+  if ((build)); then
+    bash scripts/setup-deps.sh
+    cmake --preset fuzz
+    cmake --build --preset fuzz -j2
+  fi
+
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:print_stacktrace=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+
+  mkdir -p "$out/logs"
+  # What of libFuzzer's output is shown as it runs (all of it is in the log): progress, and anything gone wrong.
+  shown='INITED|pulse|DONE|ERROR|SUMMARY|invariant violated|runtime error|Test unit written|^stat::'
+  shown+='|^whole input|^fed |^the |^with |^reference|^chunked_decoder:'  # the targets' own reports
+
+  run() {
+    local t=$1
+    local bin="$out/tests/fuzz/fuzz_$t" work="$out/corpus-$t" crashes="$out/crashes-$t"
+    local log="$out/logs/$t.log"
+    mkdir -p "$work" "$crashes"
+    rm -f "$out/logs/$t.status"
+    if [[ ! -x $bin ]]; then
+      echo "fuzz.sh: $bin is not built" >&2
+      echo 127 >"$out/logs/$t.status"
+      return
+    fi
+    local flags=(-max_total_time="$seconds" -timeout=30 -print_final_stats=1 -artifact_prefix="$crashes/")
+    if [[ -f tests/fuzz/$t.dict ]]; then flags+=(-dict="tests/fuzz/$t.dict"); fi
+    # New inputs go to the first folder, the working corpus; the committed one is only read.
+    set +e
+    "$bin" "${flags[@]}" "${extra[@]}" "$work" "tests/fuzz/corpus/$t" 2>&1 | tee "$log" |
+      { grep --line-buffered -E "$shown" || true; } | sed -u "s/^/[$t] /"
+    echo "${PIPESTATUS[0]}" >"$out/logs/$t.status"
+    set -e
+  }
+
+  echo "fuzz.sh: ${targets[*]}: ${seconds} s each, ${jobs} at a time"
+  running=0
+  for t in "${targets[@]}"; do
+    if ((running == jobs)); then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    run "$t" &
+    running=$((running + 1))
+  done
+  wait
+
+  # The summary, from each log: libFuzzer's final stats and its last status line.
+  final_stat() { sed -n "s/^stat::$1: *//p" "$2" | tail -n 1; }
+  status_field() { sed -n "s/.* $1: \([^ ]*\).*/\1/p" <<<"$last"; }
+  failed=()
+  echo
+  printf '%-18s %-8s %12s %8s %6s %7s %14s %6s %8s\n' target result executions exec/s cov ft corpus new rss_mb
+  for t in "${targets[@]}"; do
+    log="$out/logs/$t.log"
+    status=$(cat "$out/logs/$t.status" 2>/dev/null || echo 127)
+    last=$(grep -E '^#[0-9]+.* cov: ' "$log" 2>/dev/null | tail -n 1 || true)
+    execs=$(final_stat number_of_executed_units "$log")
+    [[ -n $execs ]] || execs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
+    result=ok
+    if [[ $status != 0 ]]; then
+      result=CRASH
+      failed+=("$t")
+    fi
+    printf '%-18s %-8s %12s %8s %6s %7s %14s %6s %8s\n' "$t" "$result" "${execs:-?}" \
+      "$(final_stat average_exec_per_sec "$log")" "$(status_field cov)" "$(status_field ft)" "$(status_field corp)" \
+      "$(final_stat new_units_added "$log")" "$(final_stat peak_rss_mb "$log")"
+  done
+
+  if ((${#failed[@]} == 0)); then
+    echo
+    echo "fuzz.sh: no crash (working corpora: $out/corpus-<target>/)"
+    exit 0
+  fi
+
+  for t in "${failed[@]}"; do
+    log="$out/logs/$t.log"
+    echo
+    echo "== $t failed (exit status $(cat "$out/logs/$t.status" 2>/dev/null)); log: $log"
+    grep -E 'invariant violated|ERROR:|SUMMARY:|runtime error' "$log" | head -n 5 || true
+    grep -oE 'Test unit written to [^ ]+' "$log" | sed 's/Test unit written to //' | while read -r input; do
+      [[ -f $input ]] || continue
+      echo "input: $input ($(stat -c %s "$input") bytes)"
+      python3 - "$input" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+print(repr(data[:1024]), "..." if len(data) > 1024 else "")
+PY
+      echo "reproduce: $out/tests/fuzz/fuzz_$t $input"
+      echo "keep it:   cp $input tests/fuzz/corpus/$t/crash-<what-it-shows> (and a case in tests/http/parser_test.cpp)"
+    done
+  done
+  echo
+  echo "fuzz.sh: failed: ${failed[*]}"
+  exit 1
+}
+
+main "$@"
