@@ -13,6 +13,8 @@ packages=(
   libc-ares-dev
   libaio-dev
   libasio-dev
+  libboost-dev libhttp-parser-dev libsimdjson-dev wrk
+  curl
   libgtest-dev libgmock-dev
   python3 python3-matplotlib
 )

@@ -43,6 +43,23 @@ const metric_def* scenario_def::find_metric(std::string_view metric) const {
     return nullptr;
 }
 
+bool scenario_def::is_comparator(std::string_view impl) const {
+    if (comparators.empty()) return impl.rfind("asio/", 0) == 0;
+    for (auto& prefix : comparators)
+        if (impl.rfind(prefix, 0) == 0) return true;
+    return false;
+}
+
+std::string scenario_def::comparator_name() const {
+    if (comparators.empty()) return "asio";
+    std::string out;
+    for (auto& prefix : comparators) {
+        if (!out.empty()) out += ", ";
+        out += prefix.substr(0, prefix.find('/'));
+    }
+    return out;
+}
+
 namespace {
 
 param_list one(std::string key, std::int64_t v) { return {{std::move(key), v}}; }
@@ -85,6 +102,9 @@ std::int64_t fds_per_pair(const param_list& p, std::string_view key) { return 2 
 std::int64_t echo_fds(const param_list& p) { return fds_per_pair(p, "sessions"); }
 std::int64_t conns_fds(const param_list& p) { return fds_per_pair(p, "conns"); }
 std::int64_t io_event_fds(const param_list& p) { return fds_per_pair(p, "pairs"); }
+// http/ping_json: the server holds one descriptor per connection (wrk, its child, holds the other end under its
+// own limit, inherited).
+std::int64_t ping_fds(const param_list& p) { return int_param(p, "conns") + fd_margin; }
 
 // Short timed repetitions in the quick profile: every socket scenario reaches its steady state within
 // milliseconds, and 0.3 s still holds tens of thousands of round trips.
@@ -227,6 +247,59 @@ void add_http_scenarios(std::vector<scenario_def>& s) {
     for (std::int64_t c : {1, 32}) minimal.quick_points.push_back({{"conns", c}, {"threads", std::int64_t{1}}});
     for (std::int64_t c : {1, 4, 16, 32}) minimal.full_points.push_back({{"conns", c}, {"threads", std::int64_t{1}}});
     s.push_back(minimal);
+
+    // The parsers alone: no runtime, so the comparators are the HTTP parsers Asio programs use, not Asio.
+    std::vector<param_list> requests = {{{"request", std::string("get")}}, {{"request", std::string("ping")}}};
+    scenario_def parse{"http/parse", "http",
+                       "an HTTP/1.1 request parser alone on one thread: the same request bytes parsed over and over, "
+                       "each parse validating the message and extracting the method, the target, every header "
+                       "field (views into the bytes) and the body's framing and bytes; every parse's method, "
+                       "target, field count, first and last field and body are checked (the first parse of a run: "
+                       "every field), so a parser that gets one wrong fails the run; requests parsed per second. "
+                       "request=get: a browser's 321-byte GET (Host, User-Agent, Accept, Accept-Language, "
+                       "Accept-Encoding, Connection, Cookie); request=ping: Ichor's POST /ping (Host, Content-Type "
+                       "application/json, Content-Length 15, body {\"sequence\": 2}). tern/parser: "
+                       "request_parser::reset and parse; beast/parser: a fresh basic_parser<true> per message "
+                       "(Beast's parsers are not reusable), eager; http_parser/parser: http_parser_init and one "
+                       "http_parser_execute per message. Compared with the better of Beast and http-parser",
+                       {{"req_per_s", "req/s", better::higher}},
+                       requests,
+                       requests,
+                       true, true, {"tern/parser", "beast/parser", "http_parser/parser"}, socket_quick_s};
+    parse.comparators = {"beast/", "http_parser/"};
+    s.push_back(parse);
+
+    // Ichor's shape, with wrk as its load generator. The worker pins itself (server on CPU 0, wrk on CPU 1), so
+    // the scenario is not single_thread: the orchestrator leaves the pinning to it. The harness
+    // (scenarios/http/ping_load.hpp) is shared by every stack.
+    scenario_def ping{"http/ping_json", "http",
+                      "Ichor's /ping under wrk: the worker is the server, its `threads` threads pinned to CPU 0; it "
+                      "runs wrk 4.1 on CPU 1 (-c conns, -t1 at conns=2 and -t2 above, keep-alive) with a Lua "
+                      "script it generates: every request POSTs {\"sequence\": N} to /ping with a fresh N, the "
+                      "server parses the JSON (simdjson On-Demand, the code every stack shares) and answers 200 "
+                      "with {\"sequence\":N}, and the script checks every answer (status, Content-Type, an N "
+                      "among its requests in flight); one wrong answer, socket error or timeout fails the point. "
+                      "req_per_s as wrk counts it, p50 and p99 from wrk's latency histogram, and the server's CPU "
+                      "time (user + system, getrusage over the wrk run, connection setup included) per request it "
+                      "answered; peak RSS is the server's own, wrk's excluded. wrk runs whole seconds: a phase "
+                      "rounds to the nearest second, at least 1. threads=2 puts both server threads on CPU 0 (the "
+                      "other CPU is wrk's): it shows what a second thread costs, not how the server scales",
+                      {{"req_per_s", "req/s", better::higher},
+                       {"p50_us", "us", better::lower},
+                       {"p99_us", "us", better::lower},
+                       {"server_cpu_us_per_req", "us", better::lower}},
+                      {},
+                      {},
+                      true, false, {"tern/io_uring", "tern/epoll", "beast/callbacks"}, 0, ping_fds};
+    for (std::int64_t c : {2, 400, 5000})
+        for (std::int64_t t : {1, 2}) {
+            param_list point{{"conns", c}, {"threads", t}};
+            if (t == 1) ping.quick_points.push_back(point);
+            ping.full_points.push_back(point);
+        }
+    ping.full_duration_s = 10;  // Ichor's runs were 10 s
+    ping.comparators = {"beast/"};
+    s.push_back(ping);
 }
 
 // ---- multi-thread dispatch and the coroutine sync primitives ----
@@ -515,8 +588,10 @@ std::vector<impl_def> build_impls() {
     const std::vector<impl_variant> asio_variants = {{"epoll", "tern-bench-asio-epoll"},
                                                      {"io_uring", "tern-bench-asio-uring"}};
     return {
-        {"tern/io_uring", "tern, io_uring backend", {{"", "tern-bench-tern"}}},
-        {"tern/epoll", "tern, epoll backend", {{"", "tern-bench-tern"}}},
+        {"tern/io_uring", "tern, io_uring backend", {{"", "tern-bench-tern"}}, "io_uring"},
+        {"tern/epoll", "tern, epoll backend", {{"", "tern-bench-tern"}}, "epoll"},
+        {"tern/parser", "tern::http::request_parser: strict RFC 9112 head parser, fields as views, no allocation",
+         {{"", "tern-bench-tern"}}},
         {"asio/callbacks", "standalone Asio with completion handlers (lambdas), concurrency_hint 1", asio_variants},
         {"asio/coroutines", "standalone Asio with co_spawn + use_awaitable, concurrency_hint 1", asio_variants},
         {"raw/liburing", "hand-written single-thread liburing loop: the floor", {{"", "tern-bench-raw"}}},
@@ -529,6 +604,17 @@ std::vector<impl_def> build_impls() {
          {{"", "tern-bench-raw"}}},
         {"raw/libaio", "Linux native AIO (io_submit/io_getevents) on O_DIRECT files, one thread",
          {{"", "tern-bench-raw"}}},
+        {"beast/parser",
+         "Boost.Beast 1.74 http::basic_parser<true> (eager), a derived class recording every field as a view",
+         {{"", "tern-bench-http"}}},
+        {"http_parser/parser",
+         "nodejs http-parser 2.9 (Debian libhttp-parser), callbacks recording every field as a view",
+         {{"", "tern-bench-http"}}},
+        {"beast/callbacks",
+         "Boost.Beast 1.74 on Boost.Asio 1.18 (epoll reactor; its io_uring came later), completion handlers, in the "
+         "shape of Beast's http_server_fast: an io_context per thread (concurrency_hint 1), connection objects "
+         "reused, fields in a per-connection arena, body in a fixed buffer",
+         {{"", "tern-bench-http"}}},
     };
 }
 

@@ -55,12 +55,25 @@ struct scenario_def {
     // point: for comparators that exist only in some configurations or modes (Asio's files need its io_uring
     // backend; libaio reads only O_DIRECT files).
     bool (*runs)(const param_list& point, std::string_view impl, std::string_view config) = nullptr;
+    // Seconds per timed repetition in the full profile when --duration is not given; 0: the profile's default.
+    // For the scenarios driven by an external load generator, whose runs follow the published ones' length.
+    double full_duration_s = 0;
+    // What tern is compared with: prefixes of implementation ids, the best of them at each point being the
+    // reference of the ratio. Empty: Asio ("asio/"), the suite's comparator. A scenario without an Asio
+    // implementation names its own (http/parse: Beast's and http-parser's parsers). The {} lets the catalogue's
+    // aggregate initialisers leave it out without -Wmissing-field-initializers.
+    std::vector<std::string> comparators{};
 
     const std::vector<param_list>& points(profile p) const { return p == profile::quick ? quick_points : full_points; }
     const metric_def* find_metric(std::string_view metric) const;
     bool runs_point(const param_list& point, std::string_view impl, std::string_view config) const {
         return runs == nullptr || runs(point, impl, config);
     }
+    bool is_comparator(std::string_view impl) const;
+    // "asio" for the default set, else the prefixes without their slash: "beast, http_parser".
+    std::string comparator_name() const;
+    // The scenario's own seconds per timed repetition in a profile, or 0 for the profile's default.
+    double own_duration_s(profile p) const { return p == profile::quick ? quick_duration_s : full_duration_s; }
 };
 
 // One way to run an implementation: a worker executable and the configuration it was compiled with.
@@ -73,7 +86,10 @@ struct impl_def {
     std::string id;  // "tern/io_uring", "asio/callbacks", "raw/liburing"
     std::string summary;
     std::vector<impl_variant> variants;
-    bool is_asio() const { return id.rfind("asio/", 0) == 0; }
+    // The "backend" the worker must report for this implementation (tern's io_uring or epoll), checked by the
+    // orchestrator so that a silent fallback cannot report under the wrong name; empty when there is none ({}: see
+    // scenario_def::comparators).
+    std::string backend{};
 };
 
 const std::vector<scenario_def>& scenarios();

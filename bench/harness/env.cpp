@@ -104,6 +104,8 @@ environment collect_environment(const std::string& pinning) {
     add("asio", asio_version());
     add("asio configs", std::string("epoll: ") + TERN_BENCH_ASIO_EPOLL_DEFINES + "; io_uring: " +
                             TERN_BENCH_ASIO_URING_DEFINES + "; io_context concurrency_hint 1");
+    std::string wrk = command_output("wrk -v 2>&1 | head -1");
+    add("http comparators", std::string(TERN_BENCH_HTTP_VERSIONS) + "; " + (wrk.empty() ? "wrk not found" : wrk));
     add("tern", TERN_BENCH_TERN_VERSION);
     add("commit", git_commit());
     add("io_uring_disabled", read_first_line("/proc/sys/kernel/io_uring_disabled"));

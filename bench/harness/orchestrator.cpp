@@ -49,8 +49,8 @@ const char* const pinning_text =
     "CPU 1 themselves (messages threads=1: one thread on CPU 0); the multi-thread dispatch and coro scenarios "
     "(dispatch/scaling, concurrent, cross_thread; coro/channel) pin thread i of every implementation to CPU i % 2 "
     "(cross_thread: the loop's thread to CPU 0, producer p to CPU (p + 1) % 2); the file scenarios pin nothing (the "
-    "kernel's io_uring workers, tern's blocking pool and the pread threads use both CPUs); the orchestrator is not "
-    "pinned";
+    "kernel's io_uring workers, tern's blocking pool and the pread threads use both CPUs); http/ping_json pins the "
+    "server's threads to CPU 0 and the wrk it starts to CPU 1; the orchestrator is not pinned";
 
 struct planned_run {
     const scenario_def* scenario;
@@ -69,7 +69,7 @@ std::vector<planned_run> make_plan(const std::vector<const scenario_def*>& scen,
                 if (std::find(s->impls.begin(), s->impls.end(), i->id) == s->impls.end()) continue;
                 for (auto& v : i->variants)
                     if (s->runs_point(point, i->id, v.config))
-                        plan.push_back({s, point, i, v, prof == profile::quick ? s->quick_duration_s : 0.0});
+                        plan.push_back({s, point, i, v, s->own_duration_s(prof)});
             }
     return plan;
 }
@@ -147,9 +147,10 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
                 }
             }
         std::string timing = s->timed ? "--duration per repetition" : "fixed work per repetition";
-        if (s->timed && s->quick_duration_s > 0) {
+        if (s->timed && s->own_duration_s(prof) > 0) {
             char own[96];
-            std::snprintf(own, sizeof own, " (quick profile: %.3g s unless --duration is given)", s->quick_duration_s);
+            std::snprintf(own, sizeof own, " (%s profile: %.3g s unless --duration is given)", prof_name,
+                          s->own_duration_s(prof));
             timing += own;
         }
         std::printf("  implementations: %s\n  timing: %s; %s\n\n", ids.empty() ? "(none selected)" : ids.c_str(),
@@ -263,17 +264,18 @@ run_outcome run_point(const planned_run& r, const std::string& dir, double durat
     }
     // A runtime that silently fell back to another backend, or a worker built for another configuration, would
     // report numbers under the wrong name: check what the worker says it ran.
-    if (r.impl->id.rfind("tern/", 0) == 0) {
-        std::string want = r.impl->id.substr(5);
-        if (info["backend"] != want) {
-            out.error = "asked for backend " + want + " but the worker ran '" + info["backend"] + "'";
-            return out;
-        }
+    if (!r.impl->backend.empty() && info["backend"] != r.impl->backend) {
+        out.error = "asked for backend " + r.impl->backend + " but the worker ran '" + info["backend"] + "'";
+        return out;
     }
     if (!r.variant.config.empty() && info["config"] != r.variant.config) {
         out.error = "asked for config " + r.variant.config + " but the worker is built for '" + info["config"] + "'";
         return out;
     }
+    // wait4's figure covers the worker and the children it waited for: a worker that runs its own load generator
+    // (http/ping_json's wrk) reports its own peak instead, so that the load generator's memory is not counted.
+    long peak_rss = c.peak_rss_bytes;
+    if (auto it = info.find("peak_rss_bytes"); it != info.end()) peak_rss = std::atol(it->second.c_str());
     auto add_record = [&](const metric_def& m, const std::vector<double>& v) {
         record rec;
         rec.scenario = r.scenario;
@@ -282,7 +284,7 @@ run_outcome run_point(const planned_run& r, const std::string& dir, double durat
         rec.impl = r.impl;
         rec.metric = &m;
         rec.stats = summarize(v);
-        rec.peak_rss_bytes = c.peak_rss_bytes;
+        rec.peak_rss_bytes = peak_rss;
         out.records.push_back(rec);
     };
     for (auto& m : r.scenario->metrics) {
@@ -338,8 +340,11 @@ std::string method_text(const options& o, double duration, double warmup, const 
            (duration_explicit ? "" : " unless the scenario sets its own length for the profile") +
            ", the profile's fixed amount of work otherwise); the median is the figure, min and max show the "
            "spread. Latency comes from a log-bucketed histogram with under 1% relative error. Peak RSS is the "
-           "worker's ru_maxrss. \"vs best asio\" is the ratio to the best Asio configuration of the same point "
-           "(> 1 = better than Asio): tern's throughput over Asio's, or Asio's time over tern's. " +
+           "worker's ru_maxrss (http/ping_json: the server's own, without the wrk it runs). \"vs best asio\" is "
+           "the ratio to the best Asio configuration of the same point (> 1 = better than Asio): tern's throughput "
+           "over Asio's, or Asio's time over tern's; the scenarios that have no Asio implementation name their own "
+           "comparators (http/parse: Beast's and http-parser's parsers; http/ping_json: Beast on Boost.Asio), and "
+           "the ratio is then to the best of those. " +
            allocs_per_op_name +
            " is counted by the tern worker only (a counting global operator new, read at the start and end of "
            "each measured phase).\n";

@@ -20,7 +20,9 @@ param_list record::params() const {
 const record* best_asio(const std::vector<record>& all, const record& r) {
     const record* best = nullptr;
     for (auto& o : all) {
-        if (o.scenario != r.scenario || o.metric != r.metric || o.point != r.point || !o.impl->is_asio()) continue;
+        if (o.scenario != r.scenario || o.metric != r.metric || o.point != r.point ||
+            !r.scenario->is_comparator(o.impl->id))
+            continue;
         bool better_one = !best || (r.metric->direction == better::higher ? o.stats.median > best->stats.median
                                                                             : o.stats.median < best->stats.median);
         if (better_one) best = &o;
@@ -139,7 +141,10 @@ std::string title_of(const record& r) {
            to_string(r.metric->direction) + " is better)";
 }
 
-row header() { return {"params", "impl", "median", "min", "max", "unit", "vs best asio", "peak RSS MiB"}; }
+// The ratio column names what it compares with: "vs best asio", or the scenario's own comparators.
+row header(const scenario_def& s) {
+    return {"params", "impl", "median", "min", "max", "unit", "vs best " + s.comparator_name(), "peak RSS MiB"};
+}
 
 row row_of(const std::vector<record>& all, const record& r) {
     return {to_display(r.point), impl_label(r), value_text(r, r.stats.median), value_text(r, r.stats.min),
@@ -153,7 +158,7 @@ std::string best_note(const std::vector<record>& all, const std::vector<const re
         if (std::find(seen.begin(), seen.end(), r->point) != seen.end()) continue;
         seen.push_back(r->point);
         if (const record* b = best_asio(all, *r)) {
-            out += out.empty() ? "best asio: " : "; ";
+            out += out.empty() ? "best " + r->scenario->comparator_name() + ": " : "; ";
             out += to_display(r->point) + " -> " + impl_label(*b);
         }
     }
@@ -166,12 +171,13 @@ std::string format_tables(const std::vector<record>& all) {
     std::string out;
     for (auto& t : tables_of(all)) {
         // An optional metric has no Asio figure to compare with: value and spread only.
-        std::size_t columns = optional_metric(*t.front()) ? 5 : header().size();
+        const row head = header(*t.front()->scenario);
+        std::size_t columns = optional_metric(*t.front()) ? 5 : head.size();
         auto cut = [&](row rw) {
             rw.resize(columns);
             return rw;
         };
-        std::vector<row> rows{cut(header())};
+        std::vector<row> rows{cut(head)};
         for (auto* r : t) rows.push_back(cut(row_of(all, *r)));
         std::vector<std::size_t> w(rows[0].size(), 0);
         for (auto& rw : rows)
@@ -235,6 +241,18 @@ std::string count_of(std::size_t n, const char* one, const char* many) {
 
 double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
 
+// Whether some of tern's figures come from scenarios that name their own comparators instead of Asio.
+bool own_comparators(const std::vector<comparison>& cmp) {
+    return std::any_of(cmp.begin(), cmp.end(), [](auto& c) { return !c.tern->scenario->comparators.empty(); });
+}
+
+// What tern's figures were compared with.
+std::string reference_of(const std::vector<comparison>& cmp) {
+    if (!own_comparators(cmp)) return "the best Asio configuration";
+    return "the best comparator (Asio's best configuration, or the best of the comparators a scenario names when it "
+           "has no Asio implementation)";
+}
+
 std::string trailing_section(const std::vector<comparison>& cmp, const std::vector<failure>& failures) {
     std::string out = "\n## Where tern trails\n\n";
     std::size_t tern_failed = std::count_if(failures.begin(), failures.end(), [](auto& f) { return f.tern; });
@@ -249,18 +267,20 @@ std::string trailing_section(const std::vector<comparison>& cmp, const std::vect
         return out + "Nothing to compare: this run has no tern figure with an Asio figure of the same point.\n";
     if (behind.empty())
         return out + "None: each of the " + count_of(cmp.size(), "tern figure", "tern figures") +
-               " compared is at or ahead of the best Asio configuration of its point.\n";
+               " compared is at or ahead of " + reference_of(cmp) + " of its point.\n";
     std::size_t overlapping = std::count_if(behind.begin(), behind.end(), [](auto* c) { return c->overlap; });
     std::size_t unknown = std::count_if(behind.begin(), behind.end(), [](auto* c) { return !c->spread_known; });
     out += count_of(behind.size(), "figure", "figures") + " of tern, out of " + std::to_string(cmp.size()) +
            " compared, " + (behind.size() == 1 ? "is" : "are") +
-           " behind the best Asio configuration of the same point (ratio below 1.00x; the ratio is tern's "
-           "throughput over Asio's, or Asio's time over tern's). " +
+           " behind " + reference_of(cmp) + " of the same point (ratio below 1.00x; the ratio is tern's "
+           "throughput over the comparator's, or the comparator's time over tern's). " +
            count_of(overlapping, "of them is", "of them are") +
            " within the run-to-run spread: the min..max ranges of the two overlap" +
            (unknown ? " (" + std::to_string(unknown) + " from a single run, where the spread is unknown)" : "") +
            ".\n\n";
-    out += md_header({"scenario", "params", "metric", "impl", "tern", "best asio", "asio", "ratio", "ranges overlap"},
+    const bool own = own_comparators(cmp);
+    out += md_header({"scenario", "params", "metric", "impl", "tern", own ? "best comparator" : "best asio",
+                      own ? "comparator" : "asio", "ratio", "ranges overlap"},
                      {0, 1, 2, 3, 5, 8});
     for (auto* c : behind) {
         const record& t = *c->tern;
@@ -285,10 +305,10 @@ std::string leading_section(const std::vector<comparison>& cmp) {
     std::size_t ahead = std::count_if(cmp.begin(), cmp.end(), [](auto& c) { return c.ratio >= 1; });
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "Over the whole run tern is at or ahead of the best Asio configuration in %zu of %zu figures; "
-                  "the median ratio is %.2fx, the geometric mean %.2fx. Per scenario and implementation, over "
-                  "every point and metric:\n\n",
-                  ahead, cmp.size(), median_of(all_ratios), std::exp(log_sum / static_cast<double>(cmp.size())));
+                  "Over the whole run tern is at or ahead of %s in %zu of %zu figures; the median ratio is %.2fx, "
+                  "the geometric mean %.2fx. Per scenario and implementation, over every point and metric:\n\n",
+                  reference_of(cmp).c_str(), ahead, cmp.size(), median_of(all_ratios),
+                  std::exp(log_sum / static_cast<double>(cmp.size())));
     out += buf;
     out += md_header({"scenario", "impl", "figures", "at or ahead", "lowest ratio", "median ratio", "highest ratio"},
                      {0, 1});
@@ -326,9 +346,9 @@ std::string format_trailing_text(const std::vector<record>& all) {
                (c.overlap ? " (within the spread)" : "") + "\n";
     }
     if (behind == 0)
-        return "\ntern is at or ahead of the best Asio configuration in all " + std::to_string(cmp.size()) +
+        return "\ntern is at or ahead of " + reference_of(cmp) + " in all " + std::to_string(cmp.size()) +
                " figures compared\n";
-    return "\ntern trails the best Asio configuration in " + std::to_string(behind) + " of " +
+    return "\ntern trails " + reference_of(cmp) + " in " + std::to_string(behind) + " of " +
            std::to_string(cmp.size()) + " figures:\n" + out;
 }
 
@@ -360,7 +380,7 @@ std::string format_report_md(const environment& env, const report_inputs& in, co
         intro[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(intro[0])));
         out += intro + ".\n\n";
         if (optional_metric(first)) {  // no Asio figure to compare with: value and spread only
-            row h = header();
+            row h = header(*first.scenario);
             h.resize(5);
             out += md_header(h, {0, 1});
             for (auto* r : tables[i]) {
@@ -369,7 +389,7 @@ std::string format_report_md(const environment& env, const report_inputs& in, co
                 out += md_row(full);
             }
         } else {
-            out += md_header(header(), {0, 1, 5});
+            out += md_header(header(*first.scenario), {0, 1, 5});
             for (auto* r : tables[i]) out += md_row(row_of(all, *r));
         }
         if (!optional_metric(first))

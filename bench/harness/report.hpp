@@ -31,7 +31,8 @@ struct failure {
 };
 
 // Ratio of `r` to the best Asio record of the same scenario, point and metric: > 1 means better than that Asio
-// configuration whichever direction the metric goes. Null when no Asio record exists; `best` receives it.
+// configuration whichever direction the metric goes. Null when no Asio record exists; `best` receives it. A
+// scenario that names its own comparators (scenario_def::comparators) is compared with the best of those.
 const record* best_asio(const std::vector<record>& all, const record& r);
 double ratio_to(const record& r, const record& asio);
 

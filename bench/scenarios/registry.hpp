@@ -84,8 +84,17 @@ void sockets_accept_churn(session&);
 void sockets_messages(session&);
 void sockets_io_event(session&);
 void http_minimal(session&);
+void http_parse(session&);  // tern/parser: tern::http's request parser, no io_context
+void http_ping_json(session&);  // tern::http's server
 void files_read(session&);  // files/random_read and files/sequential_read
 }  // namespace tern_bench::tern_impl
+
+// The HTTP comparators of tern-bench-http: Boost.Beast (on Boost.Asio) and http-parser.
+namespace tern_bench::http_impl {
+void http_parse_beast(session&);
+void http_parse_http_parser(session&);
+void http_ping_json_beast(session&);
+}  // namespace tern_bench::http_impl
 
 namespace tern_bench::raw_impl {
 void sockets_pingpong_liburing(session&);

@@ -122,12 +122,12 @@ std::size_t head_scanner::scan(std::string_view data, const parser_limits& limit
   const char* p = data.data();
   const std::size_t n = data.size();
   while (pos_ < n) {
-    const void* nl = std::memchr(p + pos_, '\n', n - pos_);
-    if (nl == nullptr) {
+    const char* nl = find_lf(p + pos_, p + n);
+    if (nl == p + n) {
       pos_ = n;
       break;
     }
-    const std::size_t i = static_cast<std::size_t>(static_cast<const char*>(nl) - p);
+    const std::size_t i = static_cast<std::size_t>(nl - p);
     const bool crlf = i > line_start_ && p[i - 1] == '\r';
     const std::size_t line_size = i - line_start_ - (crlf ? 1 : 0);  // without its line ending
     // The limits before the line ending: a line that arrives in two reads is refused as too long before its end
@@ -176,7 +176,7 @@ bool parse_fields(const char* p, const char* end, const parser_limits& limits, s
     ++p;
     while (is_space(*p)) ++p;
     const char* value = p;
-    while (is(*p, value_char)) ++p;
+    p = detail::skip(p, end + 2, value_char);
     if (*p != '\r') return !fail(ec, error::bad_header_value);
     if (p[1] != '\n') return !fail(ec, error::bad_line_ending);
     const char* value_end = p;
@@ -189,28 +189,28 @@ bool parse_fields(const char* p, const char* end, const parser_limits& limits, s
     // The fields that frame the message or steer the connection, told apart by length first.
     switch (name_size) {
       case 4:
-        if (iequals(n, "host")) {
+        if (detail::token_is(n, "host")) {
           facts.host = v;
           ++facts.hosts;
         }
         break;
       case 6:
-        if (iequals(n, "expect")) {
+        if (detail::token_is(n, "expect")) {
           if (iequals(v, "100-continue")) facts.expect_continue = true;
           else facts.other_expectation = true;
         }
         break;
       case 7:
-        if (iequals(n, "upgrade")) facts.has_upgrade = true;
+        if (detail::token_is(n, "upgrade")) facts.has_upgrade = true;
         break;
       case 10:
-        if (iequals(n, "connection")) note_connection(v, facts);
+        if (detail::token_is(n, "connection")) note_connection(v, facts);
         break;
       case 14:
-        if (iequals(n, "content-length") && !parse_content_length(v, facts, ec)) return false;
+        if (detail::token_is(n, "content-length") && !parse_content_length(v, facts, ec)) return false;
         break;
       case 17:
-        if (iequals(n, "transfer-encoding")) note_transfer_encoding(v, facts);
+        if (detail::token_is(n, "transfer-encoding")) note_transfer_encoding(v, facts);
         break;
       default: break;
     }
@@ -250,7 +250,7 @@ bool request_parser::parse_head(std::string_view data, std::size_t end, std::err
   h.method_name = {m, static_cast<std::size_t>(p - m)};
   h.method = method_from(h.method_name);
   const char* t = ++p;
-  while (is(*p, target_char)) ++p;
+  p = detail::skip(p, data.data() + end, target_char);
   if (p == t || *p != ' ') return !fail(ec, error::bad_target);
   h.target = {t, static_cast<std::size_t>(p - t)};
   ++p;
@@ -330,7 +330,7 @@ bool response_parser::parse_head(std::string_view data, std::size_t end, method 
   h.status = status;
   if (*p == ' ') {
     const char* r = ++p;
-    while (is(*p, value_char)) ++p;
+    p = detail::skip(p, head_end, value_char);
     h.reason = {r, static_cast<std::size_t>(p - r)};
   }
   if (p[0] != '\r' || p[1] != '\n') return !fail(ec, error::bad_status_line);

@@ -1,0 +1,144 @@
+// http/ping_json for tern: tern::http's server, one io_context per server thread, each listening on the same port
+// with SO_REUSEPORT (the kernel spreads wrk's connections over them), each with its own ping::service behind the
+// route POST /ping. The /ping work itself is ping_service.hpp's, the same on every stack; tern::http does the
+// HTTP (its parser, keep-alive, the Date field, the connection's buffers) and tern the I/O.
+#include "ping_load.hpp"
+#include "ping_service.hpp"
+#include "../tern_setup.hpp"
+#include "../registry.hpp"
+
+#include <tern/http/server.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tern_bench::tern_impl {
+
+namespace {
+
+namespace http = tern::http;
+
+// One server thread: its loop, its service and its server, made and destroyed on the thread itself.
+class ping_loop {
+public:
+    ping_loop(session& s, ping::failure_slot& failures) : s_(s), failures_(failures) {}
+
+    // Starts the thread; returns once it listens (its port), or throws what went wrong.
+    std::uint16_t start(std::uint16_t port) {
+        thread_ = std::thread([this, port] { body(port); });
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_cv_.wait(lock, [this] { return ready_; });
+        if (!error_.empty()) throw bench_failure(error_);
+        return port_;
+    }
+    void stop() {
+        if (!thread_.joinable()) return;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (ctx_ != nullptr) {
+                tern::io_context* ctx = ctx_;
+                http::server* server = server_;
+                ctx->post([ctx, server] { tern::spawn(*ctx, server->shutdown(std::chrono::seconds(1))).detach(); });
+            }
+        }
+        thread_.join();
+    }
+    std::uint64_t answered() const { return service_ ? service_->answered() : 0; }
+    std::uint64_t refused() const { return service_ ? service_->refused() : 0; }
+
+private:
+    void body(std::uint16_t port) {
+        try {
+            tern::io_context ctx(options_for(s_));
+            announce(s_, ctx);
+            service_ = std::make_unique<ping::service>();
+            ping::service* service = service_.get();
+            http::router routes;
+            routes.post(ping::path, [service](http::request& req) -> tern::task<http::response> {
+                ping::answer a;
+                service->handle(req.method_name(), req.path(), req.header("content-type"), req.body(), a);
+                if (a.status != 200) co_return http::response(a.status);
+                co_return http::response(200, std::string(a.text()), ping::json_type);
+            });
+            http::server_options opts;
+            opts.max_connections = 20000;
+            http::server server(ctx, std::move(routes), opts);
+            tern::net::acceptor_options listen_opts;
+            listen_opts.reuse_port = true;
+            expect_ok(server.listen(tern::net::endpoint::loopback_v4(port), listen_opts), "listen");
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                port_ = server.local_endpoint().value.port();
+                ctx_ = &ctx;
+                server_ = &server;
+                ready_ = true;
+            }
+            ready_cv_.notify_all();
+            ctx.block_on(server.run());
+            std::lock_guard<std::mutex> lock(mutex_);
+            ctx_ = nullptr;
+            server_ = nullptr;
+        } catch (const std::exception& e) {
+            failures_.set(e.what());
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!ready_) error_ = e.what();
+            ready_ = true;
+            ready_cv_.notify_all();
+        }
+    }
+
+    session& s_;
+    ping::failure_slot& failures_;
+    std::thread thread_;
+    std::mutex mutex_;
+    std::condition_variable ready_cv_;
+    bool ready_ = false;
+    std::string error_;
+    std::uint16_t port_ = 0;
+    tern::io_context* ctx_ = nullptr;
+    http::server* server_ = nullptr;
+    std::unique_ptr<ping::service> service_;
+};
+
+class tern_ping_server final : public ping::server {
+public:
+    tern_ping_server(session& s, int threads) {
+        for (int i = 0; i < threads; ++i) loops_.push_back(std::make_unique<ping_loop>(s, failures_));
+        port_ = loops_[0]->start(0);
+        for (std::size_t i = 1; i < loops_.size(); ++i) loops_[i]->start(port_);
+    }
+    ~tern_ping_server() override { stop(); }
+
+    std::uint16_t port() const override { return port_; }
+    ping::server_stats stats() const override {
+        ping::server_stats st;
+        for (const auto& l : loops_) {
+            st.answered += l->answered();
+            st.refused += l->refused();
+        }
+        st.failure = failures_.get();
+        return st;
+    }
+    void stop() override {
+        for (auto& l : loops_) l->stop();
+    }
+
+private:
+    ping::failure_slot failures_;
+    std::vector<std::unique_ptr<ping_loop>> loops_;
+    std::uint16_t port_ = 0;
+};
+
+std::unique_ptr<ping::server> start_tern_ping_server(session& s, int threads) {
+    return std::make_unique<tern_ping_server>(s, threads);
+}
+
+}  // namespace
+
+void http_ping_json(session& s) { ping::run_ping_json(s, start_tern_ping_server); }
+
+}  // namespace tern_bench::tern_impl
