@@ -343,7 +343,8 @@ std::string method_text(const options& o, double duration, double warmup, const 
            "worker's ru_maxrss (http/ping_json: the server's own, without the wrk it runs). \"vs best asio\" is "
            "the ratio to the best Asio configuration of the same point (> 1 = better than Asio): tern's throughput "
            "over Asio's, or Asio's time over tern's; the scenarios that have no Asio implementation name their own "
-           "comparators (http/parse: Beast's and http-parser's parsers; http/ping_json: Beast on Boost.Asio), and "
+           "comparators (http/parse: Beast's and http-parser's parsers; http/minimal and http/ping_json: Beast on "
+           "Boost.Asio), and "
            "the ratio is then to the best of those. " +
            allocs_per_op_name +
            " is counted by the tern worker only (a counting global operator new, read at the start and end of "

@@ -51,8 +51,6 @@ void sockets_messages_callbacks(session&);
 void sockets_messages_coroutines(session&);
 void sockets_io_event_callbacks(session&);
 void sockets_io_event_coroutines(session&);
-void http_minimal_callbacks(session&);
-void http_minimal_coroutines(session&);
 void files_read_callbacks(session&);  // files/*: the io_uring configuration only (Asio's files need it)
 void files_read_coroutines(session&);
 }  // namespace tern_bench::asio_impl
@@ -83,7 +81,7 @@ void sockets_echo(session&);
 void sockets_accept_churn(session&);
 void sockets_messages(session&);
 void sockets_io_event(session&);
-void http_minimal(session&);
+void http_minimal(session&);  // tern::http's server and client
 void http_parse(session&);  // tern/parser: tern::http's request parser, no io_context
 void http_ping_json(session&);  // tern::http's server
 void files_read(session&);  // files/random_read and files/sequential_read
@@ -93,6 +91,7 @@ void files_read(session&);  // files/random_read and files/sequential_read
 namespace tern_bench::http_impl {
 void http_parse_beast(session&);
 void http_parse_http_parser(session&);
+void http_minimal_beast(session&);
 void http_ping_json_beast(session&);
 }  // namespace tern_bench::http_impl
 

@@ -57,8 +57,6 @@ constexpr std::array entries = {
     impl_entry{"sockets/messages", "asio/coroutines", a::sockets_messages_coroutines},
     impl_entry{"sockets/io_event", "asio/callbacks", a::sockets_io_event_callbacks},
     impl_entry{"sockets/io_event", "asio/coroutines", a::sockets_io_event_coroutines},
-    impl_entry{"http/minimal", "asio/callbacks", a::http_minimal_callbacks},
-    impl_entry{"http/minimal", "asio/coroutines", a::http_minimal_coroutines},
 #if defined(ASIO_HAS_IO_URING)  // random_access_file exists only in this configuration (CMake sets the macro)
     impl_entry{"files/random_read", "asio/callbacks", a::files_read_callbacks},
     impl_entry{"files/random_read", "asio/coroutines", a::files_read_coroutines},

@@ -1,5 +1,6 @@
 // Worker for the HTTP comparators: beast/parser and http_parser/parser (http/parse), beast/callbacks
-// (http/ping_json). Its own executable because it brings Boost and http-parser, which no other worker needs.
+// (http/minimal, http/ping_json). Its own executable because it brings Boost and http-parser, which no other
+// worker needs.
 #include "../harness/worker.hpp"
 #include "../scenarios/registry.hpp"
 
@@ -13,6 +14,7 @@ namespace h = tern_bench::http_impl;
 constexpr std::array entries = {
     impl_entry{"http/parse", "beast/parser", h::http_parse_beast},
     impl_entry{"http/parse", "http_parser/parser", h::http_parse_http_parser},
+    impl_entry{"http/minimal", "beast/callbacks", h::http_minimal_beast},
     impl_entry{"http/ping_json", "beast/callbacks", h::http_ping_json_beast},
 };
 

@@ -3,15 +3,16 @@
 //   - one io_context per thread, concurrency_hint 1, each run by its thread (Boost.Asio 1.18 has only its epoll
 //     reactor on Linux);
 //   - connection objects that are made once and reused for the next accepted socket, each with a fixed read
-//     buffer (flat_static_buffer), its header fields in an arena of its own that rewinds after every request, and
-//     the request body in a fixed buffer (basic_dynamic_body over a flat_static_buffer), so that a warm server
-//     allocates nothing per request;
+//     buffer (flat_static_buffer), its header fields in an arena of its own that rewinds after every request
+//     (beast_arena.hpp), and the request body in a fixed buffer (basic_dynamic_body over a flat_static_buffer),
+//     so that a warm server allocates nothing per request;
 //   - a request_parser emplaced per request (Beast's parsers are not reusable) and a response_serializer per
 //     response, the answer's body a span over the connection's bytes.
 // Unlike the example, which serves files and closes each connection after one response, connections are kept
 // alive (wrk's are), and any number of them is served: a connection object is made when none is idle.
 // With threads=2 the acceptor runs on the first thread and deals accepted sockets to the threads in turn.
 // The /ping work itself is ping_service.hpp's, the same on every stack.
+#include "beast_arena.hpp"
 #include "beast_setup.hpp"
 #include "ping_load.hpp"
 #include "ping_service.hpp"
@@ -43,53 +44,6 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
 constexpr std::size_t read_buffer_size = 8192;  // also the limit of a request's head
-constexpr std::size_t arena_size = 4096;        // a request's and its response's field nodes
-
-// A bump allocator for one connection's header fields. Beast frees every field node when the parser or the
-// response that holds them is destroyed, which happens once per request: when the count of live blocks drops to
-// zero the arena starts over. A head too large for it goes to the heap.
-class field_arena {
-public:
-    void* allocate(std::size_t n, std::size_t align) {
-        std::size_t start = (used_ + align - 1) & ~(align - 1);
-        if (start + n > sizeof bytes_) return ::operator new(n);
-        used_ = start + n;
-        ++live_;
-        return bytes_ + start;
-    }
-    void deallocate(void* p) noexcept {
-        char* c = static_cast<char*>(p);
-        if (c < bytes_ || c >= bytes_ + sizeof bytes_) return ::operator delete(p);
-        if (--live_ == 0) used_ = 0;
-    }
-
-private:
-    alignas(std::max_align_t) char bytes_[arena_size];
-    std::size_t used_ = 0;
-    std::size_t live_ = 0;
-};
-
-template <class T>
-class arena_allocator {
-public:
-    using value_type = T;
-
-    explicit arena_allocator(field_arena& a) noexcept : arena_(&a) {}
-    template <class U>
-    arena_allocator(const arena_allocator<U>& other) noexcept : arena_(other.arena()) {}
-
-    T* allocate(std::size_t n) { return static_cast<T*>(arena_->allocate(n * sizeof(T), alignof(T))); }
-    void deallocate(T* p, std::size_t) noexcept { arena_->deallocate(p); }
-    field_arena* arena() const noexcept { return arena_; }
-
-    template <class U>
-    bool operator==(const arena_allocator<U>& o) const noexcept { return arena_ == o.arena(); }
-    template <class U>
-    bool operator!=(const arena_allocator<U>& o) const noexcept { return arena_ != o.arena(); }
-
-private:
-    field_arena* arena_;
-};
 
 using fields_type = http::basic_fields<arena_allocator<char>>;
 using request_body = http::basic_dynamic_body<beast::flat_static_buffer<ping::max_body>>;
