@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -126,8 +127,11 @@ class client {
                                  std::string_view content_type = "application/octet-stream");
   // Awaitable: starts a request whose body is written piece by piece: with body_length, a body of that many bytes
   // (Content-Length); without, chunked. Yields the exchange once its head is sent.
-  task<io_result<client_exchange>> exchange(std::string host, std::uint16_t port, method m, std::string target,
-                                            fields headers = {}, std::optional<std::uint64_t> body_length = {});
+  // host, target and headers are read while the exchange is set up: they must outlive the co_await (a temporary
+  // inside the awaited expression does).
+  task<io_result<client_exchange>> exchange(std::string_view host, std::uint16_t port, method m,
+                                            std::string_view target, const fields& headers = {},
+                                            std::optional<std::uint64_t> body_length = {});
 
   // Pooled connections now.
   std::size_t idle_connections() const noexcept;
@@ -137,14 +141,21 @@ class client {
 
  private:
   friend class client_exchange;
-  task<io_result<std::unique_ptr<detail::client_connection>>> connect(const std::string& host, std::uint16_t port);
-  std::unique_ptr<detail::client_connection> take_idle(const std::string& key);
+  task<io_result<std::unique_ptr<detail::client_connection>>> connect(std::string_view host, std::uint16_t port);
+  task<std::error_code> read_body(client_exchange& ex, std::string& body);
+  std::unique_ptr<detail::client_connection> take_idle(std::string_view key);
   void give_back(std::unique_ptr<detail::client_connection> c);
 
   io_context* ctx_;
   client_options opts_;
   std::unique_ptr<net::resolver> resolver_;  // made on first use
-  std::unordered_map<std::string, std::vector<std::unique_ptr<detail::client_connection>>> idle_;
+  // Looked up by string_view (transparent), so a request finds its pool without making a key string.
+  struct key_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
+  };
+  std::unordered_map<std::string, std::vector<std::unique_ptr<detail::client_connection>>, key_hash, std::equal_to<>>
+      idle_;
 };
 
 }  // namespace tern::http
