@@ -11,6 +11,7 @@ packages=(
   g++-12
   liburing-dev
   libc-ares-dev
+  libssl-dev openssl
   libaio-dev
   libasio-dev
   libboost-dev libhttp-parser-dev libsimdjson-dev wrk
