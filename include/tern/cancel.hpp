@@ -166,6 +166,12 @@ task<T> with_timeout(task<T> t, clock::duration d) {
   }
 }
 
+// A task with an absolute deadline tp (with_timeout above, for the time left until tp).
+template <class T>
+task<T> with_deadline(task<T> t, clock::time_point tp) {
+  return with_timeout(std::move(t), tp - clock::now());
+}
+
 // Awaitable: op with a deadline d from now; on expiry op is cancelled and reports std::errc::timed_out.
 template <cancellable_operation Op>
 detail::timeout_awaiter<std::decay_t<Op>> with_timeout(Op&& op, clock::duration d) {

@@ -36,8 +36,9 @@ struct client_connection {
     chunked = chunked_decoder(l);
   }
 
-  std::string key;         // "host:port", the pool's
+  std::string key;         // "host:port" (plain) or "https://host:port", the pool's
   net::tcp_socket socket;
+  std::unique_ptr<transport> secure;  // the bytes go through it when set (https), else straight through socket
   std::string host_field;  // the Host field's value
   std::size_t capacity = 16 * 1024;
   std::unique_ptr<char[]> buffer;
@@ -90,10 +91,15 @@ using sized = io_result<std::size_t>;
 // allocating); a host longer than any DNS name is cut, which only costs it pooling.
 class pool_key {
  public:
-  pool_key(std::string_view host, std::uint16_t port) noexcept {
+  pool_key(std::string_view host, std::uint16_t port, bool secure) noexcept {
+    constexpr std::string_view https = "https://";  // an https connection is never taken for an http request
+    if (secure) {
+      std::memcpy(text_, https.data(), https.size());
+      size_ = https.size();
+    }
     host = host.substr(0, 255);
-    std::memcpy(text_, host.data(), host.size());
-    size_ = host.size();
+    std::memcpy(text_ + size_, host.data(), host.size());
+    size_ += host.size();
     text_[size_++] = ':';
     char digits[5];
     int n = 0;
@@ -106,22 +112,30 @@ class pool_key {
   std::string_view view() const noexcept { return {text_, size_}; }
 
  private:
-  char text_[262];
+  char text_[270];
   std::size_t size_ = 0;
 };
 
 }  // namespace
 
 std::optional<url> url::parse(std::string_view text) {
-  constexpr std::string_view scheme = "http://";
-  if (text.size() < scheme.size() || !iequals(text.substr(0, scheme.size()), scheme)) return std::nullopt;
-  text.remove_prefix(scheme.size());
+  constexpr std::string_view plain = "http://";
+  constexpr std::string_view secure = "https://";
+  url u;
+  if (text.size() >= plain.size() && iequals(text.substr(0, plain.size()), plain)) {
+    text.remove_prefix(plain.size());
+  } else if (text.size() >= secure.size() && iequals(text.substr(0, secure.size()), secure)) {
+    text.remove_prefix(secure.size());
+    u.scheme = http::scheme::https;
+    u.port = 443;
+  } else {
+    return std::nullopt;
+  }
   const std::size_t slash = text.find_first_of("/?#");
   std::string_view authority = text.substr(0, slash);
   std::string_view rest = slash == std::string_view::npos ? std::string_view() : text.substr(slash);
   rest = rest.substr(0, rest.find('#'));
   if (authority.find('@') != std::string_view::npos) return std::nullopt;  // no credentials in URLs
-  url u;
   std::string_view port_text;
   if (!authority.empty() && authority.front() == '[') {
     const std::size_t close = authority.find(']');
@@ -187,12 +201,19 @@ task<std::error_code> client_exchange::write(const_buffer b) {
   if (data.size() <= 16 * 1024) {  // small: with its framing (and the head) in one write
     c.out.append(data);
     if (c.request_chunked) c.out.append("\r\n");
-    ec = (co_await with_timeout(c.socket.write_all(const_buffer(c.out.data(), c.out.size())), o.write_timeout)).ec;
+    const const_buffer out(c.out.data(), c.out.size());
+    ec = (c.secure ? co_await with_timeout(c.secure->write_all(out), o.write_timeout)
+                   : co_await with_timeout(c.socket.write_all(out), o.write_timeout)).ec;
     c.out.clear();
   } else {
-    ec = (co_await with_timeout(c.socket.write_all(const_buffer(c.out.data(), c.out.size())), o.write_timeout)).ec;
+    const const_buffer out(c.out.data(), c.out.size());
+    ec = (c.secure ? co_await with_timeout(c.secure->write_all(out), o.write_timeout)
+                   : co_await with_timeout(c.socket.write_all(out), o.write_timeout)).ec;
     c.out.clear();
-    if (!ec) ec = (co_await with_timeout(c.socket.write_all(b), o.write_timeout)).ec;
+    if (!ec) {
+      ec = (c.secure ? co_await with_timeout(c.secure->write_all(b), o.write_timeout)
+                     : co_await with_timeout(c.socket.write_all(b), o.write_timeout)).ec;
+    }
     if (c.request_chunked) c.out.append("\r\n");
   }
   if (ec) c.broken = true;
@@ -208,7 +229,9 @@ task<std::error_code> client_exchange::finish() {
   c.finished = true;
   if (c.request_chunked) c.out.append("0\r\n\r\n");
   if (!c.out.empty()) {
-    auto [ec, n] = co_await with_timeout(c.socket.write_all(const_buffer(c.out.data(), c.out.size())), o.write_timeout);
+    const const_buffer out(c.out.data(), c.out.size());
+    auto [ec, n] = c.secure ? co_await with_timeout(c.secure->write_all(out), o.write_timeout)
+                            : co_await with_timeout(c.socket.write_all(out), o.write_timeout);
     c.out.clear();
     if (ec) {
       c.broken = true;
@@ -253,8 +276,9 @@ task<std::error_code> client_exchange::finish() {
         c.begin = 0;
       }
     }
-    auto [rec, n] = co_await with_deadline(
-        c.socket.read_some(mutable_buffer(c.buffer.get() + c.end, c.capacity - c.end)), deadline);
+    const mutable_buffer space(c.buffer.get() + c.end, c.capacity - c.end);
+    auto [rec, n] = c.secure ? co_await with_deadline(c.secure->read_some(space), deadline)
+                             : co_await with_deadline(c.socket.read_some(space), deadline);
     if (rec) {
       c.broken = true;
       co_return rec == tern::error::eof ? make_error_code(error::partial_message) : rec;
@@ -304,7 +328,9 @@ task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
       std::memcpy(b.data(), c.buffer.get() + c.begin, n);
       c.begin += n;
     } else {
-      auto [ec, got] = co_await with_timeout(c.socket.read_some(mutable_buffer(b.data(), want)), o.read_timeout);
+      const mutable_buffer into(b.data(), want);
+      auto [ec, got] = c.secure ? co_await with_timeout(c.secure->read_some(into), o.read_timeout)
+                                : co_await with_timeout(c.socket.read_some(into), o.read_timeout);
       if (ec) co_return fail(ec == tern::error::eof ? make_error_code(error::partial_message) : ec);
       n = got;
     }
@@ -347,8 +373,9 @@ task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
       c.end -= c.begin - c.pinned;
       c.begin = c.pinned;
     }
-    auto [ec, n] = co_await with_timeout(
-        c.socket.read_some(mutable_buffer(c.buffer.get() + c.end, c.capacity - c.end)), o.read_timeout);
+    const mutable_buffer space(c.buffer.get() + c.end, c.capacity - c.end);
+    auto [ec, n] = c.secure ? co_await with_timeout(c.secure->read_some(space), o.read_timeout)
+                            : co_await with_timeout(c.socket.read_some(space), o.read_timeout);
     if (ec == tern::error::eof && h.framing == body_framing::until_close) {
       c.body_done = true;
       c.broken = true;  // the end of the body is the end of the connection
@@ -386,10 +413,14 @@ std::unique_ptr<detail::client_connection> client::take_idle(std::string_view ke
     // anything but "nothing yet" means the connection is gone. Servers close idle connections after seconds, so
     // one used within the last 100 ms is taken without the system call (a request that still meets a closed
     // connection is retried, when idempotent: see send()).
+    // Over TLS, bytes may wait that are not an end (a TLS 1.3 session ticket sent after the last response): only
+    // the connection's end or an error tells there.
     if (now - c->last_used > std::chrono::milliseconds(100)) {
       char probe;
-      const ssize_t r = ::recv(c->socket.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) continue;
+      const int fd = (c->secure ? c->secure->socket() : c->socket).native_handle();
+      const ssize_t r = ::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+      const bool nothing = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      if (!nothing && !(c->secure && r > 0)) continue;
     }
     c->reused = true;
     return c;
@@ -408,33 +439,43 @@ void client::give_back(std::unique_ptr<detail::client_connection> c) {
   list.push_back(std::move(c));
 }
 
-task<io_result<std::unique_ptr<detail::client_connection>>> client::connect(std::string_view host,
-                                                                           std::uint16_t port) {
+task<io_result<std::unique_ptr<detail::client_connection>>> client::connect(std::string_view host, std::uint16_t port,
+                                                                           bool secure) {
   using result = io_result<std::unique_ptr<detail::client_connection>>;
+  if (secure && !opts_.tls) co_return result{std::make_error_code(std::errc::protocol_not_supported), nullptr};
+  const clock::time_point deadline = clock::now() + opts_.connect_timeout;
   if (!resolver_) resolver_ = std::make_unique<net::resolver>(*ctx_);
   auto [ec, socket] =
-      co_await with_timeout(net::connect(*resolver_, std::string(host), std::to_string(port)), opts_.connect_timeout);
+      co_await with_deadline(net::connect(*resolver_, std::string(host), std::to_string(port)), deadline);
   if (ec) co_return result{ec, nullptr};
   (void)socket.set_no_delay(true);
+  std::unique_ptr<transport> wrapped;
+  if (secure) {
+    // The handshake is part of connecting: the same deadline covers both.
+    wrapped = opts_.tls(std::move(socket), host);
+    if (std::error_code hec = co_await with_deadline(wrapped->handshake(), deadline)) co_return result{hec, nullptr};
+  }
   const bool v6 = host.find(':') != std::string_view::npos;
   std::string field = v6 ? "[" + std::string(host) + "]" : std::string(host);
-  if (port != 80) field += ":" + std::to_string(port);
-  co_return result{std::error_code{}, std::make_unique<detail::client_connection>(std::string(pool_key(host, port).view()),
-                                                                                  std::move(socket), std::move(field),
-                                                                                  opts_.limits)};
+  if (port != (secure ? 443 : 80)) field += ":" + std::to_string(port);
+  auto c = std::make_unique<detail::client_connection>(std::string(pool_key(host, port, secure).view()),
+                                                       std::move(socket), std::move(field), opts_.limits);
+  c->secure = std::move(wrapped);
+  co_return result{std::error_code{}, std::move(c)};
 }
 
-task<io_result<client_exchange>> client::exchange(std::string_view host, std::uint16_t port, method m,
+task<io_result<client_exchange>> client::exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
                                                   std::string_view target, const fields& headers,
                                                   std::optional<std::uint64_t> body_length) {
+  const bool secure = s == http::scheme::https;
   using result = io_result<client_exchange>;
   const std::string_view name = to_string(m);
   if (name.empty() || target.empty() || target.find_first_of(" \r\n") != std::string_view::npos) {
     co_return result{std::make_error_code(std::errc::invalid_argument), {}};
   }
-  std::unique_ptr<detail::client_connection> conn = take_idle(pool_key(host, port).view());
+  std::unique_ptr<detail::client_connection> conn = take_idle(pool_key(host, port, secure).view());
   if (!conn) {
-    auto [ec, fresh] = co_await connect(host, port);
+    auto [ec, fresh] = co_await connect(host, port, secure);
     if (ec) co_return result{ec, {}};
     conn = std::move(fresh);
   }
@@ -481,10 +522,10 @@ task<io_result<client_exchange>> client::exchange(std::string_view host, std::ui
   co_return result{std::error_code{}, std::move(ex)};
 }
 
-task<io_result<response>> client::send(std::string host, std::uint16_t port, client_request req) {
+task<io_result<response>> client::send(http::scheme s, std::string host, std::uint16_t port, client_request req) {
   using result = io_result<response>;
   for (int attempt = 0;; ++attempt) {
-    auto [ec, ex] = co_await exchange(host, port, req.method, req.target, req.headers, req.body.size());
+    auto [ec, ex] = co_await exchange(s, host, port, req.method, req.target, req.headers, req.body.size());
     if (ec) co_return result{ec, {}};
     const bool reused = ex.conn_->reused;
     ec = co_await ex.write(const_buffer(req.body.data(), req.body.size()));
@@ -535,7 +576,7 @@ task<io_result<response>> client::get(std::string_view target_url) {
   if (!u) co_return io_result<response>{std::make_error_code(std::errc::invalid_argument), {}};
   client_request req;
   req.target = std::move(u->target);
-  co_return co_await send(std::move(u->host), u->port, std::move(req));
+  co_return co_await send(u->scheme, std::move(u->host), u->port, std::move(req));
 }
 
 task<io_result<response>> client::post(std::string_view target_url, std::string body, std::string_view content_type) {
@@ -546,7 +587,7 @@ task<io_result<response>> client::post(std::string_view target_url, std::string 
   req.target = std::move(u->target);
   req.body = std::move(body);
   req.headers.set("Content-Type", content_type);
-  co_return co_await send(std::move(u->host), u->port, std::move(req));
+  co_return co_await send(u->scheme, std::move(u->host), u->port, std::move(req));
 }
 
 }  // namespace tern::http

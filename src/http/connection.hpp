@@ -16,6 +16,7 @@
 #include "tern/http/router.hpp"
 #include "tern/http/server.hpp"
 #include "tern/http/stream.hpp"
+#include "tern/http/transport.hpp"
 #include "tern/net/tcp.hpp"
 #include "tern/timer.hpp"
 
@@ -65,7 +66,10 @@ class connection {
 
   server* server_;
   const server_options* opts_;
+  // The bytes go through secure_ when the server has a transport (TLS), else straight through socket_ (each I/O
+  // site branches, so the plain path has no task or virtual call between it and the socket).
   net::tcp_socket socket_;
+  std::unique_ptr<transport> secure_;
   net::endpoint remote_;
   request_parser parser_;
   chunked_decoder chunked_;

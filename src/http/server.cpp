@@ -104,6 +104,7 @@ connection::connection(server& s, net::tcp_socket socket, const net::endpoint& r
       parser_(s.opts_.limits),
       capacity_(std::max<std::size_t>(s.opts_.buffer_size, 256)),
       buffer_(std::make_unique_for_overwrite<char[]>(capacity_)) {
+  if (s.opts_.transport) secure_ = s.opts_.transport(std::move(socket_));
   chunked_decoder::limits l;
   l.max_body = s.opts_.limits.max_body;
   l.max_trailers = s.opts_.limits.max_header_bytes;
@@ -119,7 +120,7 @@ std::size_t connection::max_capacity() const noexcept {
   return l.max_request_line + l.max_header_bytes + 4096;
 }
 
-void connection::cut() noexcept { socket_.close(); }
+void connection::cut() noexcept { (secure_ ? secure_->socket() : socket_).close(); }
 
 // Room after end_ for a read: the bytes from pinned_ on move to pinned_ first; then the buffer grows (only while
 // nothing is pinned: a grown buffer moves the head).
@@ -158,16 +159,18 @@ void connection::keep_room_after_head() {
 
 task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
   if (!make_room()) co_return sized{make_error_code(error::headers_too_large), 0};
-  auto [ec, n] = co_await with_deadline(socket_.read_some(mutable_buffer(buffer_.get() + end_, capacity_ - end_)),
-                                        deadline);
+  const mutable_buffer space(buffer_.get() + end_, capacity_ - end_);
+  auto [ec, n] = secure_ ? co_await with_deadline(secure_->read_some(space), deadline)
+                         : co_await with_deadline(socket_.read_some(space), deadline);
   end_ += n;
   co_return sized{ec, n};
 }
 
 task<std::error_code> connection::flush() {
   if (out_.empty()) co_return std::error_code{};
-  auto [ec, n] = co_await with_timeout(socket_.write_all(const_buffer(out_.data(), out_.size())),
-                                       opts_->write_timeout);
+  const const_buffer data(out_.data(), out_.size());
+  auto [ec, n] = secure_ ? co_await with_timeout(secure_->write_all(data), opts_->write_timeout)
+                         : co_await with_timeout(socket_.write_all(data), opts_->write_timeout);
   out_.clear();
   co_return ec;
 }
@@ -231,8 +234,9 @@ task<std::error_code> connection::read_body(std::string_view& body) {
     std::size_t got = have;
     while (got < body_.size()) {
       if (std::error_code ec = co_await flush()) co_return ec;
-      auto [ec, n] = co_await with_deadline(
-          socket_.read_some(mutable_buffer(body_.data() + got, body_.size() - got)), body_deadline(got));
+      const mutable_buffer into(body_.data() + got, body_.size() - got);
+      auto [ec, n] = secure_ ? co_await with_deadline(secure_->read_some(into), body_deadline(got))
+                             : co_await with_deadline(socket_.read_some(into), body_deadline(got));
       if (ec == tern::error::timed_out) co_return make_error_code(error::body_timeout);
       if (ec == tern::error::eof) co_return make_error_code(error::partial_message);
       if (ec) co_return ec;
@@ -295,6 +299,17 @@ void connection::answer(const response& r, bool head_only, bool close, version v
 }
 
 task<void> connection::run() {
+  if (secure_) {
+    // The handshake is the start of the first request: the header timeout covers it (a client that connects and
+    // says nothing is dropped as a slow one is), and stop() cuts a connection still in it, as it cuts idle ones.
+    idle_ = true;
+    const std::error_code ec = co_await with_timeout(secure_->handshake(), opts_->header_timeout);
+    idle_ = false;
+    if (ec) {
+      secure_->socket().close();
+      co_return;
+    }
+  }
   for (;;) {
     std::error_code ec = co_await read_head();
     if (ec) {
@@ -351,7 +366,14 @@ task<void> connection::run() {
     }
   }
   (void)co_await flush();
-  socket_.close();
+  if (secure_) {
+    // The protocol's end (TLS: close_notify), so that the client can tell a complete response from a cut one; a
+    // peer that does not take it within a second is not waited for.
+    (void)co_await with_timeout(secure_->shutdown_send(), std::chrono::seconds(1));
+    secure_->socket().close();
+  } else {
+    socket_.close();
+  }
 }
 
 
@@ -386,7 +408,9 @@ task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
     }
     if (std::error_code ec = co_await flush()) co_return sized{ec, 0};
     const std::uint64_t received = parser_.head().content_length - body_left_;
-    auto [ec, n] = co_await with_deadline(socket_.read_some(mutable_buffer(b.data(), want)), body_deadline(received));
+    const mutable_buffer into(b.data(), want);
+    auto [ec, n] = secure_ ? co_await with_deadline(secure_->read_some(into), body_deadline(received))
+                           : co_await with_deadline(socket_.read_some(into), body_deadline(received));
     if (ec) co_return sized{body_read_error(ec), 0};
     body_left_ -= n;
     co_return sized{std::error_code{}, n};
@@ -417,7 +441,9 @@ task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
 
 task<std::error_code> connection::write_now(std::string_view data) {
   if (std::error_code ec = co_await flush()) co_return ec;
-  auto [ec, n] = co_await with_timeout(socket_.write_all(const_buffer(data.data(), data.size())), opts_->write_timeout);
+  const const_buffer b(data.data(), data.size());
+  auto [ec, n] = secure_ ? co_await with_timeout(secure_->write_all(b), opts_->write_timeout)
+                         : co_await with_timeout(socket_.write_all(b), opts_->write_timeout);
   co_return ec;
 }
 
@@ -611,7 +637,9 @@ task<void> server::run() {
     (void)socket.set_no_delay(true);
     active_.add();
     if (open_ >= opts_.max_connections) {
-      if (refusing_ >= 64) {  // a flood: close without an answer rather than hold more sockets
+      // A flood: close without an answer rather than hold more sockets. Over a transport (TLS) the answer would
+      // cost a handshake: the client sees its handshake fail at once instead.
+      if (refusing_ >= 64 || opts_.transport) {
         socket.close();
         active_.done();
         continue;

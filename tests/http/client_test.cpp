@@ -301,7 +301,17 @@ TEST(http_url, parse) {
   u = http::url::parse("http://h?x=1");
   ASSERT_TRUE(u);
   EXPECT_EQ(u->target, "/?x=1");
-  EXPECT_FALSE(http::url::parse("https://example.org/"));
+  EXPECT_EQ(u->scheme, http::scheme::http);
+  u = http::url::parse("https://example.org/x");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->scheme, http::scheme::https);
+  EXPECT_EQ(u->port, 443);
+  EXPECT_EQ(u->target, "/x");
+  u = http::url::parse("HTTPS://example.org:8443");
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->port, 8443);
+  EXPECT_FALSE(http::url::parse("ftp://example.org/"));
+  EXPECT_FALSE(http::url::parse("httpx://example.org/"));
   EXPECT_FALSE(http::url::parse("http://:80/"));
   EXPECT_FALSE(http::url::parse("http://h:99999/"));
   EXPECT_FALSE(http::url::parse("http://user:pw@h/"));

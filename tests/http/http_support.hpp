@@ -233,7 +233,7 @@ class raw_client {
 };
 
 // Runs a shell command; its standard output (and the exit status in status).
-inline std::string run_command(const std::string& command, int& status) {
+inline std::string command_output(const std::string& command, int& status) {
   std::string out;
   FILE* p = ::popen(command.c_str(), "r");
   if (p == nullptr) {

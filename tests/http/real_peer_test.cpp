@@ -65,14 +65,14 @@ TEST_P(http_real_peer_test, curl) {
   server_thread s(GetParam(), peer_routes());
   int status = 0;
   // Two URLs in one curl: the second reuses the connection (num_connects 0).
-  std::string out = run_command("curl -sS --http1.1 -w ' [%{http_code} %{num_connects}]\\n' " +
+  std::string out = command_output("curl -sS --http1.1 -w ' [%{http_code} %{num_connects}]\\n' " +
                                     shell_quote(s.url("/hello")) + " " + shell_quote(s.url("/who/ann")),
                                 status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out, "hello\n [200 1]\nhi ann via curl [200 0]\n");
 
   // HEAD
-  out = run_command("curl -sS -I " + shell_quote(s.url("/hello")), status);
+  out = command_output("curl -sS -I " + shell_quote(s.url("/hello")), status);
   EXPECT_EQ(status, 0);
   EXPECT_NE(out.find("HTTP/1.1 200 OK\r\n"), std::string::npos) << out;
   EXPECT_NE(out.find("Content-Length: 6\r\n"), std::string::npos) << out;
@@ -84,27 +84,27 @@ TEST_P(http_real_peer_test, curl) {
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 % 256);
   std::ofstream(path, std::ios::binary).write(data.data(), static_cast<std::streamsize>(data.size()));
   const std::string expected = size_and_sum(data);
-  out = run_command("curl -sS --data-binary @" + path + " " + shell_quote(s.url("/sum")), status);
+  out = command_output("curl -sS --data-binary @" + path + " " + shell_quote(s.url("/sum")), status);
   EXPECT_EQ(status, 0);
   EXPECT_EQ(out, expected);
-  out = run_command("curl -sS -H 'Transfer-Encoding: chunked' --data-binary @" + path + " " + shell_quote(s.url("/sum")),
+  out = command_output("curl -sS -H 'Transfer-Encoding: chunked' --data-binary @" + path + " " + shell_quote(s.url("/sum")),
                     status);
   EXPECT_EQ(out, expected) << "chunked upload";
-  out = run_command("curl -sS -v -H 'Expect: 100-continue' -T " + path + " " + shell_quote(s.url("/sum")) + " 2>&1",
+  out = command_output("curl -sS -v -H 'Expect: 100-continue' -T " + path + " " + shell_quote(s.url("/sum")) + " 2>&1",
                     status);
   EXPECT_NE(out.find("HTTP/1.1 100 Continue"), std::string::npos) << out;
   EXPECT_NE(out.find("HTTP/1.1 201 Created"), std::string::npos) << out;
   EXPECT_NE(out.find(expected), std::string::npos) << out;
 
   // A chunked download of 5 MB, every byte checked.
-  out = run_command("curl -sS " + shell_quote(s.url("/pattern/5000000")), status);
+  out = command_output("curl -sS " + shell_quote(s.url("/pattern/5000000")), status);
   ASSERT_EQ(out.size(), 5'000'000u);
   bool same = true;
   for (std::size_t i = 0; i < out.size() && same; ++i) same = out[i] == static_cast<char>('a' + i % 26);
   EXPECT_TRUE(same);
 
   // A malformed request from curl's raw mode is refused, not served.
-  out = run_command("curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Length: 3' -H 'Transfer-Encoding: chunked' "
+  out = command_output("curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Length: 3' -H 'Transfer-Encoding: chunked' "
                     "--data-binary abc " + shell_quote(s.url("/sum")),
                     status);
   EXPECT_EQ(out, "400");
@@ -150,7 +150,7 @@ print("ok")
 )";
   int status = 0;
   const std::string out =
-      run_command("python3 -c " + shell_quote(script) + " " + std::to_string(s.port()) + " 2>&1", status);
+      command_output("python3 -c " + shell_quote(script) + " " + std::to_string(s.port()) + " 2>&1", status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out, "ok\n");
 }

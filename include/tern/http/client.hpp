@@ -20,7 +20,13 @@
 // on the task) like any other.
 //
 // Responses are whole strings; exchange() gives the streaming form, for uploads and downloads of any size. A
-// client belongs to its loop: use it from tasks of that loop only. Only http:// URLs: TLS is tern::tls's.
+// client belongs to its loop: use it from tasks of that loop only.
+//
+// https:// URLs (and scheme::https) go through client_options::tls, which wraps each new connection: with
+// <tern/http/tls.hpp>, http::tls_client(ctx) does it with tern::tls (the host name sent in SNI and checked against
+// the server's certificate, sessions resumed per host). Its handshake is part of connecting (connect_timeout);
+// without it, https requests fail with protocol_not_supported. Plain and TLS connections to one host and port
+// are pooled apart.
 #pragma once
 
 #include <chrono>
@@ -41,6 +47,7 @@
 #include "tern/http/message.hpp"
 #include "tern/http/parser.hpp"
 #include "tern/http/response.hpp"
+#include "tern/http/transport.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/net/resolver.hpp"
@@ -59,7 +66,10 @@ struct client_options {
   std::size_t max_idle_per_host = 8;                   // pooled connections kept per host and port
   parser_limits limits{8 * 1024, 64 * 1024, 100, 64 * 1024 * 1024};  // a response's head and body
   std::string user_agent = "tern";                     // the User-Agent field ("" sends none)
+  client_transport tls;                                // wraps https connections (http::tls_client)
 };
+
+enum class scheme { http, https };
 
 // What the client sends. target is the origin form: path and query ("/items/7?full=1").
 struct client_request {
@@ -69,12 +79,13 @@ struct client_request {
   std::string body;
 };
 
-// An http:// URL taken apart; the port defaults to 80, the target to "/".
+// An http:// or https:// URL taken apart; the port defaults to 80 or 443, the target to "/".
 struct url {
+  http::scheme scheme = http::scheme::http;
   std::string host;  // a name, an IPv4 address, or an IPv6 address without its brackets
   std::uint16_t port = 80;
   std::string target = "/";
-  // nullopt for anything but a well-formed http:// URL.
+  // nullopt for anything but a well-formed http:// or https:// URL.
   static std::optional<url> parse(std::string_view text);
 };
 
@@ -119,19 +130,27 @@ class client {
   ~client();
 
   // Awaitable: sends req to host:port and reads the whole response; io_result<response>.
-  task<io_result<response>> send(std::string host, std::uint16_t port, client_request req);
-  // Awaitable: GET of an http:// URL (invalid_argument for another).
+  task<io_result<response>> send(http::scheme s, std::string host, std::uint16_t port, client_request req);
+  task<io_result<response>> send(std::string host, std::uint16_t port, client_request req) {
+    return send(http::scheme::http, std::move(host), port, std::move(req));
+  }
+  // Awaitable: GET of an http:// or https:// URL (invalid_argument for another).
   task<io_result<response>> get(std::string_view target_url);
-  // Awaitable: POST of body to an http:// URL, with its Content-Type.
+  // Awaitable: POST of body to an http:// or https:// URL, with its Content-Type.
   task<io_result<response>> post(std::string_view target_url, std::string body,
                                  std::string_view content_type = "application/octet-stream");
   // Awaitable: starts a request whose body is written piece by piece: with body_length, a body of that many bytes
   // (Content-Length); without, chunked. Yields the exchange once its head is sent.
   // host, target and headers are read while the exchange is set up: they must outlive the co_await (a temporary
   // inside the awaited expression does).
-  task<io_result<client_exchange>> exchange(std::string_view host, std::uint16_t port, method m,
+  task<io_result<client_exchange>> exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
                                             std::string_view target, const fields& headers = {},
                                             std::optional<std::uint64_t> body_length = {});
+  task<io_result<client_exchange>> exchange(std::string_view host, std::uint16_t port, method m,
+                                            std::string_view target, const fields& headers = {},
+                                            std::optional<std::uint64_t> body_length = {}) {
+    return exchange(http::scheme::http, host, port, m, target, headers, body_length);
+  }
 
   // Pooled connections now.
   std::size_t idle_connections() const noexcept;
@@ -141,7 +160,8 @@ class client {
 
  private:
   friend class client_exchange;
-  task<io_result<std::unique_ptr<detail::client_connection>>> connect(std::string_view host, std::uint16_t port);
+  task<io_result<std::unique_ptr<detail::client_connection>>> connect(std::string_view host, std::uint16_t port,
+                                                                      bool secure);
   task<std::error_code> read_body(client_exchange& ex, std::string& body);
   std::unique_ptr<detail::client_connection> take_idle(std::string_view key);
   void give_back(std::unique_ptr<detail::client_connection> c);

@@ -22,7 +22,7 @@
 // - a head that has not arrived header_timeout after its first byte (slowloris), or a body slower than
 //   min_body_rate after body_timeout: 408 and the connection is closed;
 // - a connection that stays silent idle_timeout between requests is closed;
-// - a connection beyond max_connections: a 503 and a close at once, never a hang;
+// - a connection beyond max_connections: a 503 and a close at once, never a hang (over TLS, a close at once);
 // - a handler that throws: 500, and the connection goes on (an exception never reaches the loop).
 //
 // Shutdown: stop() stops accepting and closes the idle connections; a connection inside a request finishes it,
@@ -43,6 +43,7 @@
 #include "tern/http/parser.hpp"
 #include "tern/http/response.hpp"
 #include "tern/http/router.hpp"
+#include "tern/http/transport.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/net/endpoint.hpp"
@@ -65,6 +66,9 @@ struct server_options {
   std::size_t buffer_size = 4096;                          // a connection's first read buffer
   std::string server_name = "tern";                        // the Server field ("" sends none)
   bool date = true;                                        // a Date field on every response
+  // Wraps each accepted connection (HTTPS: http::tls_server from <tern/http/tls.hpp>). Its handshake must end
+  // within header_timeout. Empty: plain TCP.
+  server_transport transport;
 };
 
 namespace detail {
