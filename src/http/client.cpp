@@ -38,7 +38,9 @@ struct client_connection {
 
   std::string key;         // "host:port" (plain) or "https://host:port", the pool's
   net::tcp_socket socket;
-  std::unique_ptr<transport> secure;  // the bytes go through it when set (https), else straight through socket
+  // The bytes go through secure when set (https), else straight through socket; each I/O site branches with
+  // if/else (g++ 12 miscompiles `c ? co_await a : co_await b`).
+  std::unique_ptr<transport> secure;
   std::string host_field;  // the Host field's value
   std::size_t capacity = 16 * 1024;
   std::unique_ptr<char[]> buffer;
@@ -202,17 +204,17 @@ task<std::error_code> client_exchange::write(const_buffer b) {
     c.out.append(data);
     if (c.request_chunked) c.out.append("\r\n");
     const const_buffer out(c.out.data(), c.out.size());
-    ec = (c.secure ? co_await with_timeout(c.secure->write_all(out), o.write_timeout)
-                   : co_await with_timeout(c.socket.write_all(out), o.write_timeout)).ec;
+    if (c.secure) ec = (co_await with_timeout(c.secure->write_all(out), o.write_timeout)).ec;
+    else ec = (co_await with_timeout(c.socket.write_all(out), o.write_timeout)).ec;
     c.out.clear();
   } else {
     const const_buffer out(c.out.data(), c.out.size());
-    ec = (c.secure ? co_await with_timeout(c.secure->write_all(out), o.write_timeout)
-                   : co_await with_timeout(c.socket.write_all(out), o.write_timeout)).ec;
+    if (c.secure) ec = (co_await with_timeout(c.secure->write_all(out), o.write_timeout)).ec;
+    else ec = (co_await with_timeout(c.socket.write_all(out), o.write_timeout)).ec;
     c.out.clear();
     if (!ec) {
-      ec = (c.secure ? co_await with_timeout(c.secure->write_all(b), o.write_timeout)
-                     : co_await with_timeout(c.socket.write_all(b), o.write_timeout)).ec;
+      if (c.secure) ec = (co_await with_timeout(c.secure->write_all(b), o.write_timeout)).ec;
+      else ec = (co_await with_timeout(c.socket.write_all(b), o.write_timeout)).ec;
     }
     if (c.request_chunked) c.out.append("\r\n");
   }
@@ -230,8 +232,10 @@ task<std::error_code> client_exchange::finish() {
   if (c.request_chunked) c.out.append("0\r\n\r\n");
   if (!c.out.empty()) {
     const const_buffer out(c.out.data(), c.out.size());
-    auto [ec, n] = c.secure ? co_await with_timeout(c.secure->write_all(out), o.write_timeout)
-                            : co_await with_timeout(c.socket.write_all(out), o.write_timeout);
+    io_result<std::size_t> via_ec;
+    if (c.secure) via_ec = co_await with_timeout(c.secure->write_all(out), o.write_timeout);
+    else via_ec = co_await with_timeout(c.socket.write_all(out), o.write_timeout);
+    auto [ec, n] = via_ec;
     c.out.clear();
     if (ec) {
       c.broken = true;
@@ -277,8 +281,10 @@ task<std::error_code> client_exchange::finish() {
       }
     }
     const mutable_buffer space(c.buffer.get() + c.end, c.capacity - c.end);
-    auto [rec, n] = c.secure ? co_await with_deadline(c.secure->read_some(space), deadline)
-                             : co_await with_deadline(c.socket.read_some(space), deadline);
+    io_result<std::size_t> via_rec;
+    if (c.secure) via_rec = co_await with_deadline(c.secure->read_some(space), deadline);
+    else via_rec = co_await with_deadline(c.socket.read_some(space), deadline);
+    auto [rec, n] = via_rec;
     if (rec) {
       c.broken = true;
       co_return rec == tern::error::eof ? make_error_code(error::partial_message) : rec;
@@ -329,8 +335,10 @@ task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
       c.begin += n;
     } else {
       const mutable_buffer into(b.data(), want);
-      auto [ec, got] = c.secure ? co_await with_timeout(c.secure->read_some(into), o.read_timeout)
-                                : co_await with_timeout(c.socket.read_some(into), o.read_timeout);
+      io_result<std::size_t> via_ec;
+      if (c.secure) via_ec = co_await with_timeout(c.secure->read_some(into), o.read_timeout);
+      else via_ec = co_await with_timeout(c.socket.read_some(into), o.read_timeout);
+      auto [ec, got] = via_ec;
       if (ec) co_return fail(ec == tern::error::eof ? make_error_code(error::partial_message) : ec);
       n = got;
     }
@@ -374,8 +382,10 @@ task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
       c.begin = c.pinned;
     }
     const mutable_buffer space(c.buffer.get() + c.end, c.capacity - c.end);
-    auto [ec, n] = c.secure ? co_await with_timeout(c.secure->read_some(space), o.read_timeout)
-                            : co_await with_timeout(c.socket.read_some(space), o.read_timeout);
+    io_result<std::size_t> via_ec;
+    if (c.secure) via_ec = co_await with_timeout(c.secure->read_some(space), o.read_timeout);
+    else via_ec = co_await with_timeout(c.socket.read_some(space), o.read_timeout);
+    auto [ec, n] = via_ec;
     if (ec == tern::error::eof && h.framing == body_framing::until_close) {
       c.body_done = true;
       c.broken = true;  // the end of the body is the end of the connection

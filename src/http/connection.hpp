@@ -57,6 +57,7 @@ class connection {
   task<std::error_code> flush();
   task<std::error_code> write_now(std::string_view data);
   task<bool> run_stream(const router::route& route, request& req, bool close);
+  task<void> hand_over(response& r);
   bool make_room();
   void keep_room_after_head();
   std::size_t max_capacity() const noexcept;
@@ -67,7 +68,8 @@ class connection {
   server* server_;
   const server_options* opts_;
   // The bytes go through secure_ when the server has a transport (TLS), else straight through socket_ (each I/O
-  // site branches, so the plain path has no task or virtual call between it and the socket).
+  // site branches, so the plain path has no task or virtual call between it and the socket). The branches are
+  // if/else statements: g++ 12 miscompiles `c ? co_await a : co_await b` (a crash in the HTTPS tests).
   net::tcp_socket socket_;
   std::unique_ptr<transport> secure_;
   net::endpoint remote_;

@@ -8,6 +8,7 @@
 // the connection's output string and written when the connection is about to wait for input (or is about to
 // close), so pipelined requests get their answers in one write.
 #include "tern/http/server.hpp"
+#include "tern/http/upgrade.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -79,7 +80,9 @@ void write_head(std::string& out, const server_options& opts, int status, const 
       out.append("\r\n");
     }
   }
-  if (close) {
+  if (status == status::switching_protocols) {
+    out.append("Connection: Upgrade\r\n");
+  } else if (close) {
     out.append("Connection: close\r\n");
   } else if (v == http10) {
     out.append("Connection: keep-alive\r\n");
@@ -160,8 +163,10 @@ void connection::keep_room_after_head() {
 task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
   if (!make_room()) co_return sized{make_error_code(error::headers_too_large), 0};
   const mutable_buffer space(buffer_.get() + end_, capacity_ - end_);
-  auto [ec, n] = secure_ ? co_await with_deadline(secure_->read_some(space), deadline)
-                         : co_await with_deadline(socket_.read_some(space), deadline);
+  io_result<std::size_t> via_ec;
+  if (secure_) via_ec = co_await with_deadline(secure_->read_some(space), deadline);
+  else via_ec = co_await with_deadline(socket_.read_some(space), deadline);
+  auto [ec, n] = via_ec;
   end_ += n;
   co_return sized{ec, n};
 }
@@ -169,8 +174,10 @@ task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
 task<std::error_code> connection::flush() {
   if (out_.empty()) co_return std::error_code{};
   const const_buffer data(out_.data(), out_.size());
-  auto [ec, n] = secure_ ? co_await with_timeout(secure_->write_all(data), opts_->write_timeout)
-                         : co_await with_timeout(socket_.write_all(data), opts_->write_timeout);
+  io_result<std::size_t> via_ec;
+  if (secure_) via_ec = co_await with_timeout(secure_->write_all(data), opts_->write_timeout);
+  else via_ec = co_await with_timeout(socket_.write_all(data), opts_->write_timeout);
+  auto [ec, n] = via_ec;
   out_.clear();
   co_return ec;
 }
@@ -235,8 +242,10 @@ task<std::error_code> connection::read_body(std::string_view& body) {
     while (got < body_.size()) {
       if (std::error_code ec = co_await flush()) co_return ec;
       const mutable_buffer into(body_.data() + got, body_.size() - got);
-      auto [ec, n] = secure_ ? co_await with_deadline(secure_->read_some(into), body_deadline(got))
-                             : co_await with_deadline(socket_.read_some(into), body_deadline(got));
+      io_result<std::size_t> via_ec;
+      if (secure_) via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(got));
+      else via_ec = co_await with_deadline(socket_.read_some(into), body_deadline(got));
+      auto [ec, n] = via_ec;
       if (ec == tern::error::timed_out) co_return make_error_code(error::body_timeout);
       if (ec == tern::error::eof) co_return make_error_code(error::partial_message);
       if (ec) co_return ec;
@@ -296,6 +305,24 @@ void connection::answer(const response& r, bool head_only, bool close, version v
   write_head(out_, *opts_, r.status, r.headers, r.body.size(), false, close, v);
   const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
   if (!head_only && !bodiless) out_.append(r.body);
+}
+
+// The 101, then the connection as an upgraded_stream to the response's upgrade function, with what arrived after
+// the request. The connection's task awaits it, so its stop token (shutdown's cancel) reaches it.
+task<void> connection::hand_over(response& r) {
+  write_head(out_, *opts_, r.status, r.headers, std::nullopt, false, false, http11);
+  if (co_await flush()) {
+    cut();
+    co_return;
+  }
+  std::string buffered(buffer_.get() + begin_, end_ - begin_);
+  begin_ = end_ = pinned_ = 0;
+  auto upgrade = std::move(r.upgrade);
+  try {
+    co_await upgrade(upgraded_stream(std::move(socket_), std::move(secure_), std::move(buffered)));
+  } catch (...) {
+    // The protocol's failure ends its connection only (the stream closed with the upgrade function's frame).
+  }
 }
 
 task<void> connection::run() {
@@ -358,6 +385,15 @@ task<void> connection::run() {
     } catch (...) {
       r = response(status::internal_server_error, "internal server error\n");
     }
+    if (r.upgrade && r.status == status::switching_protocols && h.version == http11 && !server_->stopping_) {
+      co_await hand_over(r);
+      co_return;
+    }
+    if (r.status == status::switching_protocols) {  // not an upgrade this connection can make
+      if (!r.upgrade) r = response(status::internal_server_error, "a 101 without an upgrade function\n");
+      else if (server_->stopping_) r = response(status::service_unavailable, "the server is shutting down\n");
+      else r = response(status::bad_request, "an upgrade needs HTTP/1.1\n");
+    }
     close = close || server_->stopping_ || iequals(r.headers.get("connection"), "close");
     answer(r, head_only, close, h.version);
     if (close) break;
@@ -409,8 +445,10 @@ task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
     if (std::error_code ec = co_await flush()) co_return sized{ec, 0};
     const std::uint64_t received = parser_.head().content_length - body_left_;
     const mutable_buffer into(b.data(), want);
-    auto [ec, n] = secure_ ? co_await with_deadline(secure_->read_some(into), body_deadline(received))
-                           : co_await with_deadline(socket_.read_some(into), body_deadline(received));
+    io_result<std::size_t> via_ec;
+    if (secure_) via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(received));
+    else via_ec = co_await with_deadline(socket_.read_some(into), body_deadline(received));
+    auto [ec, n] = via_ec;
     if (ec) co_return sized{body_read_error(ec), 0};
     body_left_ -= n;
     co_return sized{std::error_code{}, n};
@@ -442,8 +480,10 @@ task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
 task<std::error_code> connection::write_now(std::string_view data) {
   if (std::error_code ec = co_await flush()) co_return ec;
   const const_buffer b(data.data(), data.size());
-  auto [ec, n] = secure_ ? co_await with_timeout(secure_->write_all(b), opts_->write_timeout)
-                         : co_await with_timeout(socket_.write_all(b), opts_->write_timeout);
+  io_result<std::size_t> via_ec;
+  if (secure_) via_ec = co_await with_timeout(secure_->write_all(b), opts_->write_timeout);
+  else via_ec = co_await with_timeout(socket_.write_all(b), opts_->write_timeout);
+  auto [ec, n] = via_ec;
   co_return ec;
 }
 

@@ -203,6 +203,14 @@ class raw_client {
       if (ec || !fill(timeout)) return r;
     }
   }
+  // The next n bytes after what read_response took (fewer if the connection ends or timeout passes first).
+  std::string read_bytes(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    while (pending_.size() < n && fill(timeout)) {
+    }
+    std::string out = pending_.substr(0, n);
+    pending_.erase(0, out.size());
+    return out;
+  }
   bool closed() const { return closed_; }
   // Whether the server closed the connection (end of stream within timeout, nothing else pending).
   bool server_closed(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {

@@ -11,6 +11,7 @@
 #include <tern/http/router.hpp>
 #include <tern/http/stream.hpp>
 #include <tern/http/tls.hpp>
+#include <tern/http/upgrade.hpp>
 
 #include <openssl/ssl.h>
 
@@ -37,6 +38,21 @@ http::router https_routes() {
   r.get("/hello", [](http::request&) -> tern::task<http::response> { co_return http::response(200, "hello\n"); });
   r.post("/sum", [](http::request& q) -> tern::task<http::response> {
     co_return http::response(200, size_and_sum(q.body()));
+  });
+  // An upgrade to a protocol that echoes, through the connection's TLS.
+  r.get("/echo", [](http::request&) -> tern::task<http::response> {
+    http::response resp(http::status::switching_protocols);
+    resp.headers.set("Upgrade", "echo");
+    resp.upgrade = [](http::upgraded_stream s) -> tern::task<void> {
+      EXPECT_TRUE(s.secure());
+      char buf[1024];
+      for (;;) {
+        auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf, sizeof buf));
+        if (ec || (co_await s.write_all(tern::const_buffer(buf, n))).ec) break;
+      }
+      (void)co_await s.shutdown_send();
+    };
+    co_return resp;
   });
   r.stream(http::method::get, "/pattern/{n}",
            [](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
@@ -379,6 +395,36 @@ TEST_P(https_test, shutdown_closes_tls_connections_with_close_notify) {
     }
     EXPECT_NE(got.find("HTTP/1.1 200 OK\r\n"), std::string::npos);
     EXPECT_NE(got.find("\r\n\r\nhello\n"), std::string::npos);
+  }(ctx, s));
+}
+
+TEST_P(https_test, an_upgraded_connection_goes_on_through_tls) {
+  server_thread s(GetParam(), https_routes(), tls_server_options(server_context()));
+  run_bounded(ctx, [](tern::io_context& ctx, server_thread& s) -> tern::task<void> {
+    auto [cec, socket] = co_await net::connect(ctx, net::endpoint::loopback_v4(s.port()));
+    CO_ASSERT_OK(cec);
+    tls_tcp t(std::move(socket), client_context());
+    CO_ASSERT_OK(t.set_host_name("localhost"));
+    const std::string req = "GET /echo HTTP/1.1\r\nHost: localhost\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n";
+    CO_ASSERT_OK((co_await t.write_all(tern::const_buffer(req.data(), req.size()))).ec);
+    std::string got;
+    char buf[1024];
+    while (got.find("\r\n\r\n") == std::string::npos) {
+      auto [ec, n] = co_await t.read_some(tern::mutable_buffer(buf, sizeof buf));
+      CO_ASSERT_OK(ec);
+      got.append(buf, n);
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 101 Switching Protocols\r\n", 0), 0u) << got;
+    got.erase(0, got.find("\r\n\r\n") + 4);
+    const std::string msg = pattern(100000);
+    CO_ASSERT_OK((co_await t.write_all(tern::const_buffer(msg.data(), msg.size()))).ec);
+    while (got.size() < msg.size()) {
+      auto [ec, n] = co_await t.read_some(tern::mutable_buffer(buf, sizeof buf));
+      CO_ASSERT_OK(ec);
+      got.append(buf, n);
+    }
+    EXPECT_TRUE(got == msg) << "echoed through TLS after the upgrade";
+    CO_ASSERT_OK(co_await t.shutdown());  // close_notify both ways: the protocol ended its side too
   }(ctx, s));
 }
 
