@@ -12,12 +12,13 @@ packages=(
   liburing-dev
   libc-ares-dev
   libssl-dev openssl
+  zlib1g-dev
   libaio-dev
   libasio-dev
   libboost-dev libhttp-parser-dev libsimdjson-dev wrk
   curl
   libgtest-dev libgmock-dev
-  python3 python3-matplotlib
+  python3 python3-matplotlib python3-websockets
 )
 
 missing=()
