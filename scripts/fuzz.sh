@@ -8,7 +8,7 @@
 #   --seconds N   fuzzing time per target (default 600)
 #   --jobs J      targets run at the same time (default 1; each uses one core)
 #   --no-build    run what build/fuzz holds, without configuring or building
-#   target        request_parser, response_parser, chunked_decoder (default: all)
+#   target        request_parser, response_parser, chunked_decoder, tls_record, ws_frame (default: all)
 #
 # Prints libFuzzer's progress (its cov:/ft: lines) and a summary per target: executions, coverage, corpus, and
 # whether it crashed (or violated an invariant, or hung, or ran out of memory). A crash input is written to
