@@ -314,6 +314,72 @@ void add_http_scenarios(std::vector<scenario_def>& s) {
     s.push_back(ping);
 }
 
+// ---- tls: loopback TCP with TLS 1.3 on OpenSSL 3, the same settings for every stack ----
+
+// tern::tls::stream against Asio's ssl::stream, both on the system's OpenSSL, each configured by
+// scenarios/tls/tls_common.hpp through its context's native handle: TLS 1.3 only, TLS_AES_128_GCM_SHA256, key
+// exchange on P-256, an ECDSA P-256 certificate made in memory when the worker starts. The client loop runs on
+// CPU 0 and the server loop on CPU 1 (two_threads.hpp). A quick repetition of tls/handshake lasts 0.5 s (a few
+// hundred handshakes on this machine); tls/throughput is steady within milliseconds, like the socket scenarios.
+constexpr double tls_quick_s = 0.5;
+
+void add_tls_scenarios(std::vector<scenario_def>& s) {
+    const char* common =
+        "Loopback TCP (TCP_NODELAY), TLS 1.3 only with the cipher suite TLS_AES_128_GCM_SHA256 and the group P-256 "
+        "on both ends, an ECDSA P-256 self-signed certificate for \"localhost\" made in memory at start (the client "
+        "trusts it alone, verifies the chain and checks the name: SNI + SSL_set1_host), the same OpenSSL settings "
+        "applied to tern::tls::context's and asio::ssl::context's SSL_CTX; every connection checked to have "
+        "agreed on TLS 1.3, that suite and P-256. Client loop on CPU 0, server loop on CPU 1. tern: "
+        "tern::tls::stream<net::tcp_socket> (records through tern's BIO over two buffers); asio: "
+        "asio::ssl::stream<tcp::socket> (Asio's engine over its BIO pair), with completion handlers "
+        "(asio/callbacks) or co_spawn + use_awaitable (asio/coroutines). ";
+    auto hs_point = [](const char* resumption, std::int64_t concurrent) {
+        return param_list{{"resumption", std::string(resumption)}, {"concurrent", concurrent}};
+    };
+    scenario_def handshake{
+        "tls/handshake", "tls",
+        std::string(common) +
+            "`concurrent` client tasks each loop over connections: TCP connect, a full TLS handshake "
+            "(resumption=on: offering the session ticket of its previous connection, which the server must "
+            "accept: psk_dhe_ke, so still an ECDHE on P-256 but no certificate or signature), one byte each way "
+            "(which also delivers the server's ticket: one per handshake when resumption=on, none otherwise), "
+            "close_notify both ways, close. The server, one thread, runs one task per accepted connection. "
+            "handshakes_per_s: connections completed per second; mean_us: from the connect to the end of the "
+            "shutdown. raw/crypto is the floor, not a stack: the handshake's public-key work alone, timed "
+            "in-process with OpenSSL's EVP API (what `openssl speed ecdhp256 ecdsap256` measures, with the "
+            "ephemeral key generation): server = key generation + ECDH + ECDSA sign, client = key generation + "
+            "ECDH + ECDSA verify (resumed: the key exchange only); handshakes_per_s = 1 / max(server, client) "
+            "when concurrent > 1 (each side on its own CPU, the slower sets the pace), 1 / (server + client) at "
+            "concurrent = 1; mean_us = server + client. No stack can reach it: hashing, HKDF, the record "
+            "encryption, the certificate checks and the system calls come on top. raw/openssl is the second floor: "
+            "OpenSSL's whole work for the same connections (the same contexts, checks and exchange), both ends in "
+            "one thread over a BIO pair with no socket, each side's SSL calls timed and turned into the same two "
+            "figures the same way; what a stack adds to it is its I/O and its loop",
+        {{"handshakes_per_s", "handshakes/s", better::higher}, {"mean_us", "us", better::lower}},
+        {hs_point("off", 8), hs_point("on", 8)},
+        {hs_point("off", 1), hs_point("off", 8), hs_point("on", 1), hs_point("on", 8)},
+        true, false, {"tern/io_uring", "tern/epoll", "asio/callbacks", "asio/coroutines", "raw/crypto", "raw/openssl"},
+        tls_quick_s};
+    handshake.fds_needed = [](const param_list& p) { return 4 * int_param(p, "concurrent") + fd_margin; };
+    s.push_back(handshake);
+
+    auto tp_point = [](const char* direction) {
+        return param_list{{"direction", std::string(direction)}, {"size", 16 * K}};
+    };
+    s.push_back({"tls/throughput", "tls",
+                 std::string(common) +
+                     "One connection: a writer task writes `size`-byte chunks of a position-dependent pattern "
+                     "(write_all / async_write), a reader task reads into a `size`-byte buffer and checks every "
+                     "byte at its offset; direction=one_way: client to server; both_ways: a writer and a reader on "
+                     "each end at once (full duplex). At the end each writer publishes its byte count and writes "
+                     "one more chunk, and each reader must stop at exactly that count. mb_per_s: MB (10^6 bytes) "
+                     "of plaintext received and checked per second, both readers together for both_ways",
+                 {{"mb_per_s", "MB/s", better::higher}},
+                 {tp_point("one_way"), tp_point("both_ways")},
+                 {tp_point("one_way"), tp_point("both_ways")},
+                 true, false, all_runtimes, socket_quick_s});
+}
+
 // ---- multi-thread dispatch and the coroutine sync primitives ----
 
 // Thread i of every implementation is pinned to CPU i % 2 by the worker itself (the orchestrator pins only
@@ -587,6 +653,7 @@ std::vector<scenario_def> build_scenarios() {
     add_thread_scenarios(s);
     add_socket_scenarios(s);
     add_http_scenarios(s);
+    add_tls_scenarios(s);
     add_datagram_and_local_scenarios(s);
     add_file_scenarios(s);
 
@@ -615,6 +682,14 @@ std::vector<impl_def> build_impls() {
         {"raw/pread", "synchronous pread on plain threads, one per task: the classic thread-per-request floor",
          {{"", "tern-bench-raw"}}},
         {"raw/libaio", "Linux native AIO (io_submit/io_getevents) on O_DIRECT files, one thread",
+         {{"", "tern-bench-raw"}}},
+        {"raw/crypto",
+         "tls/handshake's floor: the public-key operations of one handshake alone (ECDHE and ECDSA on P-256), "
+         "timed in-process with OpenSSL's EVP API, one thread",
+         {{"", "tern-bench-raw"}}},
+        {"raw/openssl",
+         "tls/handshake's second floor: OpenSSL's whole work for each connection, both ends in one thread over a BIO "
+         "pair, no socket",
          {{"", "tern-bench-raw"}}},
         {"beast/parser",
          "Boost.Beast 1.74 http::basic_parser<true> (eager), a derived class recording every field as a view",

@@ -104,6 +104,10 @@ environment collect_environment(const std::string& pinning) {
     add("asio", asio_version());
     add("asio configs", std::string("epoll: ") + TERN_BENCH_ASIO_EPOLL_DEFINES + "; io_uring: " +
                             TERN_BENCH_ASIO_URING_DEFINES + "; io_context concurrency_hint 1");
+#ifdef TERN_BENCH_OPENSSL_VERSION
+    add("openssl", std::string(TERN_BENCH_OPENSSL_VERSION) +
+                       " (tls/*: tern::tls and asio::ssl link the same library; TLS 1.3, TLS_AES_128_GCM_SHA256, P-256)");
+#endif
     std::string wrk = command_output("wrk -v 2>&1 | head -1");
     add("http comparators", std::string(TERN_BENCH_HTTP_VERSIONS) + "; " + (wrk.empty() ? "wrk not found" : wrk));
     add("tern", TERN_BENCH_TERN_VERSION);

@@ -45,8 +45,9 @@ constexpr int pinned_cpu = 0;
 const char* const pinning_text =
     "single-thread scenarios run in a worker process pinned to CPU 0 (sched_setaffinity before the runtime starts; "
     "every thread it creates inherits it), the same for every implementation; the socket scenarios with a client "
-    "and a server loop (pingpong_cross_thread, echo, messages) pin the client's thread to CPU 0 and the server's to "
-    "CPU 1 themselves (messages threads=1: one thread on CPU 0); the multi-thread dispatch and coro scenarios "
+    "and a server loop (pingpong_cross_thread, echo, messages) and tls/* pin the client's thread to CPU 0 and the "
+    "server's to CPU 1 themselves (messages threads=1: one thread on CPU 0; tls/handshake's raw/crypto floor: one "
+    "thread on CPU 0); the multi-thread dispatch and coro scenarios "
     "(dispatch/scaling, concurrent, cross_thread; coro/channel) pin thread i of every implementation to CPU i % 2 "
     "(cross_thread: the loop's thread to CPU 0, producer p to CPU (p + 1) % 2); the file scenarios pin nothing (the "
     "kernel's io_uring workers, tern's blocking pool and the pread threads use both CPUs); http/ping_json pins the "

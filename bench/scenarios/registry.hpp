@@ -53,6 +53,10 @@ void sockets_io_event_callbacks(session&);
 void sockets_io_event_coroutines(session&);
 void files_read_callbacks(session&);  // files/*: the io_uring configuration only (Asio's files need it)
 void files_read_coroutines(session&);
+void tls_handshake_callbacks(session&);  // asio::ssl::stream on OpenSSL 3
+void tls_handshake_coroutines(session&);
+void tls_throughput_callbacks(session&);
+void tls_throughput_coroutines(session&);
 }  // namespace tern_bench::asio_impl
 
 // tern implementations take the backend from the impl id ("tern/io_uring" or "tern/epoll").
@@ -85,6 +89,8 @@ void http_minimal(session&);  // tern::http's server and client
 void http_parse(session&);  // tern/parser: tern::http's request parser, no io_context
 void http_ping_json(session&);  // tern::http's server
 void files_read(session&);  // files/random_read and files/sequential_read
+void tls_handshake(session&);  // tern::tls::stream
+void tls_throughput(session&);
 }  // namespace tern_bench::tern_impl
 
 // The HTTP comparators of tern-bench-http: Boost.Beast (on Boost.Asio) and http-parser.
@@ -104,4 +110,6 @@ void sockets_io_event_epoll(session&);
 void files_read_liburing(session&);  // files/random_read and files/sequential_read
 void files_read_pread(session&);
 void files_read_libaio(session&);
+void tls_handshake_crypto(session&);  // raw/crypto: the public-key work of a handshake alone
+void tls_handshake_openssl(session&);  // raw/openssl: both ends over a BIO pair, no socket
 }  // namespace tern_bench::raw_impl

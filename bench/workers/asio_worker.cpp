@@ -57,6 +57,10 @@ constexpr std::array entries = {
     impl_entry{"sockets/messages", "asio/coroutines", a::sockets_messages_coroutines},
     impl_entry{"sockets/io_event", "asio/callbacks", a::sockets_io_event_callbacks},
     impl_entry{"sockets/io_event", "asio/coroutines", a::sockets_io_event_coroutines},
+    impl_entry{"tls/handshake", "asio/callbacks", a::tls_handshake_callbacks},
+    impl_entry{"tls/handshake", "asio/coroutines", a::tls_handshake_coroutines},
+    impl_entry{"tls/throughput", "asio/callbacks", a::tls_throughput_callbacks},
+    impl_entry{"tls/throughput", "asio/coroutines", a::tls_throughput_coroutines},
 #if defined(ASIO_HAS_IO_URING)  // random_access_file exists only in this configuration (CMake sets the macro)
     impl_entry{"files/random_read", "asio/callbacks", a::files_read_callbacks},
     impl_entry{"files/random_read", "asio/coroutines", a::files_read_coroutines},

@@ -20,6 +20,8 @@ constexpr std::array entries = {
     impl_entry{"files/sequential_read", "raw/pread", raw_impl::files_read_pread},
     impl_entry{"files/random_read", "raw/libaio", raw_impl::files_read_libaio},
     impl_entry{"files/sequential_read", "raw/libaio", raw_impl::files_read_libaio},
+    impl_entry{"tls/handshake", "raw/crypto", raw_impl::tls_handshake_crypto},
+    impl_entry{"tls/handshake", "raw/openssl", raw_impl::tls_handshake_openssl},
 };
 
 }  // namespace

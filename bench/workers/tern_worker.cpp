@@ -67,6 +67,10 @@ constexpr std::array entries = {
     impl_entry{"files/random_read", "tern/epoll", t::files_read},
     impl_entry{"files/sequential_read", "tern/io_uring", t::files_read},
     impl_entry{"files/sequential_read", "tern/epoll", t::files_read},
+    impl_entry{"tls/handshake", "tern/io_uring", t::tls_handshake},
+    impl_entry{"tls/handshake", "tern/epoll", t::tls_handshake},
+    impl_entry{"tls/throughput", "tern/io_uring", t::tls_throughput},
+    impl_entry{"tls/throughput", "tern/epoll", t::tls_throughput},
 };
 
 }  // namespace
