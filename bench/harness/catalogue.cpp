@@ -314,6 +314,36 @@ void add_http_scenarios(std::vector<scenario_def>& s) {
     s.push_back(ping);
 }
 
+// ---- ws: WebSocket messages over loopback TCP ----
+
+void add_ws_scenarios(std::vector<scenario_def>& s) {
+    scenario_def echo{"ws/echo", "ws",
+                      "`conns` WebSocket connections on one thread, server and clients on one loop: each client "
+                      "sends a binary message of `size` bytes (masked, as RFC 6455 asks of clients) and waits for "
+                      "its echo before the next; permessage-deflate off. The TCP connections (TCP_NODELAY) and the "
+                      "opening handshakes are made before the phases. tern: tern::ws::stream<net::tcp_socket> on "
+                      "both ends, ws::stream::read into a string each task keeps and ws::stream::write; "
+                      "beast/callbacks: boost::beast::websocket::stream<tcp::socket> on both ends, async_read into "
+                      "a flat_buffer each side keeps and async_write, completion handlers on one Boost.Asio "
+                      "io_context. Every echo checked (binary, the size, every byte); after the last phase each "
+                      "client runs the close handshake and every server must see it. Messages per second (round "
+                      "trips) and the latency from the client's write to its checked echo",
+                      {{"msg_per_s", "msg/s", better::higher}, {"mean_us", "us", better::lower},
+                       {"p99_us", "us", better::lower}},
+                      {},
+                      {},
+                      true, true, {"tern/io_uring", "tern/epoll", "beast/callbacks"}, socket_quick_s, conns_fds};
+    for (std::int64_t size : {64, 16384}) {
+        for (std::int64_t c : {1, 100}) {
+            const param_list point{{"size", size}, {"conns", c}, {"threads", std::int64_t{1}}};
+            echo.quick_points.push_back(point);
+            echo.full_points.push_back(point);
+        }
+    }
+    echo.comparators = {"beast/"};
+    s.push_back(echo);
+}
+
 // ---- tls: loopback TCP with TLS 1.3 on OpenSSL 3, the same settings for every stack ----
 
 // tern::tls::stream against Asio's ssl::stream, both on the system's OpenSSL, each configured by
@@ -654,6 +684,7 @@ std::vector<scenario_def> build_scenarios() {
     add_socket_scenarios(s);
     add_http_scenarios(s);
     add_tls_scenarios(s);
+    add_ws_scenarios(s);
     add_datagram_and_local_scenarios(s);
     add_file_scenarios(s);
 
@@ -701,7 +732,8 @@ std::vector<impl_def> build_impls() {
          "Boost.Beast 1.74 on Boost.Asio 1.18 (epoll reactor; its io_uring came later), completion handlers, in the "
          "shape of Beast's http_server_fast: an io_context per thread (concurrency_hint 1), connection objects "
          "reused, fields in a per-connection arena, body in a fixed buffer; http/minimal adds Beast's client (a "
-         "request built once through http::async_write, responses through http::async_read into fixed buffers)",
+         "request built once through http::async_write, responses through http::async_read into fixed buffers); ws/echo "
+         "uses Beast's websocket::stream on both ends",
          {{"", "tern-bench-http"}}},
     };
 }

@@ -86,6 +86,7 @@ void sockets_accept_churn(session&);
 void sockets_messages(session&);
 void sockets_io_event(session&);
 void http_minimal(session&);  // tern::http's server and client
+void ws_echo(session&);  // tern::ws on both ends
 void http_parse(session&);  // tern/parser: tern::http's request parser, no io_context
 void http_ping_json(session&);  // tern::http's server
 void files_read(session&);  // files/random_read and files/sequential_read
@@ -98,6 +99,7 @@ namespace tern_bench::http_impl {
 void http_parse_beast(session&);
 void http_parse_http_parser(session&);
 void http_minimal_beast(session&);
+void ws_echo_beast(session&);  // Beast's websocket::stream on both ends
 void http_ping_json_beast(session&);
 }  // namespace tern_bench::http_impl
 

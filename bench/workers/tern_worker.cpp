@@ -48,6 +48,8 @@ constexpr std::array entries = {
     impl_entry{"sockets/io_event", "tern/epoll", t::sockets_io_event},
     impl_entry{"http/minimal", "tern/io_uring", t::http_minimal},
     impl_entry{"http/minimal", "tern/epoll", t::http_minimal},
+    impl_entry{"ws/echo", "tern/io_uring", t::ws_echo},
+    impl_entry{"ws/echo", "tern/epoll", t::ws_echo},
     impl_entry{"http/parse", "tern/parser", t::http_parse},
     impl_entry{"http/ping_json", "tern/io_uring", t::http_ping_json},
     impl_entry{"http/ping_json", "tern/epoll", t::http_ping_json},
