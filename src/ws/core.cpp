@@ -54,7 +54,7 @@ bool core::in_prepend(const_buffer b) noexcept {
   if (b.size() > opts_.input_buffer_size - in_size()) return false;
   const std::size_t have = in_size();
   std::memmove(in_.get() + b.size(), in_.get() + in_begin_, have);
-  std::memcpy(in_.get(), b.data(), b.size());
+  if (b.size() != 0) std::memcpy(in_.get(), b.data(), b.size());
   in_begin_ = 0;
   in_end_ = b.size() + have;
   return true;
@@ -70,7 +70,7 @@ std::uint32_t core::next_mask_key() noexcept {
 
 bool core::append(std::string_view s) noexcept {
   if (s.size() > opts_.output_buffer_size - out_size_) return false;
-  std::memcpy(out_.get() + out_size_, s.data(), s.size());
+  if (!s.empty()) std::memcpy(out_.get() + out_size_, s.data(), s.size());
   out_size_ += s.size();
   return true;
 }
@@ -322,7 +322,7 @@ std::size_t core::close_payload(unsigned char* out, std::uint16_t code, std::str
   if (code == 0) return 0;
   out[0] = static_cast<unsigned char>(code >> 8);
   out[1] = static_cast<unsigned char>(code);
-  std::memcpy(out + 2, reason.data(), reason.size());
+  if (!reason.empty()) std::memcpy(out + 2, reason.data(), reason.size());  // an empty view's data() may be null
   return 2 + reason.size();
 }
 
