@@ -43,7 +43,9 @@ class sender {
   // Awaitable: queues a message (waiting while the outbox is full); yields std::error_code (sync::error::closed
   // once the outbox is closed).
   task<std::error_code> send(message_type t, std::string payload) const {
-    co_return co_await box_->send(queued_message{t, std::move(payload)});
+    // A named message, not a temporary inside the co_await: g++ 12 destroys such a temporary twice.
+    queued_message m{t, std::move(payload)};
+    co_return co_await box_->send(std::move(m));
   }
 
  private:
