@@ -149,9 +149,9 @@ class stream {
   // the others); fin ends the message. Control frames (pings, pongs, close answers) may go between fragments.
   task<std::error_code> write_some(bool fin, message_type t, const_buffer b);
   // Sends a ping with payload (at most 125 bytes). The peer's pong is read by a read (last_pong()).
-  task<std::error_code> ping(const_buffer payload = {});
+  task<std::error_code> ping(const_buffer payload = {}) { return send_control(detail::opcode::ping, payload); }
   // Sends an unsolicited pong (a heartbeat that asks no answer).
-  task<std::error_code> pong(const_buffer payload = {});
+  task<std::error_code> pong(const_buffer payload = {}) { return send_control(detail::opcode::pong, payload); }
   // Sends a close frame with code (close_code{4000} for an application's own) and reason (at most 123 bytes of
   // UTF-8), then, unless a read is pending (it will see the peer's close), reads until the peer's close frame,
   // dropping messages. Awaitable; yields std::error_code (empty once the handshake is complete; bad_close_code
@@ -186,6 +186,8 @@ class stream {
   task<std::error_code> send_raw(const unsigned char* data, std::size_t size);
   task<std::error_code> send_frame(detail::opcode op, bool fin, bool rsv1, const unsigned char* data,
                                    std::size_t size);
+  // ping() and pong(): waits for the output lock, then sends the frame after any parked answer.
+  task<std::error_code> send_control(detail::opcode op, const_buffer payload);
   task<std::error_code> send_control_locked(detail::opcode op, const unsigned char* payload, std::size_t size);
   task<std::error_code> flush_pending();
   task<std::error_code> reader_sends(detail::opcode op, const unsigned char* payload, std::size_t size);
@@ -579,7 +581,7 @@ task<std::error_code> stream<Stream>::write_some(bool fin, message_type t, const
 
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
-task<std::error_code> stream<Stream>::ping(const_buffer payload) {
+task<std::error_code> stream<Stream>::send_control(detail::opcode op, const_buffer payload) {
   detail::core& c = *core_;
   if (payload.size() > detail::max_control_payload) co_return make_error_code(error::control_too_long);
   if (c.st == detail::state::idle) co_return make_error_code(error::not_open);
@@ -587,24 +589,7 @@ task<std::error_code> stream<Stream>::ping(const_buffer payload) {
   if (!held) co_return held.ec;
   std::error_code ec = co_await flush_pending();
   if (!ec) {
-    ec = co_await send_control_locked(detail::opcode::ping, static_cast<const unsigned char*>(payload.data()),
-                                      payload.size());
-  }
-  co_return ec;
-}
-
-template <class Stream>
-  requires read_stream<Stream> && write_stream<Stream>
-task<std::error_code> stream<Stream>::pong(const_buffer payload) {
-  detail::core& c = *core_;
-  if (payload.size() > detail::max_control_payload) co_return make_error_code(error::control_too_long);
-  if (c.st == detail::state::idle) co_return make_error_code(error::not_open);
-  auto held = co_await c.output_lock.scoped_lock();
-  if (!held) co_return held.ec;
-  std::error_code ec = co_await flush_pending();
-  if (!ec) {
-    ec = co_await send_control_locked(detail::opcode::pong, static_cast<const unsigned char*>(payload.data()),
-                                      payload.size());
+    ec = co_await send_control_locked(op, static_cast<const unsigned char*>(payload.data()), payload.size());
   }
   co_return ec;
 }
