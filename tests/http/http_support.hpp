@@ -27,7 +27,9 @@
 
 #include <tern/http/chunked.hpp>
 #include <tern/http/parser.hpp>
+#include <tern/http/router.hpp>
 #include <tern/http/server.hpp>
+#include <tern/http/stream.hpp>
 #include <tern/tern.hpp>
 
 #include "support.hpp"
@@ -239,6 +241,30 @@ class raw_client {
   std::string pending_;
   std::vector<int> interim_;
 };
+
+// The size and the byte sum of data: what the tests' /sum routes answer, and what a test computes itself.
+inline std::string size_and_sum(std::string_view data) {
+  std::uint64_t sum = 0;
+  for (char c : data) sum += static_cast<unsigned char>(c);
+  return std::to_string(data.size()) + " " + std::to_string(sum);
+}
+
+// GET /pattern/{n}: n bytes of 'a'..'z' repeating, chunked, in writes of at most piece bytes.
+inline void add_pattern_route(tern::http::router& r, std::size_t piece_size) {
+  namespace http = tern::http;
+  r.stream(http::method::get, "/pattern/{n}",
+           [piece_size](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             const std::size_t n = std::stoul(std::string(q.param("n")));
+             (void)co_await out.start(200);  // chunked
+             std::string piece;
+             for (std::size_t at = 0; at < n; at += piece.size()) {
+               piece.resize(std::min<std::size_t>(piece_size, n - at));
+               for (std::size_t i = 0; i < piece.size(); ++i) piece[i] = static_cast<char>('a' + (at + i) % 26);
+               if (co_await out.write(tern::const_buffer(piece.data(), piece.size()))) co_return;
+             }
+             (void)co_await out.finish();
+           });
+}
 
 // Runs a shell command; its standard output (and the exit status in status).
 inline std::string command_output(const std::string& command, int& status) {

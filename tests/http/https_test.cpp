@@ -27,12 +27,6 @@ using namespace std::chrono_literals;
 class https_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(https_test);
 
-std::string size_and_sum(std::string_view data) {
-  std::uint64_t sum = 0;
-  for (char c : data) sum += static_cast<unsigned char>(c);
-  return std::to_string(data.size()) + " " + std::to_string(sum);
-}
-
 http::router https_routes() {
   http::router r;
   r.get("/hello", [](http::request&) -> tern::task<http::response> { co_return http::response(200, "hello\n"); });
@@ -54,18 +48,7 @@ http::router https_routes() {
     };
     co_return resp;
   });
-  r.stream(http::method::get, "/pattern/{n}",
-           [](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
-             const std::size_t n = std::stoul(std::string(q.param("n")));
-             (void)co_await out.start(200);  // chunked
-             std::string piece;
-             for (std::size_t at = 0; at < n; at += piece.size()) {
-               piece.resize(std::min<std::size_t>(50000, n - at));
-               for (std::size_t i = 0; i < piece.size(); ++i) piece[i] = static_cast<char>('a' + (at + i) % 26);
-               if (co_await out.write(tern::const_buffer(piece.data(), piece.size()))) co_return;
-             }
-             (void)co_await out.finish();
-           });
+  add_pattern_route(r, 50000);
   return r;
 }
 

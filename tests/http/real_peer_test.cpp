@@ -19,13 +19,6 @@ namespace http = tern::http;
 class http_real_peer_test : public ::testing::TestWithParam<tern::backend_kind> {};
 TERN_INSTANTIATE_BACKENDS(http_real_peer_test);
 
-// The size and the byte sum of data: what /sum answers, and what the test computes itself.
-std::string size_and_sum(std::string_view data) {
-  std::uint64_t sum = 0;
-  for (char c : data) sum += static_cast<unsigned char>(c);
-  return std::to_string(data.size()) + " " + std::to_string(sum);
-}
-
 http::router peer_routes() {
   http::router r;
   r.get("/hello", [](http::request&) -> tern::task<http::response> { co_return http::response(200, "hello\n"); });
@@ -44,18 +37,7 @@ http::router peer_routes() {
              (void)co_await out.write(tern::const_buffer(text.data(), text.size()));
              (void)co_await out.finish();
            });
-  r.stream(http::method::get, "/pattern/{n}",
-           [](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
-             const std::size_t n = std::stoul(std::string(q.param("n")));
-             (void)co_await out.start(200);  // chunked
-             std::string piece;
-             for (std::size_t at = 0; at < n; at += piece.size()) {
-               piece.resize(std::min<std::size_t>(65536, n - at));
-               for (std::size_t i = 0; i < piece.size(); ++i) piece[i] = static_cast<char>('a' + (at + i) % 26);
-               if (co_await out.write(tern::const_buffer(piece.data(), piece.size()))) co_return;
-             }
-             (void)co_await out.finish();
-           });
+  add_pattern_route(r, 65536);
   return r;
 }
 
