@@ -57,6 +57,7 @@ void tls_handshake_callbacks(session&);  // asio::ssl::stream on OpenSSL 3
 void tls_handshake_coroutines(session&);
 void tls_throughput_callbacks(session&);
 void tls_throughput_coroutines(session&);
+void services_events_callbacks(session&);  // tern::services' events as posted handlers
 }  // namespace tern_bench::asio_impl
 
 // tern implementations take the backend from the impl id ("tern/io_uring" or "tern/epoll").
@@ -92,6 +93,9 @@ void http_ping_json(session&);  // tern::http's server
 void files_read(session&);  // files/random_read and files/sequential_read
 void tls_handshake(session&);  // tern::tls::stream
 void tls_throughput(session&);
+void services_start_stop(session&);  // tern::services: registry
+void services_start(session&);
+void services_events(session&);  // tern::services: event_bus
 }  // namespace tern_bench::tern_impl
 
 // The HTTP comparators of tern-bench-http: Boost.Beast (on Boost.Asio) and http-parser.

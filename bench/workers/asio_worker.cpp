@@ -61,6 +61,7 @@ constexpr std::array entries = {
     impl_entry{"tls/handshake", "asio/coroutines", a::tls_handshake_coroutines},
     impl_entry{"tls/throughput", "asio/callbacks", a::tls_throughput_callbacks},
     impl_entry{"tls/throughput", "asio/coroutines", a::tls_throughput_coroutines},
+    impl_entry{"services/events", "asio/callbacks", a::services_events_callbacks},
 #if defined(ASIO_HAS_IO_URING)  // random_access_file exists only in this configuration (CMake sets the macro)
     impl_entry{"files/random_read", "asio/callbacks", a::files_read_callbacks},
     impl_entry{"files/random_read", "asio/coroutines", a::files_read_coroutines},

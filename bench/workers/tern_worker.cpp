@@ -73,6 +73,12 @@ constexpr std::array entries = {
     impl_entry{"tls/handshake", "tern/epoll", t::tls_handshake},
     impl_entry{"tls/throughput", "tern/io_uring", t::tls_throughput},
     impl_entry{"tls/throughput", "tern/epoll", t::tls_throughput},
+    impl_entry{"services/start_stop", "tern/io_uring", t::services_start_stop},
+    impl_entry{"services/start_stop", "tern/epoll", t::services_start_stop},
+    impl_entry{"services/start", "tern/io_uring", t::services_start},
+    impl_entry{"services/start", "tern/epoll", t::services_start},
+    impl_entry{"services/events", "tern/io_uring", t::services_events},
+    impl_entry{"services/events", "tern/epoll", t::services_events},
 };
 
 }  // namespace
