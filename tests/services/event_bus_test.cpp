@@ -1,0 +1,191 @@
+// tern::services::event_bus on one loop, on both backends: delivery by type, priority order, coroutine handlers,
+// unsubscription, and handlers that throw. (Delivery across workers is in runtime_test.cpp.)
+#include "services/services_support.hpp"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace tern_test;
+using namespace services_test;
+
+class event_bus_test : public backend_test {};
+TERN_INSTANTIATE_BACKENDS(event_bus_test);
+
+struct tick {
+  int sequence = 0;
+};
+struct note {
+  std::string text;
+};
+
+// Lets the loop run every queued delivery (each pass is queued behind what is already there).
+tern::task<> drain_a_while() {
+  for (int i = 0; i < 16; ++i) co_await tern::yield();
+}
+
+TEST_P(event_bus_test, events_reach_the_handlers_of_their_own_type_only) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    std::vector<int> ticks;
+    std::vector<std::string> notes;
+    auto t = bus.subscribe<tick>([&](const tick& e) { ticks.push_back(e.sequence); });
+    auto n = bus.subscribe<note>([&](const note& e) { notes.push_back(e.text); });
+    bus.publish(tick{1});
+    bus.publish(note{"a note long enough to live on the heap, not in the string itself"});
+    bus.publish(tick{2});
+    EXPECT_TRUE(ticks.empty()) << "publish never runs a handler inline";
+    co_await drain_a_while();
+    EXPECT_EQ(ticks, (std::vector<int>{1, 2}));
+    EXPECT_EQ(notes, (std::vector<std::string>{"a note long enough to live on the heap, not in the string itself"}));
+  }());
+}
+
+TEST_P(event_bus_test, pending_deliveries_go_by_priority_then_in_publish_order) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    std::vector<std::string> order;
+    auto low = bus.subscribe<tick>([&](const tick& e) { order.push_back("p5:" + std::to_string(e.sequence)); }, 5);
+    auto high = bus.subscribe<tick>([&](const tick& e) { order.push_back("p1:" + std::to_string(e.sequence)); }, 1);
+    auto high2 = bus.subscribe<tick>([&](const tick& e) { order.push_back("p1b:" + std::to_string(e.sequence)); }, 1);
+    auto other = bus.subscribe<note>([&](const note& e) { order.push_back("p3:" + e.text); }, 3);
+    bus.publish(tick{1});
+    bus.publish(note{"x"});
+    bus.publish(tick{2});
+    co_await drain_a_while();
+    // Priority 1 first (both subscriptions, each event in publish order, subscription order within one publish),
+    // then the note at 3, then priority 5.
+    EXPECT_EQ(order, (std::vector<std::string>{"p1:1", "p1b:1", "p1:2", "p1b:2", "p3:x", "p5:1", "p5:2"}));
+  }());
+}
+
+TEST_P(event_bus_test, a_handler_runs_on_the_loop_that_subscribed) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<> {
+    svc::event_bus bus;
+    tern::io_context* seen = nullptr;
+    auto s = bus.subscribe<tick>(ctx, [&](const tick&) { seen = tern::io_context::current(); });
+    bus.publish(tick{});
+    co_await drain_a_while();
+    EXPECT_EQ(seen, &ctx);
+  }(ctx));
+}
+
+TEST_P(event_bus_test, coroutine_handlers_keep_their_event_across_suspensions) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    std::vector<int> done;
+    int running = 0;
+    int most_at_once = 0;
+    auto s = bus.subscribe<tick>([&](const tick& e) -> tern::task<> {
+      most_at_once = std::max(most_at_once, ++running);
+      co_await tern::sleep_for(5ms);
+      done.push_back(e.sequence);  // e is the coroutine's own copy: still valid after the sleep
+      --running;
+    });
+    for (int i = 1; i <= 3; ++i) bus.publish(tick{i});
+    for (int i = 0; i < 200 && done.size() < 3; ++i) co_await tern::sleep_for(1ms);
+    std::sort(done.begin(), done.end());
+    EXPECT_EQ(done, (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(most_at_once, 3) << "a suspended coroutine handler must not hold up the next delivery";
+  }());
+}
+
+TEST_P(event_bus_test, coroutine_and_plain_handlers_start_in_priority_order) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    std::vector<std::string> order;
+    auto plain = bus.subscribe<tick>([&](const tick&) { order.push_back("plain p2"); }, 2);
+    auto coro = bus.subscribe<tick>([&](const tick&) -> tern::task<> {
+      order.push_back("coroutine p1");
+      co_await tern::yield();
+      order.push_back("coroutine p1 resumed");
+    }, 1);
+    auto last = bus.subscribe<tick>([&](const tick&) { order.push_back("plain p3"); }, 3);
+    bus.publish(tick{});
+    co_await drain_a_while();
+    CO_ASSERT(order.size() >= 3);
+    EXPECT_EQ(order[0], "coroutine p1");
+    EXPECT_LT(std::find(order.begin(), order.end(), "plain p2"), std::find(order.begin(), order.end(), "plain p3"));
+    EXPECT_EQ(order.size(), 4u);
+  }());
+}
+
+TEST_P(event_bus_test, no_delivery_after_unsubscribing_even_of_events_already_pending) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    int calls = 0;
+    svc::subscription s = bus.subscribe<tick>([&](const tick&) { ++calls; });
+    bus.publish(tick{1});
+    co_await drain_a_while();
+    EXPECT_EQ(calls, 1);
+    bus.publish(tick{2});
+    bus.publish(tick{3});
+    s.reset();  // two deliveries pending
+    EXPECT_FALSE(s.active());
+    bus.publish(tick{4});
+    co_await drain_a_while();
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(bus.subscriptions(), 0u);
+  }());
+}
+
+TEST_P(event_bus_test, a_handler_may_unsubscribe_itself_and_publish) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    int calls = 0;
+    std::vector<std::string> notes;
+    svc::subscription self;
+    self = bus.subscribe<tick>([&](const tick& e) {
+      ++calls;
+      bus.publish(note{"from " + std::to_string(e.sequence)});
+      self.reset();
+    });
+    auto n = bus.subscribe<note>([&](const note& e) { notes.push_back(e.text); });
+    bus.publish(tick{1});
+    bus.publish(tick{2});
+    co_await drain_a_while();
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(notes, (std::vector<std::string>{"from 1"}));
+  }());
+}
+
+TEST_P(event_bus_test, a_throwing_handler_reaches_the_loops_exception_handler_and_delivery_goes_on) {
+  int reported = 0;
+  ctx.set_exception_handler([&](std::exception_ptr) { ++reported; });
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    std::vector<int> seen;
+    auto s = bus.subscribe<tick>([&](const tick& e) {
+      seen.push_back(e.sequence);
+      if (e.sequence == 1) throw std::runtime_error("bad tick");
+    });
+    auto c = bus.subscribe<note>([](const note&) -> tern::task<> {
+      co_await tern::yield();
+      throw std::runtime_error("bad note");
+    });
+    bus.publish(tick{1});
+    bus.publish(note{});
+    bus.publish(tick{2});
+    co_await drain_a_while();
+    EXPECT_EQ(seen, (std::vector<int>{1, 2}));
+  }());
+  EXPECT_EQ(reported, 2);
+}
+
+TEST_P(event_bus_test, publishing_with_no_subscriber_does_nothing) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    bus.publish(tick{1});
+    {
+      auto s = bus.subscribe<note>([](const note&) {});
+    }
+    bus.publish(note{"nobody"});
+    co_await drain_a_while();
+    EXPECT_EQ(bus.subscriptions(), 0u);
+  }());
+}
+
+}  // namespace

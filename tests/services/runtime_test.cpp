@@ -1,0 +1,191 @@
+// tern::services across the workers of a tern::runtime, on both backends: registry operations awaited from another
+// worker (they run on the registry's loop and come back), and events published from other threads, delivered on
+// the subscriber's loop. Every wait has a deadline, so a lost wake-up fails the test instead of hanging it.
+#include "services/services_support.hpp"
+
+#include <tern/sync/event.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+namespace {
+
+using namespace tern_test;
+using namespace services_test;
+
+class services_runtime_test : public ::testing::TestWithParam<tern::backend_kind> {
+ protected:
+  tern::runtime_options options() const {
+    tern::runtime_options o;
+    o.threads = 2;
+    o.backend = GetParam();
+    return o;
+  }
+};
+TERN_INSTANTIATE_BACKENDS(services_runtime_test);
+
+// Runs body() on worker `where` and waits for it, at most 20 s; rethrows what it threw.
+template <class F>
+void run_on(tern::runtime& rt, std::size_t where, F body) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  rt.spawn_on(where, [](F body, std::promise<void> p) -> tern::task<> {
+    try {
+      co_await body();
+      p.set_value();
+    } catch (...) {
+      p.set_exception(std::current_exception());
+    }
+  }, std::move(body), std::move(done)).detach();
+  ASSERT_EQ(finished.wait_for(20s), std::future_status::ready) << "the test body did not finish within 20 s";
+  finished.get();
+}
+
+// Records the loop its start() and stop() run on.
+struct loop_recorder {
+  tern::io_context*& started_on;
+  tern::io_context*& stopped_on;
+  tern::task<> start() {
+    started_on = tern::io_context::current();
+    co_return;
+  }
+  tern::task<> stop() {
+    stopped_on = tern::io_context::current();
+    co_return;
+  }
+};
+
+TEST_P(services_runtime_test, registry_operations_awaited_from_another_worker_run_at_home_and_come_back) {
+  tern::runtime rt(options());
+  run_on(rt, 0, [&rt]() -> tern::task<> {
+    svc::registry reg(rt.worker(0));
+    journal j;  // written by the services, on worker 0
+    tern::io_context* started_on = nullptr;
+    tern::io_context* stopped_on = nullptr;
+    auto remote = rt.spawn_on(1, [&]() -> tern::task<> {
+      tern::io_context* here = tern::io_context::current();
+      EXPECT_EQ(here, &rt.worker(1));
+      // add() is for the home loop: from here it refuses, after enter() it works.
+      EXPECT_THROW(add_node<a_service>(reg, j, "a"), std::logic_error);
+      co_await reg.enter();
+      EXPECT_EQ(tern::io_context::current(), &rt.worker(0));
+      auto a = add_node<a_service>(reg, j, "a");
+      auto b = add_node<b_service<a_if>>(reg, j, "b");
+      reg.add<loop_recorder>(std::ref(started_on), std::ref(stopped_on));
+      co_await rt.switch_to(1);
+
+      svc::registry_report r = co_await reg.start();
+      EXPECT_EQ(tern::io_context::current(), here);
+      EXPECT_TRUE(r.all_running()) << r.to_string();
+      co_await reg.remove(a);
+      EXPECT_EQ(tern::io_context::current(), here);
+      svc::registry_report after = co_await reg.settled();
+      EXPECT_EQ(tern::io_context::current(), here);
+      EXPECT_EQ(after.find("b")->state, svc::service_state::waiting);
+      (void)b;
+      co_await reg.stop();
+      EXPECT_EQ(tern::io_context::current(), here);
+    });
+    co_await std::move(remote);
+    EXPECT_TRUE(j.before("stopped b", "stop a"));
+    EXPECT_EQ(started_on, &rt.worker(0));
+    EXPECT_EQ(stopped_on, &rt.worker(0));
+  });
+  rt.shutdown(2s);
+}
+
+TEST_P(services_runtime_test, operations_from_two_workers_at_once_are_taken_in_turn) {
+  tern::runtime rt(options());
+  run_on(rt, 0, [&rt]() -> tern::task<> {
+    svc::registry reg(rt.worker(0));
+    journal j;
+    auto a = add_node<a_service>(reg, j, "a");
+    auto b = add_node<b_service<a_if>>(reg, j, "b");
+    auto c = add_node<c_service<>>(reg, j, "c");
+    EXPECT_TRUE((co_await reg.start()).all_running());
+    // Worker 1 toggles a (and with it b), worker 0 toggles c, interleaved.
+    auto toggle = [&reg](svc::service_id id) -> tern::task<> {
+      for (int i = 0; i < 50; ++i) {
+        co_await reg.stop(id);
+        svc::service_status s = co_await reg.start(id);
+        EXPECT_EQ(s.state, svc::service_state::running);
+      }
+    };
+    auto other = rt.spawn_on(1, toggle, a);
+    co_await toggle(c);
+    co_await std::move(other);
+    svc::registry_report r = co_await reg.settled();
+    EXPECT_TRUE(r.all_running()) << r.to_string();
+    (void)b;
+    co_await reg.stop();
+  });
+  rt.shutdown(2s);
+}
+
+struct tick {
+  int publisher = 0;
+  int sequence = 0;
+};
+
+TEST_P(services_runtime_test, events_published_from_other_threads_are_delivered_on_the_subscribers_loop) {
+  constexpr int per_publisher = 2000;
+  svc::event_bus bus;  // declared first: it outlives the runtime's activity for it
+  tern::runtime rt(options());
+  run_on(rt, 0, [&rt, &bus]() -> tern::task<> {
+    tern::sync::manual_reset_event all_in;
+    int received = 0;
+    bool on_own_loop = true;
+    int last[2] = {-1, -1};
+    bool in_order = true;
+    svc::subscription s = bus.subscribe<tick>([&](const tick& t) {
+      on_own_loop = on_own_loop && tern::io_context::current() == &rt.worker(0);
+      in_order = in_order && t.sequence == last[t.publisher] + 1;  // per publisher, in publish order
+      last[t.publisher] = t.sequence;
+      if (++received == 2 * per_publisher) all_in.set();
+    });
+    // One publisher on worker 1, one on a thread that runs no loop at all.
+    rt.spawn_on(1, [&bus]() -> tern::task<> {
+      for (int i = 0; i < per_publisher; ++i) {
+        bus.publish(tick{0, i});
+        if (i % 64 == 0) co_await tern::yield();
+      }
+    }).detach();
+    std::thread outsider([&bus] {
+      for (int i = 0; i < per_publisher; ++i) bus.publish(tick{1, i});
+    });
+    std::error_code ec = co_await tern::with_timeout(all_in.wait(), 20s);
+    outsider.join();
+    EXPECT_OK(ec);
+    EXPECT_EQ(received, 2 * per_publisher);
+    EXPECT_TRUE(on_own_loop);
+    EXPECT_TRUE(in_order);
+  });
+  rt.shutdown(2s);
+}
+
+TEST_P(services_runtime_test, a_coroutine_handler_runs_and_resumes_on_its_subscribers_loop) {
+  svc::event_bus bus;
+  tern::runtime rt(options());
+  run_on(rt, 1, [&rt, &bus]() -> tern::task<> {
+    tern::sync::manual_reset_event done;
+    bool right_loop = false;
+    svc::subscription s = bus.subscribe<tick>([&](const tick& t) -> tern::task<> {
+      const bool before = tern::io_context::current() == &rt.worker(1);
+      co_await tern::sleep_for(1ms);
+      right_loop = before && tern::io_context::current() == &rt.worker(1) && t.sequence == 7;
+      done.set();
+    });
+    auto publisher = rt.spawn_on(0, [&bus]() -> tern::task<> {
+      bus.publish(tick{0, 7});
+      co_return;
+    });
+    co_await std::move(publisher);
+    std::error_code ec = co_await tern::with_timeout(done.wait(), 20s);
+    EXPECT_OK(ec);
+    EXPECT_TRUE(right_loop);
+  });
+  rt.shutdown(2s);
+}
+
+}  // namespace
