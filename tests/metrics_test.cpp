@@ -163,10 +163,7 @@ TEST_P(metrics_test, samples_the_loop_lag_of_a_busy_loop) {
 }
 
 TEST_P(metrics_test, a_runtime_reports_every_worker) {
-  tern::runtime_options o;
-  o.threads = 2;
-  o.backend = GetParam();
-  tern::runtime rt(o);
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
   std::atomic<int> ran{0};
   for (std::size_t w = 0; w < 2; ++w) {
     for (int i = 0; i < 50; ++i) rt.post_to(w, [&ran] { ran.fetch_add(1); });
@@ -278,10 +275,7 @@ TEST(metrics_prometheus, writes_every_counter_with_its_value) {
 }
 
 TEST_P(metrics_test, a_runtime_exposition_labels_each_worker) {
-  tern::runtime_options o;
-  o.threads = 2;
-  o.backend = GetParam();
-  tern::runtime rt(o);
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
   std::atomic<int> ran{0};
   rt.post_to(1, [&ran] { ran.fetch_add(1); });
   while (ran.load() != 1) std::this_thread::yield();
