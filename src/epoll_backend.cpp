@@ -192,9 +192,9 @@ class epoll_backend final : public backend {
       io_op* next = op->next_pending;  // complete() unlinks op
       if (op->st == io_op::state::pending && (waits_for_input(op->code) ? in : out)) {
         int r = attempt(*op, true);
-        // A connect's check is two calls (SO_ERROR, then getpeername); a poll's retry is none.
-        ctx_.counters().syscalls.add(op->code == op_code::connect ? 2 : op->code == op_code::poll_in ||
-                                                                        op->code == op_code::poll_out ? 0 : 1);
+        // A connect's check is two calls (SO_ERROR, then getpeername); a poll's retry makes none.
+        const bool is_poll = op->code == op_code::poll_in || op->code == op_code::poll_out;
+        ctx_.counters().syscalls.add(op->code == op_code::connect ? 2 : is_poll ? 0 : 1);
         if (r != -EAGAIN && r != -EWOULDBLOCK) {
           op->res = r;
           --waiting_;

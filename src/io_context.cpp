@@ -459,12 +459,10 @@ void io_context::wake_if_sleeping() noexcept {
 void io_context::wake_now() noexcept {
   backend_->wake();
   // Counted by the waker's own loop, the only one whose counters its thread may write; a thread that runs no loop
-  // wakes uncounted (the woken loop counts every wake-up it receives either way).
+  // wakes uncounted (the woken loop counts every wake-up it receives either way). The system call of the wake-up
+  // is counted by the backend that makes it.
   io_context* waker = current();
-  if (waker != nullptr && waker != this && waker->running_here()) {
-    waker->counters_.wakeups_sent.add();
-    waker->counters_.syscalls.add();  // the eventfd write, or the enter that sends a MSG_RING message
-  }
+  if (waker != nullptr && waker != this && waker->running_here()) waker->counters_.wakeups_sent.add();
 }
 
 bool io_context::start(detail::io_op& op) noexcept {
