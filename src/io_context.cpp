@@ -242,6 +242,7 @@ std::size_t io_context::run_loop(const bool* done) {
       if (stopped() || *done || poll_due_) break;
     }
     n += ran;
+    counters_.items_run.add(ran);
     if (stopped() || *done) break;
     if (group_ != nullptr) balance();
     if (!has_work()) break;
@@ -256,6 +257,7 @@ std::size_t io_context::run_one() {
     drain_inbox();
     if (detail::work_item* w = next_ready()) {
       run_item(w);
+      counters_.items_run.add();
       return 1;
     }
     if (!has_work()) return 0;
@@ -281,6 +283,7 @@ std::size_t io_context::poll() {
       break;
     }
   }
+  counters_.items_run.add(n);
   return n;
 }
 

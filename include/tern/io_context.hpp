@@ -482,8 +482,7 @@ class io_context {
   void run_item(detail::work_item* w) {
     inline_streak_ = 0;
     inline_bytes_ = 0;
-    counters_.items_run.add();
-    w->run(w);
+    w->run(w);  // counted in items_run by the caller, once per batch: a bump per item cost dispatch/post 1.5%
   }
   // Moves what other threads queued into the run queue, counting it.
   void drain_inbox() noexcept { counters_.posts_remote.add(inbox_.drain_into(run_queue_)); }
