@@ -151,7 +151,7 @@ loop_snapshot snapshot(const io_context& ctx) noexcept {
   loop_snapshot s;
   s.turns = c.turns.get();
   s.items_run = c.items_run.get();
-  s.posts_local = c.posts_local.get();
+  s.posts_local = ctx.posts_local();
   s.posts_remote = c.posts_remote.get();
   s.wakeups_sent = c.wakeups_sent.get();
   s.wakeups_received = c.wakeups_received.get();

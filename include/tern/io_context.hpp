@@ -214,7 +214,7 @@ class io_context {
         handler_block* b = handler_blocks_.load(std::memory_order_relaxed);
         handler_blocks_.store(b->next, std::memory_order_relaxed);
         run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
-        counters_.posts_local.add();
+        posts_local_.add();
         return;
       }
     }
@@ -229,7 +229,7 @@ class io_context {
       if (running_here()) {
         if (void* b = grow_handler_blocks()) {
           run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
-          counters_.posts_local.add();
+          posts_local_.add();
           return;
         }
       }
@@ -245,7 +245,7 @@ class io_context {
     }
     using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
-    if (running_here()) counters_.posts_local.add();  // from elsewhere: counted when the loop drains its inbox
+    if (running_here()) posts_local_.add();  // from elsewhere: counted when the loop drains its inbox
     enqueue(p);
   }
 
@@ -275,14 +275,14 @@ class io_context {
         if (b != nullptr) {
           shared_queue_.push_back(::new (b) detail::posted_roaming<D>(std::forward<F>(f), this));
           ++shared_count_;
-          counters_.posts_local.add();
+          posts_local_.add();
           return;
         }
       }
     }
     using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
-    if (running_here()) counters_.posts_local.add();
+    if (running_here()) posts_local_.add();
     enqueue_shared(p);
   }
 
@@ -384,6 +384,7 @@ class io_context {
   // The loop's counters (metrics.hpp), for the backends to bump: from the loop's thread only.
   detail::loop_counters& counters() noexcept { return counters_; }
   const detail::loop_counters& counters() const noexcept { return counters_; }
+  std::uint64_t posts_local() const noexcept { return posts_local_.get(); }
   // Loop thread: publishes the gauges of the loop's thread (its pools) for snapshots taken elsewhere.
   void publish_gauges() noexcept;
 
@@ -564,6 +565,9 @@ class io_context {
   // The loop thread's free list. Atomic (relaxed, plain moves on x86) only because post() from another thread
   // looks at it before it learns that it is not the loop's thread; only the loop's thread follows or changes it.
   std::atomic<handler_block*> handler_blocks_{nullptr};
+  // Handlers posted from the loop's own thread (metrics::loop_snapshot::posts_local): bumped by every such post,
+  // so it lives in this line, which the post writes anyway, rather than in loop_counters' lines.
+  detail::counter posts_local_;
   handler_slab* handler_slabs_ = nullptr;
   returned_block* returning_ = nullptr;  // loop thread: blocks of remote posts that ran, not yet published
   returned_block* returning_last_ = nullptr;

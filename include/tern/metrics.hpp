@@ -4,9 +4,9 @@
 // the process, and their Prometheus text form.
 //
 // The counters stay on in production builds: a bump is a plain increment by the loop's own thread (see
-// detail/loop_counters.hpp), and the loop-lag histogram is sampled (one probe per lag_sample_interval at most),
-// so sockets/pingpong and dispatch/post with metrics on are within 2% of a build with TERN_METRICS=OFF
-// (docs/benchmarks.md). With TERN_METRICS=OFF every figure reads 0 and `enabled` is false.
+// detail/loop_counters.hpp), items run are counted once per batch, and the loop-lag histogram is sampled (one
+// turn in 64). What that costs against a build with TERN_METRICS=OFF is measured in docs/benchmarks.md ("The
+// cost of the loop metrics"). With TERN_METRICS=OFF every figure reads 0 and `enabled` is false.
 //
 // A snapshot may be taken from any thread. Each counter in it is exact at some moment of the read; the snapshot is
 // not one instant across counters (a loop that runs meanwhile may have moved on between two reads).

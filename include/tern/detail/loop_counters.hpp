@@ -73,7 +73,6 @@ struct loop_counters {
   // The loop (io_context.cpp).
   counter turns;              // passes of the loop: drain the inbox, run a batch, poll I/O, fire timers
   counter items_run;          // queued items run: resumptions, completions, posted handlers
-  counter posts_local;        // handlers posted from the loop's own thread (post, post_shared)
   counter posts_remote;       // items that arrived through the inbox from other threads (posts, wake-ups, work shared)
   counter wakeups_sent;       // parked loops this loop's thread woke (by posting to them)
   counter wakeups_received;   // times this loop was woken from a park by another thread (backend-counted)
