@@ -5,13 +5,15 @@
 //
 // With THREADS (default 1) above one, every worker of a tern::runtime serves the port (SO_REUSEPORT). Prints
 // "listening on ADDRESS:PORT" once it serves; SIGINT or SIGTERM shut it down gracefully (requests in flight are
-// answered, for up to two seconds).
+// answered, for up to two seconds). GET /metrics answers with the loops' counters in Prometheus's text format
+// (tern/metrics.hpp), one series per worker.
 #include <tern/http/server.hpp>
 #include <tern/tern.hpp>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,10 +24,22 @@ namespace net = tern::net;
 
 namespace {
 
-using ping_service::routes;
+// The /ping service, and GET /metrics with what exposition() writes.
+std::shared_ptr<const http::router> routes(std::function<std::string()> exposition) {
+  auto r = std::make_shared<http::router>();
+  r->post("/ping", ping_service::ping);
+  r->get("/metrics", [exposition = std::move(exposition)](http::request&) -> tern::task<http::response> {
+    co_return http::response(200, exposition(), "text/plain; version=0.0.4");
+  });
+  return r;
+}
 
 tern::task<int> serve_one(tern::io_context& ctx, net::endpoint where) {
-  http::server server(ctx, routes());
+  http::server server(ctx, routes([&ctx] {
+    std::string text;
+    tern::metrics::write_prometheus(ctx.metrics(), text);
+    return text;
+  }));
   if (auto ec = server.listen(where)) {
     std::fprintf(stderr, "http_ping_server: listen on %s: %s\n", where.to_string().c_str(), ec.message().c_str());
     co_return 1;
@@ -62,7 +76,12 @@ int main(int argc, char** argv) {
   tern::runtime_options o;
   o.threads = static_cast<unsigned>(threads);
   tern::runtime rt(o);
-  auto done = rt.spawn_on(0, http::serve(rt, routes(), *where, {}, std::chrono::seconds(2),
+  auto exposition = [&rt] {
+    std::string text;
+    tern::metrics::write_prometheus(rt.metrics(), text);
+    return text;
+  };
+  auto done = rt.spawn_on(0, http::serve(rt, routes(exposition), *where, {}, std::chrono::seconds(2),
                                          [](const net::endpoint& ep) {
                                            std::printf("listening on %s\n", ep.to_string().c_str());
                                            std::fflush(stdout);

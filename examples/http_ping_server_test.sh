@@ -1,8 +1,8 @@
 #!/bin/sh
 # Usage: http_ping_server_test.sh HTTP_PING_SERVER
 # The /ping service with one thread and with two: curl's and Python's requests answered with their own sequence,
-# over keep-alive; malformed JSON, another content type and another path refused with their status; SIGTERM
-# shuts the server down.
+# over keep-alive; malformed JSON, another content type and another path refused with their status; /metrics in
+# Prometheus's format with a series per worker that counted the work; SIGTERM shuts the server down.
 set -eu
 prog=$1
 . "$(dirname "$0")/start_server.sh"
@@ -28,6 +28,15 @@ for n in range(200):
     r = c.getresponse()
     assert r.status == 200 and json.loads(r.read()) == {"sequence": n}, n
 PY
+  metrics=$(curl -sS "http://$endpoint/metrics")
+  fail_metrics() { echo "threads $1: /metrics lacks $2:"; echo "$metrics" | head -40; exit 1; }
+  echo "$metrics" | grep -q '^# TYPE tern_loop_items_run_total counter$' || fail_metrics "$1" "the TYPE line"
+  echo "$metrics" | grep -Eq '^tern_loop_items_run_total\{loop="0"\} [1-9][0-9]*$' || fail_metrics "$1" "items run"
+  # Every request above was answered after a receive on some worker.
+  echo "$metrics" | grep -Eq '^tern_ops_started_total\{loop="[0-9]",op="recv"\} [1-9][0-9]*$' ||
+    fail_metrics "$1" "receives"
+  last=$(($1 - 1))
+  echo "$metrics" | grep -Eq "^tern_loop_turns_total\\{loop=\"$last\"\\} [0-9]+\$" || fail_metrics "$1" "worker $last"
   kill -TERM "$server_pid"
   wait "$server_pid" || { echo "threads $1: the server did not exit cleanly on SIGTERM"; exit 1; }
   server_pid=

@@ -74,15 +74,16 @@ class epoll_backend final : public backend {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = &d;
-    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, d.fd, &ev) < 0) {
-      throw std::system_error(errno, std::system_category(), "epoll_ctl");
-    }
+    const int rc = ::epoll_ctl(epfd_, EPOLL_CTL_ADD, d.fd, &ev);
+    count_syscall();
+    if (rc < 0) throw std::system_error(errno, std::system_category(), "epoll_ctl");
     d.epoll_registered = true;
   }
 
   void detach(descriptor& d) noexcept override {
     if (!d.epoll_registered) return;
     ::epoll_ctl(epfd_, EPOLL_CTL_DEL, d.fd, nullptr);
+    count_syscall();
     d.epoll_registered = false;
   }
 
@@ -91,7 +92,7 @@ class epoll_backend final : public backend {
       // Files cannot be polled: the call runs on the blocking pool, which posts the completion back, unless it is
       // a read the page cache can answer at once.
       auto& f = static_cast<file_op&>(op);
-      if (f.code == op_code::read_at && read_cached(f)) return true;
+      if (f.code == op_code::read_at && read_cached(f, ctx_.counters())) return true;
       f.job.owner = &f;
       f.job.execute = &execute_file_op;
       f.completion.owner = &f;
@@ -101,6 +102,7 @@ class epoll_backend final : public backend {
       return false;
     }
     int r = attempt(op, false);
+    ctx_.counters().syscalls.add();
     if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINPROGRESS) {
       op.res = r;
       ++waiting_;
@@ -127,6 +129,11 @@ class epoll_backend final : public backend {
 
   void before_close(descriptor&) noexcept override {}
 
+  // attach and detach may run on any thread (a descriptor opened or released off the loop): counted only on it.
+  void count_syscall() noexcept {
+    if (ctx_.running_here()) ctx_.counters().syscalls.add();
+  }
+
   void abandon(io_op& op) noexcept override {
     if (!is_file_op(op.code)) return;
     auto& f = static_cast<file_op&>(op);
@@ -149,6 +156,9 @@ class epoll_backend final : public backend {
       ts.tv_nsec = timeout_ns % 1'000'000'000;
     }
     int n = wait(tsp, timeout_ns);
+    loop_counters& counters = ctx_.counters();
+    counters.kernel_waits.add();
+    counters.syscalls.add();
     for (int i = 0; i < n; ++i) {
       void* data = events_[i].data.ptr;
       if (data == &timer_marker_) continue;  // the deadline passed: the loop fires its timers next
@@ -156,6 +166,8 @@ class epoll_backend final : public backend {
       if (d == nullptr) {
         std::uint64_t value;
         [[maybe_unused]] ssize_t r = ::read(wake_fd_, &value, sizeof value);
+        counters.wakeups_received.add();
+        counters.syscalls.add();
         continue;
       }
       dispatch(*d, events_[i].events);
@@ -165,6 +177,7 @@ class epoll_backend final : public backend {
   void wake() noexcept override {
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    count_syscall_of_caller();
   }
 
   bool busy() const noexcept override { return waiting_ != 0; }
@@ -179,6 +192,9 @@ class epoll_backend final : public backend {
       io_op* next = op->next_pending;  // complete() unlinks op
       if (op->st == io_op::state::pending && (waits_for_input(op->code) ? in : out)) {
         int r = attempt(*op, true);
+        // A connect's check is two calls (SO_ERROR, then getpeername); a poll's retry makes none.
+        const bool is_poll = op->code == op_code::poll_in || op->code == op_code::poll_out;
+        ctx_.counters().syscalls.add(op->code == op_code::connect ? 2 : is_poll ? 0 : 1);
         if (r != -EAGAIN && r != -EWOULDBLOCK) {
           op->res = r;
           --waiting_;
@@ -237,11 +253,12 @@ class epoll_backend final : public backend {
   // 0.94-1.01x of Asio's io_uring configuration. True when op is complete; false when the pool must read (the rest of)
   // it: nothing cached, O_DIRECT (whose reads wait for the device whatever the flag says), or a file without
   // support for the flag. A partly cached range leaves its first bytes read and op pointed at the rest.
-  static bool read_cached(file_op& op) noexcept {
+  static bool read_cached(file_op& op, loop_counters& counters) noexcept {
     op.length = 0;
     descriptor& d = *op.desc;
     if (d.cached == descriptor::cached_reads::unknown) {
       const int flags = ::fcntl(d.fd, F_GETFL);
+      counters.syscalls.add();
       d.cached = flags >= 0 && (flags & O_DIRECT) == 0 ? descriptor::cached_reads::tried
                                                         : descriptor::cached_reads::never;
     }
@@ -249,6 +266,7 @@ class epoll_backend final : public backend {
     iovec iov{op.buf, op.len};
     const off_t offset = op.offset == file_op::current_position ? -1 : static_cast<off_t>(op.offset);
     const ssize_t r = ::preadv2(d.fd, &iov, 1, offset, RWF_NOWAIT);
+    counters.syscalls.add();
     if (r < 0) {
       // EOPNOTSUPP: the file cannot; EINVAL: a kernel without the flag (or a call the pool will refuse too).
       if (errno == EOPNOTSUPP || errno == EINVAL) d.cached = descriptor::cached_reads::never;
@@ -327,6 +345,7 @@ class epoll_backend final : public backend {
     itimerspec spec{};
     spec.it_value.tv_sec = deadline / 1'000'000'000;
     spec.it_value.tv_nsec = deadline % 1'000'000'000;
+    ctx_.counters().syscalls.add();
     if (::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) < 0) return false;
     armed_deadline_ = deadline;
     return true;

@@ -33,6 +33,15 @@ void frame_pool::keep_until_thread_exit() noexcept {
 
 std::uint32_t frame_pool::cached(std::size_t n) noexcept { return thread_lists.counts[class_of(n)]; }
 
+void frame_pool::usage(std::int64_t& in_use, std::uint64_t& cached) noexcept {
+  in_use = 0;
+  cached = 0;
+  for (std::size_t c = 0; c < class_count; ++c) {
+    in_use += thread_lists.live[c];
+    cached += thread_lists.counts[c];
+  }
+}
+
 void frame_pool::adopt(void* first, void* last, std::uint32_t count, std::size_t n) noexcept {
   const std::size_t c = class_of(n);
   if (!thread_lists.cleanup_armed) keep_until_thread_exit();

@@ -1,6 +1,7 @@
 // The loop: turn structure, sleeping/wake protocol, work accounting and teardown (see io_context.hpp).
 #include "tern/io_context.hpp"
 
+#include <bit>
 #include <cassert>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends.hpp"
+#include "loop_registry.hpp"
 
 namespace tern {
 
@@ -93,6 +95,10 @@ io_context::io_context(io_context_options opts)
   }
   kind_ = backend_->kind();
   stop_sources_.reserve(spare_stop_sources);
+  lag_probe_.owner = this;
+  lag_probe_.run = &lag_probe_ran;
+  lag_probe_.discard = nullptr;  // a member: nothing to free when a teardown drops it
+  detail::loop_registry::add(this);
   exception_handler_ = [](std::exception_ptr e) {
     try {
       std::rethrow_exception(e);
@@ -175,6 +181,7 @@ io_context::~io_context() {
     delete free_descriptors_;
     free_descriptors_ = next;
   }
+  detail::loop_registry::retire(this);  // its counts go on in the process totals
 }
 
 void io_context::publish_returned() noexcept {
@@ -201,7 +208,7 @@ void io_context::reclaim_returned() noexcept {
 }
 
 void io_context::discard_queued() noexcept {
-  inbox_.drain_into(run_queue_);
+  drain_inbox();
   while (detail::work_item* w = next_ready()) {
     if (w->discard != nullptr) w->discard(w);
   }
@@ -223,7 +230,9 @@ std::size_t io_context::run_loop(const bool* done) {
   scope s(this);
   std::size_t n = 0;
   while (!stopped() && !*done) {
-    inbox_.drain_into(run_queue_);
+    drain_inbox();
+    counters_.turns.add();
+    if ((++turn_ & (lag_sample_turns - 1)) == 0) sample_lag();
     std::size_t ran = 0;
     while (ran < batch_limit) {
       detail::work_item* w = next_ready();
@@ -233,6 +242,7 @@ std::size_t io_context::run_loop(const bool* done) {
       if (stopped() || *done || poll_due_) break;
     }
     n += ran;
+    counters_.items_run.add(ran);
     if (stopped() || *done) break;
     if (group_ != nullptr) balance();
     if (!has_work()) break;
@@ -244,9 +254,10 @@ std::size_t io_context::run_loop(const bool* done) {
 std::size_t io_context::run_one() {
   scope s(this);
   while (!stopped()) {
-    inbox_.drain_into(run_queue_);
+    drain_inbox();
     if (detail::work_item* w = next_ready()) {
       run_item(w);
+      counters_.items_run.add();
       return 1;
     }
     if (!has_work()) return 0;
@@ -259,7 +270,7 @@ std::size_t io_context::poll() {
   if (stopped()) return 0;
   scope s(this);
   poll_io(false);
-  inbox_.drain_into(run_queue_);
+  drain_inbox();
   // Only what is ready now: items queued by these handlers wait for the next call.
   detail::work_queue ready = std::exchange(run_queue_, detail::work_queue{});
   while (detail::work_item* w = pop_shared()) ready.push_back(w);
@@ -272,6 +283,7 @@ std::size_t io_context::poll() {
       break;
     }
   }
+  counters_.items_run.add(n);
   return n;
 }
 
@@ -313,7 +325,16 @@ void io_context::poll_io(bool may_block) {
         timeout = 0;
       }
     }
-    if (timeout != 0 || backend_->busy()) backend_->poll(timeout);
+    if (timeout != 0) {
+      publish_gauges();
+      const std::uint64_t parked_at = deadline_now_ns();
+      backend_->poll(timeout);
+      const std::uint64_t woke_at = deadline_now_ns();
+      counters_.parks.add();
+      counters_.park_ns.add(woke_at > parked_at ? woke_at - parked_at : 0);
+    } else if (backend_->busy()) {
+      backend_->poll(timeout);
+    }
     sleeping_.store(false, std::memory_order_relaxed);
     if (group_ != nullptr) group_->set_idle(group_index_, false);
   }
@@ -383,15 +404,28 @@ void io_context::donate(io_context* target, std::size_t give) noexcept {
 bool io_context::spin(std::int64_t limit_ns) {
   std::uint64_t span = spin_ns_;
   if (limit_ns > 0 && static_cast<std::uint64_t>(limit_ns) < span) span = static_cast<std::uint64_t>(limit_ns);
-  const std::uint64_t until = now_ns() + span;
+  const std::uint64_t began = now_ns();
+  const std::uint64_t until = began + span;
+  counters_.spins.add();
   for (unsigned i = 1;; ++i) {
-    if (inbox_.maybe_nonempty() || stopped()) return true;
-    if (backend_->busy()) {
+    bool found = inbox_.maybe_nonempty() || stopped();
+    if (!found && backend_->busy()) {
       backend_->poll(0);
-      if (!ready_empty()) return true;
+      found = !ready_empty();
+    }
+    if (found) {
+      counters_.spin_hits.add();
+      counters_.spin_ns.add(now_ns() - began);
+      return true;
     }
     // The clock costs as much as a few polls of the inbox; look at it every eighth round.
-    if ((i & 7) == 0 && now_ns() >= until) return false;
+    if ((i & 7) == 0) {
+      const std::uint64_t now = now_ns();
+      if (now >= until) {
+        counters_.spin_ns.add(now - began);
+        return false;
+      }
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();  // let the sibling hyperthread run while this one waits
 #endif
@@ -414,21 +448,33 @@ void io_context::enqueue_remote_chain(detail::work_item* newest, detail::work_it
 
 void io_context::wake_if_announced() noexcept {
   if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_relaxed)) {
-    backend_->wake();
+    wake_now();
   }
 }
 
 void io_context::wake_if_sleeping() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleeping_.load(std::memory_order_relaxed) && sleeping_.exchange(false, std::memory_order_relaxed)) {
-    backend_->wake();
+    wake_now();
   }
+}
+
+void io_context::wake_now() noexcept {
+  backend_->wake();
+  // Counted by the waker's own loop, the only one whose counters its thread may write; a thread that runs no loop
+  // wakes uncounted (the woken loop counts every wake-up it receives either way). The system call of the wake-up
+  // is counted by the backend that makes it.
+  io_context* waker = current();
+  if (waker != nullptr && waker != this && waker->running_here()) waker->counters_.wakeups_sent.add();
 }
 
 bool io_context::start(detail::io_op& op) noexcept {
   op.ctx = this;
+  counters_.ops_started[static_cast<std::size_t>(op.code)].add();
   if (backend_->start(op)) {
     op.st = detail::io_op::state::done;
+    counters_.inline_completions.add();
+    counters_.ops_completed[static_cast<std::size_t>(op.code)].add();
     // A peer that is always ready (a writer into a roomy socket buffer) would otherwise keep its coroutine
     // running without ever letting the loop poll; past a few operations, or 128 KiB sent, since it was resumed
     // (run_item), the completion goes through the back of the queue instead, and the turn ends there (see
@@ -459,6 +505,7 @@ bool io_context::start(detail::io_op& op) noexcept {
 void io_context::complete(detail::io_op& op) noexcept {
   detail::descriptor* d = op.desc;
   op.st = detail::io_op::state::done;
+  counters_.ops_completed[static_cast<std::size_t>(op.code)].add();
   --pending_ops_;
   run_queue_.push_back(&op);
   if (d == nullptr) return;
@@ -534,6 +581,7 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
   // After before_close: the pending SQEs that name the registered slot have taken their file reference.
   if (d->fixed_slot >= 0) backend_->unregister_file(*d);
   ::close(d->fd);
+  if (running_here()) counters_.syscalls.add();
   d->fd = -1;
   if (d->has_pending()) {
     d->closing = true;  // recycled by complete() when the last operation finishes
@@ -610,6 +658,7 @@ bool io_context::take_pipe(int (&fds)[2]) noexcept {
     fds[1] = p[1];
     return true;
   }
+  counters_.syscalls.add();
   return ::pipe2(fds, O_CLOEXEC) == 0;
 }
 
@@ -617,6 +666,7 @@ void io_context::give_pipe(const int (&fds)[2]) noexcept {
   if (spare_pipe_count_ == spare_pipe_limit) {
     ::close(fds[0]);
     ::close(fds[1]);
+    counters_.syscalls.add(2);
     return;
   }
   spare_pipes_[spare_pipe_count_][0] = fds[0];
@@ -635,6 +685,44 @@ void io_context::unlink_spawned(detail::spawn_link* s) noexcept {
   if (s->prev != nullptr) s->prev->next = s->next; else spawned_ = s->next;
   if (s->next != nullptr) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
+}
+
+// ---- metrics ----
+
+void io_context::publish_gauges() noexcept {
+  std::int64_t in_use = 0;
+  std::uint64_t cached = 0;
+  detail::frame_pool::usage(in_use, cached);
+  counters_.frame_blocks_in_use.set(in_use);
+  counters_.frame_blocks_cached.set(static_cast<std::int64_t>(cached));
+  counters_.line_blocks_cached.set(detail::line_pool::cached());
+}
+
+void io_context::sample_lag() noexcept {
+  if ((turn_ & 255) == 0) publish_gauges();  // a busy loop that never parks still publishes now and then
+  if (lag_probe_queued_ || ready_empty()) return;  // an idle loop has no lag to measure
+  lag_probe_queued_ = true;
+  lag_probe_.queued_ns = deadline_now_ns();
+  run_queue_.push_back(&lag_probe_);
+}
+
+void io_context::lag_probe_ran(detail::work_item* w) noexcept {
+  auto* probe = static_cast<lag_probe*>(w);
+  io_context& self = *probe->owner;
+  self.lag_probe_queued_ = false;
+  const std::uint64_t now = self.deadline_now_ns();
+  // Both readings may be up to a few microseconds high (deadline_clock.hpp), so a short wait can read negative.
+  const std::uint64_t lag_ns = now > probe->queued_ns ? now - probe->queued_ns : 0;
+  // Bucket i holds lags below 2^i us: the bit width of the lag in whole microseconds.
+  std::size_t bucket = static_cast<std::size_t>(std::bit_width(lag_ns / 1000));
+  if (bucket >= detail::lag_buckets) bucket = detail::lag_buckets - 1;
+  self.counters_.lag_buckets_us[bucket].add();
+  self.counters_.lag_sum_ns.add(lag_ns);
+}
+
+metrics::loop_snapshot io_context::metrics() const noexcept {
+  if (running_here()) const_cast<io_context*>(this)->publish_gauges();  // the caller's own pools: fresh figures
+  return tern::metrics::snapshot(*this);
 }
 
 }  // namespace tern

@@ -102,6 +102,7 @@ class io_uring_backend final : public backend {
 
   bool start(io_op& op) noexcept override {
     if (op.code == op_code::recvmmsg || op.code == op_code::sendmmsg) {
+      ctx_.counters().syscalls.add();
       if (batch_now(op)) return true;
     }
     io_uring_sqe* sqe = get_sqe();
@@ -197,6 +198,8 @@ class io_uring_backend final : public backend {
       rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
     (void)rc;  // -ETIME and -EINTR only mean there may be nothing to reap; real CQEs are reaped either way
+    ctx_.counters().kernel_waits.add();
+    ctx_.counters().syscalls.add();
     reap();
   }
 
@@ -208,6 +211,7 @@ class io_uring_backend final : public backend {
     }
     std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    count_syscall_of_caller();
   }
 
   bool busy() const noexcept override { return in_flight_ != 0 || io_uring_sq_ready(&ring_) != 0; }
@@ -413,7 +417,7 @@ class io_uring_backend final : public backend {
 
   void submit() noexcept {
     enable();
-    io_uring_submit(&ring_);
+    if (io_uring_submit(&ring_) > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
   }
 
   io_uring_sqe* get_sqe() noexcept {
@@ -438,10 +442,13 @@ class io_uring_backend final : public backend {
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;
       const std::uint64_t ud = cqe->user_data;
+      if (ud == message_tag) ctx_.counters().wakeups_received.add();
       if (ud == cancel_tag || ud == message_tag || (ud & sent_bit) != 0) continue;
       if (ud == wake_tag) {
         std::uint64_t value;
         [[maybe_unused]] ssize_t n = ::read(wake_fd_, &value, sizeof value);
+        ctx_.counters().wakeups_received.add();
+        ctx_.counters().syscalls.add();
         if ((cqe->flags & IORING_CQE_F_MORE) == 0) arm_wake();
         continue;
       }

@@ -171,4 +171,11 @@ void runtime::join_all() noexcept {
   joined_ = true;
 }
 
+metrics::runtime_snapshot runtime::metrics() const {
+  metrics::runtime_snapshot s;
+  s.workers.reserve(workers_.size());
+  for (const auto& w : workers_) s.workers.push_back(w->ctx.metrics());
+  return s;
+}
+
 }  // namespace tern

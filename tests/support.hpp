@@ -53,6 +53,14 @@ inline tern::io_context_options options_for(tern::backend_kind kind) {
   return o;
 }
 
+// A runtime of `threads` workers on the given backend.
+inline tern::runtime_options runtime_options_for(tern::backend_kind kind, unsigned threads) {
+  tern::runtime_options o;
+  o.threads = threads;
+  o.backend = kind;
+  return o;
+}
+
 class backend_test : public ::testing::TestWithParam<tern::backend_kind> {
  protected:
   tern::io_context_options options() const { return options_for(GetParam()); }

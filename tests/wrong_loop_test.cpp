@@ -22,12 +22,7 @@ using tern::net::tcp_socket;
 
 class wrong_loop_test : public ::testing::TestWithParam<tern::backend_kind> {
  protected:
-  tern::runtime_options options() const {
-    tern::runtime_options o;
-    o.threads = 2;
-    o.backend = GetParam();
-    return o;
-  }
+  tern::runtime_options options() const { return runtime_options_for(GetParam(), 2); }
 
   // Runs body on worker 0 and waits for it at most limit; records a failure (and stops the runtime) if it does not
   // finish in time.

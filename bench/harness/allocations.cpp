@@ -6,10 +6,18 @@ namespace {
 
 // Set during static initialisation of a counting worker, before main; read only after main starts.
 constinit allocation_counter registered = nullptr;
+constinit loop_counter registered_loops = nullptr;
 
 }  // namespace
 
 void register_allocation_counter(allocation_counter counter) noexcept { registered = counter; }
+
+void register_loop_counter(loop_counter counter) noexcept { registered_loops = counter; }
+
+std::optional<loop_counts> loop_counts_so_far() noexcept {
+    if (!registered_loops) return std::nullopt;
+    return registered_loops();
+}
 
 std::optional<std::uint64_t> allocations_so_far() noexcept {
     if (!registered) return std::nullopt;
@@ -17,7 +25,9 @@ std::optional<std::uint64_t> allocations_so_far() noexcept {
 }
 
 const std::vector<metric_def>& optional_metrics() {
-    static const std::vector<metric_def> all = {{allocs_per_op_name, "allocs/op", better::lower}};
+    static const std::vector<metric_def> all = {{allocs_per_op_name, "allocs/op", better::lower},
+                                                {syscalls_per_op_name, "syscalls/op", better::lower},
+                                                {wakeups_per_op_name, "wakeups/op", better::lower}};
     return all;
 }
 

@@ -49,6 +49,7 @@ public:
         double secs = std::chrono::duration<double>(now - start_).count();
         metric_values values{{metric_, static_cast<double>(ops_) / secs}};
         if (allocs) values.emplace_back(allocs_per_op_name, *allocs);
+        allocs_->append_loop_figures(ops_, values);
         s_.report(phases_[current_], values);
         if (++current_ == phases_.size()) {
             done_ = true;
@@ -109,6 +110,7 @@ public:
                           {"max_us", static_cast<double>(hist_.max_ns()) / 1e3}};
             }
             if (allocs) values.emplace_back(allocs_per_op_name, *allocs);
+            allocs_->append_loop_figures(hist_.count(), values);
             s_.report(phases_[current_], values);
         }
         if (++current_ == phases_.size()) {

@@ -96,7 +96,9 @@ std::string ratio_text(const std::vector<record>& all, const record& r) {
 // Allocations per operation are small fractions where the measured loop allocates nothing per operation (setup
 // amortised over millions of operations): three decimals say "0.000" instead of a misleading "1.91e-06".
 std::string value_text(const record& r, double v) {
-    if (r.metric->name != allocs_per_op_name) return format_value(v);
+    if (r.metric->name != allocs_per_op_name && r.metric->name != syscalls_per_op_name &&
+        r.metric->name != wakeups_per_op_name)
+        return format_value(v);
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f", v);
     return buf;
@@ -107,6 +109,13 @@ bool optional_metric(const record& r) { return !r.scenario->find_metric(r.metric
 // The line under a table's title: the scenario's definition, or what an optional metric counts.
 std::string table_intro(const record& r) {
     if (!optional_metric(r)) return r.scenario->summary;
+    if (r.metric->name == syscalls_per_op_name)
+        return "system calls per operation over each measured phase, every loop of the tern worker together "
+               "(its loops' own counters, tern/metrics.hpp: waits, submissions, speculative attempts; not the "
+               "socket calls of setup); the other workers do not count";
+    if (r.metric->name == wakeups_per_op_name)
+        return "wake-ups of a parked loop by another thread per operation over each measured phase, every loop "
+               "of the tern worker together; the other workers do not count";
     return "operator new calls per operation over each measured phase, counted by the tern worker (the other "
            "workers do not count)";
 }

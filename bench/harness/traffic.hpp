@@ -49,6 +49,7 @@ public:
     // that was the last.
     bool next(bench_clock::time_point now, metric_values values, std::uint64_t ops) {
         if (auto a = allocs_->per_op(ops)) values.emplace_back(allocs_per_op_name, *a);  // before report allocates
+        allocs_->append_loop_figures(ops, values);
         s_.report(phases_[current_], keep_defined(s_.scenario(), values));
         if (++current_ == phases_.size()) {
             done_ = true;

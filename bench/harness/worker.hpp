@@ -79,6 +79,7 @@ public:
             allocation_window allocs(def_);
             metric_values values = measure(p);
             if (auto per_op = allocs.per_op(work_count())) values.emplace_back(allocs_per_op_name, *per_op);
+            allocs.append_loop_figures(work_count(), values);
             report(p, values);
         }
     }

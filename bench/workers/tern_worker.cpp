@@ -2,6 +2,8 @@
 #include "../harness/worker.hpp"
 #include "../scenarios/registry.hpp"
 
+#include <tern/metrics.hpp>
+
 #include <array>
 
 namespace {
@@ -83,4 +85,13 @@ constexpr std::array entries = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return worker_main(argc, argv, entries, "tern-bench-tern"); }
+int main(int argc, char** argv) {
+    // syscalls_per_op and wakeups_per_op: every loop of this process, from the counters tern keeps anyway.
+    if constexpr (tern::metrics::enabled) {
+        register_loop_counter([]() noexcept {
+            const tern::metrics::loop_snapshot s = tern::metrics::process_snapshot();
+            return loop_counts{s.syscalls, s.wakeups_received};
+        });
+    }
+    return worker_main(argc, argv, entries, "tern-bench-tern");
+}

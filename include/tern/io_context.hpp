@@ -35,9 +35,11 @@
 #include "tern/detail/deadline_clock.hpp"
 #include "tern/detail/frame_pool.hpp"
 #include "tern/detail/line_pool.hpp"
+#include "tern/detail/loop_counters.hpp"
 #include "tern/detail/thread_identity.hpp"
 #include "tern/detail/timer_wheel.hpp"
 #include "tern/detail/work_queue.hpp"
+#include "tern/metrics.hpp"
 
 namespace tern {
 
@@ -162,6 +164,8 @@ struct posted_remote final : work_item {
   static void invoke(work_item* w);
 };
 
+struct loop_registry;
+
 // Intrusive list node of a spawned root task, so the context can destroy what is still suspended when it dies.
 struct spawn_link {
   spawn_link* prev = nullptr;
@@ -210,6 +214,7 @@ class io_context {
         handler_block* b = handler_blocks_.load(std::memory_order_relaxed);
         handler_blocks_.store(b->next, std::memory_order_relaxed);
         run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
+        posts_local_.add();
         return;
       }
     }
@@ -224,6 +229,7 @@ class io_context {
       if (running_here()) {
         if (void* b = grow_handler_blocks()) {
           run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
+          posts_local_.add();
           return;
         }
       }
@@ -239,6 +245,7 @@ class io_context {
     }
     using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
+    if (running_here()) posts_local_.add();  // from elsewhere: counted when the loop drains its inbox
     enqueue(p);
   }
 
@@ -268,12 +275,14 @@ class io_context {
         if (b != nullptr) {
           shared_queue_.push_back(::new (b) detail::posted_roaming<D>(std::forward<F>(f), this));
           ++shared_count_;
+          posts_local_.add();
           return;
         }
       }
     }
     using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
+    if (running_here()) posts_local_.add();
     enqueue_shared(p);
   }
 
@@ -301,6 +310,9 @@ class io_context {
   // True if the calling thread is inside this loop's run (possibly with another loop's run nested in it). One
   // register read and one load: the check every post and resumption makes.
   bool running_here() const noexcept { return owner_.load(std::memory_order_relaxed) == detail::thread_identity(); }
+
+  // What this loop has done so far, as counters (tern/metrics.hpp). Any thread.
+  ::tern::metrics::loop_snapshot metrics() const noexcept;
 
   // Sets the handler for exceptions that escape detached tasks (default: print to stderr).
   void set_exception_handler(std::function<void(std::exception_ptr)> h) { exception_handler_ = std::move(h); }
@@ -366,9 +378,15 @@ class io_context {
   void forget(detail::io_op& op) noexcept;
   // Loop thread: takes w out of the inbox and the run queue if it is queued there.
   void purge(detail::work_item* w) noexcept {
-    inbox_.drain_into(run_queue_);
+    drain_inbox();
     run_queue_.remove(w);
   }
+  // The loop's counters (metrics.hpp), for the backends to bump: from the loop's thread only.
+  detail::loop_counters& counters() noexcept { return counters_; }
+  const detail::loop_counters& counters() const noexcept { return counters_; }
+  std::uint64_t posts_local() const noexcept { return posts_local_.get(); }
+  // Loop thread: publishes the gauges of the loop's thread (its pools) for snapshots taken elsewhere.
+  void publish_gauges() noexcept;
 
   // Handler slabs (loop thread only). A post from the loop's thread, the common case of a handler posting its
   // successor, takes a block from the loop's free list and its run gives it back: no thread-local lookup on either
@@ -407,6 +425,7 @@ class io_context {
   }
 
   detail::timer_wheel& timers() noexcept { return timers_; }
+  const detail::timer_wheel& timers() const noexcept { return timers_; }
   // The clock as last read by the loop (at most one turn old; never ahead of the real clock).
   std::uint64_t loop_time_ns() const noexcept { return loop_time_ns_; }
   detail::backend& backend_impl() noexcept { return *backend_; }
@@ -464,8 +483,19 @@ class io_context {
   void run_item(detail::work_item* w) {
     inline_streak_ = 0;
     inline_bytes_ = 0;
-    w->run(w);
+    w->run(w);  // counted in items_run by the caller, once per batch: a bump per item cost dispatch/post 1.5%
   }
+  // Moves what other threads queued into the run queue, counting it.
+  void drain_inbox() noexcept { counters_.posts_remote.add(inbox_.drain_into(run_queue_)); }
+  // Loop lag sampling: one turn in lag_sample_turns that starts with work queued puts the probe at the back of
+  // the run queue with the time; its run records how long it waited (metrics::lag_histogram).
+  static constexpr std::uint64_t lag_sample_turns = 64;
+  struct lag_probe : detail::work_item {
+    io_context* owner = nullptr;
+    std::uint64_t queued_ns = 0;
+  };
+  void sample_lag() noexcept;
+  static void lag_probe_ran(detail::work_item* w) noexcept;
   bool ready_empty() const noexcept { return run_queue_.empty() && shared_queue_.empty(); }
   // Pinned work first (completions, resumptions), then shareable work; but when both are queued, at least one
   // item in shared_every + 1 is shareable, so a stream of pinned work (a handler that re-posts itself) cannot
@@ -492,6 +522,8 @@ class io_context {
   bool has_work() const noexcept;
   void enqueue_remote(detail::work_item* w) noexcept;
   void wake_if_sleeping() noexcept;
+  // Wakes the parked loop (its sleeping_ flag already taken by the caller).
+  void wake_now() noexcept;
   // wake_if_sleeping() after a seq_cst push onto the inbox, which already orders the check (no fence).
   void wake_if_announced() noexcept;
   // Polls I/O and timers once; blocks only if allowed and nothing is queued.
@@ -533,6 +565,9 @@ class io_context {
   // The loop thread's free list. Atomic (relaxed, plain moves on x86) only because post() from another thread
   // looks at it before it learns that it is not the loop's thread; only the loop's thread follows or changes it.
   std::atomic<handler_block*> handler_blocks_{nullptr};
+  // Handlers posted from the loop's own thread (metrics::loop_snapshot::posts_local): bumped by every such post,
+  // so it lives in this line, which the post writes anyway, rather than in loop_counters' lines.
+  detail::counter posts_local_;
   handler_slab* handler_slabs_ = nullptr;
   returned_block* returning_ = nullptr;  // loop thread: blocks of remote posts that ran, not yet published
   returned_block* returning_last_ = nullptr;
@@ -574,6 +609,15 @@ class io_context {
   // Blocks of this loop's slabs whose handlers ran on another loop (work sharing), for this loop to take back.
   alignas(64) std::atomic<handler_block*> returned_handlers_{nullptr};
   std::atomic<std::size_t> guards_{0};
+  // Metrics (loop thread writes, any thread reads; see detail/loop_counters.hpp).
+  detail::loop_counters counters_;
+  lag_probe lag_probe_;
+  bool lag_probe_queued_ = false;
+  std::uint64_t turn_ = 0;
+  // Every loop of the process, for metrics::process_snapshot (metrics.cpp; under its mutex).
+  io_context* registry_prev_ = nullptr;
+  io_context* registry_next_ = nullptr;
+  friend struct detail::loop_registry;
 };
 
 template <class F>

@@ -138,6 +138,9 @@ class runtime final : private detail::share_group {
   template <class T>
   T block_on(task<T> t);
 
+  // Every worker's counters, in worker order (tern/metrics.hpp). Any thread.
+  ::tern::metrics::runtime_snapshot metrics() const;
+
   // Requested by shutdown(); tasks that serve forever (accept loops) watch it.
   std::stop_token stop_token() const noexcept { return stop_.get_token(); }
 

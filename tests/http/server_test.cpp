@@ -439,10 +439,7 @@ namespace {
 // serve(): a server on every worker of a runtime, one port for all (SO_REUSEPORT), stopped by the runtime's
 // shutdown. Requests on many connections are answered, and by more than one worker.
 TEST_P(http_server_test, serve_on_every_worker_of_a_runtime) {
-  tern::runtime_options o;
-  o.threads = 2;
-  o.backend = GetParam();
-  tern::runtime rt(o);
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
   auto routes = std::make_shared<http::router>();
   routes->get("/worker", [&rt](http::request&) -> tern::task<http::response> {
     co_return http::response(200, std::to_string(rt.current_worker()));

@@ -68,10 +68,7 @@ TEST_P(services_alloc_test, publishing_and_delivering_on_one_loop_allocates_noth
 
 TEST_P(services_alloc_test, publishing_from_another_worker_allocates_nothing_once_warm) {
   svc::event_bus bus;
-  tern::runtime_options o;
-  o.threads = 2;
-  o.backend = GetParam();
-  tern::runtime rt(o);
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
   std::atomic<std::uint64_t> seen{0};
   std::promise<svc::subscription> subscribed;
   auto sub_future = subscribed.get_future();

@@ -16,12 +16,7 @@ using namespace services_test;
 
 class services_runtime_test : public ::testing::TestWithParam<tern::backend_kind> {
  protected:
-  tern::runtime_options options() const {
-    tern::runtime_options o;
-    o.threads = 2;
-    o.backend = GetParam();
-    return o;
-  }
+  tern::runtime_options options() const { return runtime_options_for(GetParam(), 2); }
 };
 TERN_INSTANTIATE_BACKENDS(services_runtime_test);
 

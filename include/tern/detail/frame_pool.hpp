@@ -77,6 +77,9 @@ class frame_pool {
 
   // How many blocks of n's class the calling thread has cached.
   static std::uint32_t cached(std::size_t n) noexcept;
+  // The calling thread's blocks of every class taken and not given back (net: a thread that frees blocks other
+  // threads took can go below zero), and its cached free blocks (metrics).
+  static void usage(std::int64_t& in_use, std::uint64_t& cached) noexcept;
   // Puts a chain of blocks (first..last, linked through their first word, count of them) of n's class into the
   // calling thread's cache, as if this thread had freed them.
   static void adopt(void* first, void* last, std::uint32_t count, std::size_t n) noexcept;

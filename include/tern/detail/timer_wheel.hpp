@@ -27,6 +27,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "tern/detail/loop_counters.hpp"
+
 namespace tern::detail {
 
 struct timer_node {
@@ -66,11 +68,19 @@ class timer_wheel {
   // caller treats the timer as expired.
   bool insert(timer_node* n) noexcept {
     n->deadline_tick = tick_at_or_after(n->deadline_ns);
-    if (n->deadline_tick <= elapsed_) return false;
+    armed_.add();
+    if (n->deadline_tick <= elapsed_) {
+      fired_.add();  // expired on arrival: the caller fires it at once
+      return false;
+    }
     file(n);
     ++size_;
     return true;
   }
+
+  // Timers filed so far, and fired (cancelled ones are not); metrics, readable from any thread.
+  std::uint64_t armed() const noexcept { return armed_.get(); }
+  std::uint64_t fired() const noexcept { return fired_.get(); }
 
   // Unlinks a filed node. Safe from inside a fire callback, for any node.
   void remove(timer_node* n) noexcept {
@@ -175,6 +185,7 @@ class timer_wheel {
       if (level == 0) {
         n->where = timer_node::unlinked;
         --size_;
+        fired_.add();
         n->fire(n);
       } else {
         file(n);  // due ones land in elapsed_'s own level-0 slot, in deadline order, and fire from there
@@ -187,6 +198,8 @@ class timer_wheel {
   std::uint64_t occupied_[levels] = {};
   std::uint64_t elapsed_;
   std::size_t size_ = 0;
+  counter armed_;
+  counter fired_;
 };
 
 }  // namespace tern::detail

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <coroutine>
+#include <cstddef>
 
 namespace tern::detail {
 
@@ -143,22 +144,24 @@ class remote_inbox {
   // Loop thread only: a cheap check before paying for the exchange.
   bool maybe_nonempty() const noexcept { return head_.load(std::memory_order_relaxed) != nullptr; }
 
-  // Loop thread only: moves everything posted so far to q, oldest first.
-  bool drain_into(work_queue& q) noexcept {
-    if (!maybe_nonempty()) return false;
+  // Loop thread only: moves everything posted so far to q, oldest first; returns how many items that was.
+  std::size_t drain_into(work_queue& q) noexcept {
+    if (!maybe_nonempty()) return 0;
     work_item* list = head_.exchange(nullptr, std::memory_order_acquire);
-    if (list == nullptr) return false;
+    if (list == nullptr) return 0;
     work_item* last = list;
     work_item* prev = nullptr;
+    std::size_t n = 0;
     while (list != nullptr) {
       work_item* next = list->next;
       list->next = prev;
       prev = list;
       list = next;
+      ++n;
     }
     q.append(prev, last);
     last->next = nullptr;
-    return true;
+    return n;
   }
 
  private:
