@@ -123,18 +123,20 @@ class subscriber {
   // On the loop: discards the oldest local event.
   virtual void drop_front() noexcept = 0;
 
+  // Read by every thread, written once: the first line.
   const std::shared_ptr<loop_queue> queue;  // kept alive by its subscribers (and by a queued delivery pass)
   const std::size_t type;
   const int priority;
-  // The loop's own state (no lock):
-  std::size_t pending = 0;     // events in the local ring, each with its entry in the loop's order queue
-  std::size_t coroutines = 0;  // its coroutine handlers still running
-  bool delivering = false;     // its handler is being called now
-  bool released = false;       // the loop has seen the unsubscription: freed as soon as it is idle
-  // Under the queue's lock:
-  std::size_t remote = 0;  // events in the remote ring
   // Cleared by the unsubscription (any thread); a delivery pass checks it before each delivery.
   std::atomic<bool> subscribed{true};
+  // The loop's own state (no lock), in a line of its own: a publisher on another thread writes `remote` below,
+  // and sharing a line with it made every delivery wait for that line (services/events across two workers).
+  alignas(64) std::size_t pending = 0;  // events in the local ring, each with its entry in the loop's order queue
+  std::size_t coroutines = 0;           // its coroutine handlers still running
+  bool delivering = false;              // its handler is being called now
+  bool released = false;                // the loop has seen the unsubscription: freed as soon as it is idle
+  // Under the queue's lock:
+  alignas(64) std::size_t remote = 0;  // events in the remote ring
 };
 
 // The deliveries pending on one loop, for one bus. Publishes on the loop append to an order queue per priority
@@ -176,8 +178,9 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   // The loop's own (no lock):
   std::vector<bucket> buckets_;  // by ascending priority; kept once created, so a warm queue allocates nothing
   bool scheduled_ = false;       // a delivery pass is queued or running
-  // Other threads' publishes, under remote_lock_:
-  tern::detail::spinlock remote_lock_;
+  // Other threads' publishes, under remote_lock_, in lines of their own (the loop's fields above are written on
+  // every delivery):
+  alignas(64) tern::detail::spinlock remote_lock_;
   std::vector<subscriber*> remote_order_;  // reused: grows to the most remote deliveries ever waiting at once
   std::atomic<bool> remote_waiting_{false};  // remote_order_ is not empty and a pass has been posted for it
 };
@@ -223,9 +226,9 @@ class handler_subscriber final : public subscriber {
   }
 
   F handler_;
-  event_ring<E> ring_;         // on the loop
-  event_ring<E> remote_ring_;  // under the queue's lock
-  E current_{};  // the event being delivered to a plain handler (a slot reused like the ring's)
+  event_ring<E> ring_;  // on the loop
+  E current_{};
+  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)  // the event being delivered to a plain handler (a slot reused like the ring's)
 };
 
 }  // namespace detail
