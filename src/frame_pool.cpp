@@ -1,6 +1,10 @@
 // Slow path of the frame pool: first use on a thread, and release of the cached blocks at thread exit.
 #include "tern/detail/frame_pool.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 namespace tern::detail {
 
 namespace {
@@ -49,6 +53,23 @@ void frame_pool::adopt(void* first, void* last, std::uint32_t count, std::size_t
   thread_lists.heads[c] = static_cast<free_block*>(first);
   thread_lists.counts[c] += count;
   thread_lists.live[c] -= count;
+}
+
+void frame_pool::warm(std::size_t bytes_per_class) {
+  std::vector<void*> blocks;
+  for (std::size_t c = 0; c < class_count; ++c) {
+    const std::size_t size = (c + 1) * granularity;
+    const std::size_t want = std::min<std::size_t>(std::max<std::size_t>(1, bytes_per_class / size),
+                                                   max_burst_cached(c));
+    blocks.clear();
+    for (std::size_t i = 0; i < want; ++i) {
+      void* b = allocate(size);
+      std::memset(b, 0, size);  // fault its pages in now
+      blocks.push_back(b);
+    }
+    // The peak just reached lets the list keep all of them.
+    for (void* b : blocks) deallocate(b, size);
+  }
 }
 
 void* frame_pool::refill(std::size_t c) {

@@ -90,6 +90,7 @@ io_context::io_context(io_context_options opts)
     try {
       backend_ = detail::make_io_uring_backend(*this, opts);
     } catch (const std::system_error&) {
+      if (opts.sqpoll) throw;  // asked for io_uring's poller thread: not silently something else
       backend_ = detail::make_epoll_backend(*this);  // io_uring disabled or unavailable on this kernel
     }
   }

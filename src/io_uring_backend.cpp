@@ -35,6 +35,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <liburing.h>
+#include <span>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -69,10 +70,19 @@ class io_uring_backend final : public backend {
         IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
         0,
     };
+    // SQPOLL: the kernel's poller thread is the ring's submitter, which rules out DEFER_TASKRUN (it runs task
+    // work in the waiting task) and the disabled start; completions still come to this loop's waits.
+    const unsigned sqpoll_tries[] = {
+        IORING_SETUP_SQPOLL | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+        IORING_SETUP_SQPOLL,
+    };
     int rc = -EINVAL;
-    for (unsigned flags : tries) {
+    const std::span<const unsigned> chosen = opts.sqpoll ? std::span<const unsigned>(sqpoll_tries)
+                                                         : std::span<const unsigned>(tries);
+    for (unsigned flags : chosen) {
       io_uring_params p{};
       p.flags = flags;
+      if (opts.sqpoll) p.sq_thread_idle = static_cast<unsigned>(std::max<std::int64_t>(1, opts.sqpoll_idle.count()));
       rc = io_uring_queue_init_params(entries, &ring_, &p);
       if (rc == 0) {
         disabled_ = (flags & IORING_SETUP_R_DISABLED) != 0;
@@ -80,7 +90,11 @@ class io_uring_backend final : public backend {
         break;
       }
     }
-    if (rc < 0) throw std::system_error(-rc, std::system_category(), "io_uring_queue_init_params");
+    if (rc < 0) {
+      throw std::system_error(-rc, std::system_category(),
+                              opts.sqpoll ? "io_uring_queue_init_params with IORING_SETUP_SQPOLL"
+                                          : "io_uring_queue_init_params");
+    }
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) {
       int e = errno;

@@ -3,6 +3,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <string>
+#include <system_error>
+
+#include "tern/detail/frame_pool.hpp"
 
 namespace tern {
 
@@ -47,30 +55,124 @@ io_context* share_group::least_loaded(unsigned self, std::size_t& load) noexcept
 
 }  // namespace detail
 
+namespace {
+
+// Where the workers of a starting runtime meet the constructor: each reports whether it could apply the
+// thread-level options, then waits for the verdict, so that none runs work unless all succeeded.
+struct start_gate {
+  std::mutex m;
+  std::condition_variable cv;
+  unsigned reported = 0;
+  int error = 0;             // the first worker's errno, 0 if none failed
+  bool decided = false;
+  bool go = false;
+
+  // A worker: reports its outcome and returns whether to run.
+  bool report_and_wait(int err) {
+    std::unique_lock<std::mutex> lock(m);
+    ++reported;
+    if (err != 0 && error == 0) error = err;
+    cv.notify_all();
+    cv.wait(lock, [this] { return decided; });
+    return go;
+  }
+  // The constructor: waits for n reports and decides (never go when abandon is set); returns the first error
+  // (0: all went well).
+  int decide(unsigned n, bool abandon = false) {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return reported == n; });
+    decided = true;
+    go = error == 0 && !abandon;
+    cv.notify_all();
+    return error;
+  }
+};
+
+}  // namespace
+
 runtime::runtime(runtime_options opts) {
   unsigned n = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
   if (n == 0) n = 1;
+  if (opts.realtime_priority) {
+    const int lo = sched_get_priority_min(SCHED_FIFO);
+    const int hi = sched_get_priority_max(SCHED_FIFO);
+    if (*opts.realtime_priority < lo || *opts.realtime_priority > hi) {
+      throw std::invalid_argument("tern::runtime: realtime_priority " + std::to_string(*opts.realtime_priority) +
+                                  " is outside SCHED_FIFO's range " + std::to_string(lo) + ".." +
+                                  std::to_string(hi));
+    }
+  }
   io_context_options loop_opts;
   loop_opts.backend = opts.backend;
   loop_opts.ring_entries = opts.ring_entries;
-  loop_opts.spin_before_park = opts.spin_before_park;
-  workers_.reserve(n);
-  for (unsigned i = 0; i < n; ++i) {
-    workers_.push_back(std::make_unique<worker_state>(loop_opts));
-    workers_.back()->ctx.join_share_group(this, i);
+  loop_opts.spin_before_park = opts.busy_poll ? std::chrono::nanoseconds::max() : opts.spin_before_park;
+  loop_opts.sqpoll = opts.sqpoll;
+  loop_opts.sqpoll_idle = opts.sqpoll_idle;
+  if (opts.lock_memory) {
+    if (::mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+      throw std::system_error(errno, std::system_category(),
+                              "tern::runtime: lock_memory: mlockall(MCL_CURRENT | MCL_FUTURE)");
+    }
+    unlock_memory_ = true;
+  }
+  // From here on, a failure undoes what was done: no loop is left, no thread runs, no memory stays locked.
+  auto undo = [this] {
+    workers_.clear();
+    if (unlock_memory_) ::munlockall();
+    unlock_memory_ = false;
+  };
+  try {
+    workers_.reserve(n);
+    for (unsigned i = 0; i < n; ++i) {
+      workers_.push_back(std::make_unique<worker_state>(loop_opts));
+      workers_.back()->ctx.join_share_group(this, i);
+    }
+  } catch (...) {
+    undo();
+    throw;
   }
   const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < n; ++i) {
-    worker_state& w = *workers_[i];
-    w.thread = std::thread([this, &w, i, cpus, pin = opts.pin_threads] {
-      if (pin) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(i % cpus, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-      }
-      work(w);
-    });
+  auto gate = std::make_shared<start_gate>();
+  unsigned started = 0;
+  try {
+    for (unsigned i = 0; i < n; ++i) {
+      worker_state& w = *workers_[i];
+      w.thread = std::thread([this, &w, i, cpus, gate, pin = opts.pin_threads, prio = opts.realtime_priority,
+                              prefault = opts.prefault_bytes_per_class] {
+        int err = 0;
+        if (pin) {
+          cpu_set_t set;
+          CPU_ZERO(&set);
+          CPU_SET(i % cpus, &set);
+          pthread_setaffinity_np(pthread_self(), sizeof set, &set);  // best effort: a CPU may be offline
+        }
+        if (prio) {
+          sched_param param{};
+          param.sched_priority = *prio;
+          err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+        }
+        if (err == 0 && prefault != 0) detail::frame_pool::warm(prefault);
+        if (!gate->report_and_wait(err)) {
+          w.finished.store(true, std::memory_order_release);
+          return;
+        }
+        work(w);
+      });
+      ++started;
+    }
+  } catch (...) {
+    // A thread could not be created: the ones that were wait at the gate for a verdict.
+    gate->decide(started, true);
+    join_all();
+    undo();
+    throw;
+  }
+  if (int err = gate->decide(n); err != 0) {
+    join_all();
+    undo();
+    throw std::system_error(err, std::system_category(),
+                            "tern::runtime: realtime_priority " + std::to_string(*opts.realtime_priority) +
+                                ": pthread_setschedparam(SCHED_FIFO) (needs CAP_SYS_NICE or RLIMIT_RTPRIO)");
   }
 }
 
@@ -80,6 +182,7 @@ runtime::~runtime() {
   // that worker's queue while its frame belongs to this one), then destroy the loops.
   for (auto& w : workers_) w->ctx.discard_queued();
   workers_.clear();
+  if (unlock_memory_) ::munlockall();
 }
 
 void runtime::work(worker_state& w) {

@@ -138,14 +138,17 @@ void add_socket_scenarios(std::vector<scenario_def>& s) {
     s.push_back(bi);
 
     auto cross = with_raw("raw/blocking");
+    cross.push_back("tern/io_uring-latency");
+    cross.push_back("tern/epoll-latency");
     s.push_back({"sockets/pingpong_cross_thread", "sockets",
                  "sockets/pingpong with the client and the server on separate threads, each running its own loop "
                  "(tern: two io_contexts on two std::threads; Asio: two io_contexts), client pinned to CPU 0 and "
                  "server to CPU 1; every byte verified. Each hop wakes the other vCPU: on this VM that costs tens of "
                  "microseconds whenever the peer has gone idle, and that cost is part of the figure (raw/blocking "
                  "shows what the kernel alone charges for it). tern's loops poll for up to 200 us before they park "
-                 "(io_context_options::spin_before_park), which is how they avoid most of those wake-ups; Asio's "
-                 "loops have no such option and park after every message",
+                 "(io_context_options::spin_before_park), which is how they avoid most of those wake-ups; in latency "
+                 "mode (the -latency implementations) they never park; Asio's loops have no such option and park "
+                 "after every message",
                  latency_metrics(),
                  sweep("size", {64}),
                  sweep("size", {1, 64, 1024}),
@@ -726,16 +729,50 @@ std::vector<scenario_def> build_scenarios() {
     accuracy.quick_duration_s = 0.5;
     s.push_back(accuracy);
 
+    scenario_def jitter{"realtime/jitter", "realtime",
+                        "Ichor's realtime shape: one periodic task on CPU 0 wakes every period_us on a fixed grid "
+                        "(each wait expires at the next multiple of the period) and then does fixed work "
+                        "(work_iterations rounds of an integer mix, about 40 us here, checked at the end); with load=1 a "
+                        "thread pinned to CPU 1 loads that CPU and the memory system (an 8 MiB buffer swept at an odd "
+                        "stride), load=0 is the idle baseline; lateness = when the task ran minus its deadline: min, mean, p99 and max in us. tern: "
+                        "a one-worker runtime pinned to CPU 0 and a tern::timer; tern/io_uring and tern/epoll in the "
+                        "runtime's normal mode (spin 20 us, then park), the -latency implementations in latency mode "
+                        "(runtime_options::low_latency: busy polling, plus mlockall and a pre-faulted frame pool; "
+                        "no SCHED_FIFO, which real-time throttling would stop for 50 ms a second while busy "
+                        "polling); asio/callbacks: a steady_timer re-armed from its handler on an io_context run on "
+                        "CPU 0",
+                        {{"lateness_min_us", "us", better::lower},
+                         {"lateness_mean_us", "us", better::lower},
+                         {"lateness_p99_us", "us", better::lower},
+                         {"lateness_max_us", "us", better::lower}},
+                        {{{"period_us", std::int64_t{1000}}, {"work_iterations", std::int64_t{20000}}, {"load", std::int64_t{1}}}},
+                        {{{"period_us", std::int64_t{1000}}, {"work_iterations", std::int64_t{20000}}, {"load", std::int64_t{0}}},
+                         {{"period_us", std::int64_t{1000}}, {"work_iterations", std::int64_t{20000}}, {"load", std::int64_t{1}}}},
+                        true, false,
+                        {"tern/io_uring", "tern/epoll", "tern/io_uring-latency", "tern/epoll-latency",
+                         "asio/callbacks"}};
+    jitter.quick_duration_s = 1;
+    jitter.full_duration_s = 10;  // the 10 s; Ichor's realtime example checks a 2 ms deadline
+    s.push_back(jitter);
+
     auto pingpong_impls = all_runtimes;
     pingpong_impls.push_back("raw/liburing");
-    s.push_back({"sockets/pingpong", "sockets",
-                 "loopback TCP (TCP_NODELAY), client and server as separate tasks on one thread; the client writes "
-                 "size bytes, the server reads them all and echoes them; every byte verified on both sides; "
-                 "round-trip latency",
-                 latency_metrics(),
-                 sweep("size", {1, 64, 1024}),
-                 sweep("size", {1, 64, 1024}),
-                 true, true, pingpong_impls});
+    pingpong_impls.push_back("tern/io_uring-sqpoll");
+    scenario_def pingpong{"sockets/pingpong", "sockets",
+                          "loopback TCP (TCP_NODELAY), client and server as separate tasks on one thread; the client "
+                          "writes size bytes, the server reads them all and echoes them; every byte verified on both "
+                          "sides; round-trip latency (tern/io_uring-sqpoll, io_uring with a kernel submission poller, "
+                          "at size=64 only)",
+                          latency_metrics(),
+                          sweep("size", {1, 64, 1024}),
+                          sweep("size", {1, 64, 1024}),
+                          true, true, pingpong_impls};
+    pingpong.runs = [](const param_list& point, std::string_view impl, std::string_view) {
+        if (impl != "tern/io_uring-sqpoll") return true;
+        const param_value* size = find_param(point, "size");
+        return size != nullptr && *size == param_value{std::int64_t{64}};
+    };
+    s.push_back(pingpong);
 
     add_thread_scenarios(s);
     add_socket_scenarios(s);
@@ -758,6 +795,14 @@ std::vector<impl_def> build_impls() {
     return {
         {"tern/io_uring", "tern, io_uring backend", {{"", "tern-bench-tern"}}, "io_uring"},
         {"tern/epoll", "tern, epoll backend", {{"", "tern-bench-tern"}}, "epoll"},
+        {"tern/io_uring-latency", "tern, io_uring backend, latency mode (busy-polling loops, runtime_options::low_latency)",
+         {{"", "tern-bench-tern"}}, "io_uring"},
+        {"tern/epoll-latency", "tern, epoll backend, latency mode (busy-polling loops, runtime_options::low_latency)",
+         {{"", "tern-bench-tern"}}, "epoll"},
+        {"tern/io_uring-sqpoll",
+         "tern, io_uring backend with IORING_SETUP_SQPOLL (io_context_options::sqpoll: a kernel thread polls the "
+         "submission queue)",
+         {{"", "tern-bench-tern"}}, "io_uring"},
         {"tern/parser", "tern::http::request_parser: strict RFC 9112 head parser, fields as views, no allocation",
          {{"", "tern-bench-tern"}}},
         {"asio/callbacks", "standalone Asio with completion handlers (lambdas), concurrency_hint 1", asio_variants},

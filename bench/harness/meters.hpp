@@ -83,8 +83,9 @@ private:
 // Records round-trip latencies through the phases; reports mean, p50, p90, p99, p99.9 and max in us.
 class latency_meter {
 public:
-    // What a phase reports: a round trip's mean, p50, p90, p99, p99.9 and max, or a timer's lateness (mean and p99).
-    enum class figures { round_trip, lateness };
+    // What a phase reports: a round trip's mean, p50, p90, p99, p99.9 and max, a timer's lateness (mean and p99),
+    // or a periodic task's jitter (lateness min, mean, p99 and max).
+    enum class figures { round_trip, lateness, jitter };
 
     explicit latency_meter(session& s, figures f = figures::round_trip) : s_(s), phases_(s.phases()), figures_(f) {}
 
@@ -101,6 +102,11 @@ public:
             metric_values values;
             if (figures_ == figures::lateness) {
                 values = {{"lateness_mean_us", hist_.mean_ns() / 1e3}, {"lateness_p99_us", hist_.percentile_ns(0.99) / 1e3}};
+            } else if (figures_ == figures::jitter) {
+                values = {{"lateness_min_us", static_cast<double>(hist_.min_ns()) / 1e3},
+                          {"lateness_mean_us", hist_.mean_ns() / 1e3},
+                          {"lateness_p99_us", hist_.percentile_ns(0.99) / 1e3},
+                          {"lateness_max_us", static_cast<double>(hist_.max_ns()) / 1e3}};
             } else {
                 values = {{"mean_us", hist_.mean_ns() / 1e3},
                           {"p50_us", hist_.percentile_ns(0.50) / 1e3},
@@ -146,7 +152,7 @@ private:
 // run.
 class lateness_meter {
 public:
-    explicit lateness_meter(session& s) : meter_(s, latency_meter::figures::lateness) {}
+    explicit lateness_meter(session& s, latency_meter::figures f = latency_meter::figures::lateness) : meter_(s, f) {}
 
     void start() { meter_.start(); }
 

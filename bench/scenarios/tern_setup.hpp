@@ -19,14 +19,22 @@ namespace tern_bench::tern_impl {
 
 inline tern::backend_kind requested_backend(const session& s) {
     const std::string& id = s.request().impl;
-    if (id == "tern/io_uring") return tern::backend_kind::io_uring;
-    if (id == "tern/epoll") return tern::backend_kind::epoll;
+    if (id == "tern/io_uring" || id == "tern/io_uring-latency" || id == "tern/io_uring-sqpoll")
+        return tern::backend_kind::io_uring;
+    if (id == "tern/epoll" || id == "tern/epoll-latency") return tern::backend_kind::epoll;
     throw bench_failure("not a tern implementation: " + id);
+}
+
+// The -latency implementations: tern in latency mode (runtime_options::low_latency: busy-polling loops).
+inline bool latency_mode(const session& s) {
+    const std::string& id = s.request().impl;
+    return id == "tern/io_uring-latency" || id == "tern/epoll-latency";
 }
 
 inline tern::io_context_options options_for(const session& s) {
     tern::io_context_options o;
     o.backend = requested_backend(s);
+    o.sqpoll = s.request().impl == "tern/io_uring-sqpoll";  // a kernel thread polls the submission queue
     return o;
 }
 

@@ -32,6 +32,7 @@ constexpr std::array entries = {
     impl_entry{"timers/fire_rate", "asio/callbacks", a::timers_fire_rate_callbacks},
     impl_entry{"timers/fire_rate", "asio/coroutines", a::timers_fire_rate_coroutines},
     impl_entry{"timers/accuracy", "asio/callbacks", a::timers_accuracy_callbacks},
+    impl_entry{"realtime/jitter", "asio/callbacks", a::realtime_jitter_callbacks},
     impl_entry{"timers/accuracy", "asio/coroutines", a::timers_accuracy_coroutines},
     impl_entry{"udp/pingpong", "asio/callbacks", a::udp_pingpong_callbacks},
     impl_entry{"udp/pingpong", "asio/coroutines", a::udp_pingpong_coroutines},

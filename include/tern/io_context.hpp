@@ -66,6 +66,10 @@ struct io_context_options {
   // parked thread costs tens of microseconds on a VM, so a loop that expects work from another thread or a peer
   // soon trades CPU for latency here. 0 parks at once.
   std::chrono::nanoseconds spin_before_park{0};
+  // io_uring only: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL) and sleeps after sqpoll_idle
+  // without submissions. The loop's constructor throws std::system_error if the kernel refuses it.
+  bool sqpoll = false;
+  std::chrono::milliseconds sqpoll_idle{1000};
 };
 
 namespace detail {

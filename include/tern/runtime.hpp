@@ -59,6 +59,42 @@ struct runtime_options {
   unsigned ring_entries = 1024;
   // How long an idle worker keeps polling before it parks (waking a parked vCPU costs tens of microseconds).
   std::chrono::nanoseconds spin_before_park = std::chrono::microseconds(20);
+
+  // ---- Latency mode: each option trades CPU, memory or privilege for a shorter, steadier response. ----
+  // Never park an idle worker: it polls its inbox, its ring or epoll and its timers until work comes, so each
+  // worker keeps one CPU busy. Replaces spin_before_park.
+  bool busy_poll = false;
+  // Run every worker under SCHED_FIFO at this priority (sched_get_priority_min..max of SCHED_FIFO, 1..99 on
+  // Linux): a loop is then preempted only by higher real-time threads. Needs CAP_SYS_NICE or an RLIMIT_RTPRIO at
+  // least this high. Never half-applied: if any worker cannot get it, the constructor stops and joins every
+  // worker before any of them ran work, undoes lock_memory, and throws std::system_error (an out-of-range
+  // priority throws std::invalid_argument before any thread starts). A busy-polling FIFO worker starves
+  // ordinary threads on its CPU: give such workers CPUs of their own.
+  std::optional<int> realtime_priority;
+  // mlockall(MCL_CURRENT | MCL_FUTURE) before the workers start, so that no page of the process is paged out or
+  // faulted in later on a loop's path. Throws std::system_error when refused (RLIMIT_MEMLOCK without
+  // CAP_IPC_LOCK). Process-wide; the destructor undoes it (munlockall) when this runtime did it.
+  bool lock_memory = false;
+  // Each worker, before it runs anything, takes this many bytes of every frame-pool size class (coroutine frames
+  // and handler blocks up to 2 KiB) and gives them back, so its pool starts warm and its first tasks neither
+  // call malloc nor fault pages in.
+  std::size_t prefault_bytes_per_class = 0;
+  // io_uring only (ignored on epoll): a kernel thread per worker polls its submission queue
+  // (IORING_SETUP_SQPOLL), so a submission needs no system call while that thread is awake; it sleeps after
+  // sqpoll_idle without submissions. It takes a CPU of its own to pay: on a machine with few cores it competes
+  // with the workers (docs/benchmarks.md measures it). Throws std::system_error if the kernel refuses it.
+  bool sqpoll = false;
+  std::chrono::milliseconds sqpoll_idle{1000};
+
+  // The starting point of latency mode: threads pinned to CPUs and busy polling. Add realtime_priority,
+  // lock_memory, prefault_bytes_per_class or sqpoll as the deployment allows.
+  static runtime_options low_latency(unsigned threads = 0) {
+    runtime_options o;
+    o.threads = threads;
+    o.pin_threads = true;
+    o.busy_poll = true;
+    return o;
+  }
 };
 
 namespace detail {
@@ -183,6 +219,7 @@ class runtime final : private detail::share_group {
   std::mutex settle_mutex_;  // guards the two below: workers out of work, and whether all were at once
   std::size_t settled_ = 0;
   bool all_settled_ = false;
+  bool unlock_memory_ = false;  // this runtime called mlockall
 };
 
 template <class T>

@@ -1,9 +1,12 @@
 // The event bus's untyped half: subscriber lists, per-loop delivery queues and the delivery pass.
 //
-// Locks: the bus's mutex guards the subscriber lists and is taken before a loop_queue's; a loop_queue's mutex
-// guards its heap and its subscribers' rings and counters. Handlers run with no lock held, so a handler may
-// publish, subscribe or unsubscribe. Posting a delivery pass costs one post per burst (scheduled_), and a post
-// from another thread or from the loop itself allocates nothing once warm (tern's handler blocks and line pool).
+// Threads and locks: the bus's lock (biased towards the thread that takes it most) guards the subscriber lists and
+// is held through a whole publish, so an unsubscription that took it after a publish sees that publish's pushes
+// done. A loop_queue's order queues, each subscriber's local ring and its loop-side counters belong to the loop's
+// thread and take no lock; other threads append to the remote list and rings under the queue's spinlock, and the
+// next delivery pass adopts them all under one acquisition. Handlers run with no lock held, so a handler may
+// publish, subscribe or unsubscribe. A delivery pass is posted once per burst (scheduled_ on the loop,
+// remote_waiting_ for other threads); a post allocates nothing once warm (tern's handler blocks and line pool).
 #include "tern/services/event_bus.hpp"
 
 #include <algorithm>
@@ -20,96 +23,144 @@ std::size_t next_event_type() noexcept {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-void loop_queue::enqueue(subscriber* s, const void* event) {
-  bool post = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    s->push(event);
-    heap_.push_back(entry{s->priority, sequence_++, s});
-    std::push_heap(heap_.begin(), heap_.end(), later{});
-    ++s->pending;
-    post = !scheduled_;
-    scheduled_ = true;
+void loop_queue::push_order(subscriber* s) {
+  auto it = buckets_.begin();
+  for (; it != buckets_.end(); ++it) {
+    if (it->priority == s->priority) {
+      it->order.push(s);
+      return;
+    }
+    if (it->priority > s->priority) break;
   }
-  if (post) post_drain();
+  it = buckets_.insert(it, bucket{s->priority, {}});
+  it->order.push(s);
 }
 
-void loop_queue::post_drain() {
+subscriber* loop_queue::pop_order() noexcept {
+  for (bucket& b : buckets_) {
+    if (!b.order.empty()) {
+      subscriber* s = b.order.front();
+      b.order.pop();
+      return s;
+    }
+  }
+  return nullptr;
+}
+
+void loop_queue::enqueue_local(subscriber* s, const void* event) {
+  s->push_local(event);
+  ++s->pending;
+  push_order(s);
+  schedule();
+}
+
+void loop_queue::enqueue_remote(subscriber* s, const void* event) {
+  bool post = false;
+  {
+    std::lock_guard<tern::detail::spinlock> lock(remote_lock_);
+    s->push_remote(event);
+    ++s->remote;
+    remote_order_.push_back(s);
+    post = !remote_waiting_.load(std::memory_order_relaxed);
+    if (post) remote_waiting_.store(true, std::memory_order_relaxed);
+  }
+  if (post) post_pass();
+}
+
+void loop_queue::adopt_remote() {
+  std::lock_guard<tern::detail::spinlock> lock(remote_lock_);
+  for (subscriber* s : remote_order_) {
+    s->adopt_remote();
+    --s->remote;
+    ++s->pending;
+    push_order(s);
+  }
+  remote_order_.clear();
+  remote_waiting_.store(false, std::memory_order_relaxed);
+}
+
+void loop_queue::schedule() {
+  if (scheduled_) return;
+  scheduled_ = true;
+  post_pass();
+}
+
+void loop_queue::post_pass() {
   ctx_->post([self = shared_from_this()] { self->drain(); });
 }
 
-void loop_queue::unsubscribe(subscriber* s) noexcept {
-  bool free_now = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    s->subscribed = false;
-    free_now = s->idle();
+void loop_queue::release(subscriber* s) {
+  s->subscribed.store(false, std::memory_order_release);
+  if (io_context::current() == ctx_) {
+    s->released = true;
+    free_if_idle(s);
+    return;
   }
-  if (free_now) delete s;
+  // Its loop-side state is the loop's to read: the loop frees it.
+  ctx_->post([self = shared_from_this(), s] {
+    s->released = true;
+    self->free_if_idle(s);
+  });
 }
 
 void loop_queue::coroutine_done(subscriber* s) noexcept {
-  bool free_now = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    --s->coroutines;
-    free_now = !s->subscribed && s->idle();
+  if (io_context::current() != ctx_) {
+    // A handler that ended on another thread: the count is the loop's (a post here costs no allocation once warm).
+    ctx_->post([self = shared_from_this(), s] { self->coroutine_done(s); });
+    return;
   }
-  if (free_now) delete s;
+  --s->coroutines;
+  if (s->released) free_if_idle(s);
+}
+
+void loop_queue::free_if_idle(subscriber* s) noexcept {
+  if (s->pending != 0 || s->coroutines != 0 || s->delivering) return;
+  {
+    // Unsubscribed, so no publish adds to it any more; events still in its remote ring are adopted (and dropped)
+    // by a pass that is already posted.
+    std::lock_guard<tern::detail::spinlock> lock(remote_lock_);
+    if (s->remote != 0) return;
+  }
+  delete s;
 }
 
 void loop_queue::drain() {
+  if (remote_waiting_.load(std::memory_order_relaxed)) adopt_remote();
   constexpr int deliveries_per_pass = 64;
   for (int n = 0; n < deliveries_per_pass; ++n) {
-    subscriber* s = nullptr;
-    subscriber* unsubscribed = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (heap_.empty()) {
-        scheduled_ = false;
-        return;
-      }
-      std::pop_heap(heap_.begin(), heap_.end(), later{});
-      s = heap_.back().target;
-      heap_.pop_back();
-      --s->pending;
-      if (s->subscribed) {
-        s->take_front();
-        s->delivering = true;
-      } else {
-        s->drop_front();
-        if (s->idle()) unsubscribed = s;
-        s = nullptr;
-      }
-    }
+    subscriber* s = pop_order();
     if (s == nullptr) {
-      delete unsubscribed;
+      scheduled_ = false;
+      return;
+    }
+    --s->pending;
+    if (!s->subscribed.load(std::memory_order_acquire)) {
+      s->drop_front();
+      if (s->released) free_if_idle(s);
       continue;
     }
     std::exception_ptr error;
     bool started = false;
+    s->delivering = true;
     try {
-      started = s->deliver();
+      started = s->deliver_front();
     } catch (...) {
       error = std::current_exception();
     }
-    bool free_now = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      s->delivering = false;
-      // The coroutine was only queued by spawn: it cannot finish before this count is taken.
-      if (started) ++s->coroutines;
-      free_now = !s->subscribed && s->idle();
-    }
-    if (free_now) delete s;
+    s->delivering = false;
+    // The coroutine was only queued by spawn: it cannot finish before this count is taken.
+    if (started) ++s->coroutines;
+    if (s->released) free_if_idle(s);
     if (error) rethrow_on_loop(error);
     if (started) {
       // The coroutine's first step is queued; the next pass goes after it, so deliveries start in order.
-      post_drain();
+      scheduled_ = true;
+      post_pass();
       return;
     }
   }
-  post_drain();  // more may be pending: let the loop's other work run first
+  scheduled_ = true;
+  post_pass();  // more may be pending: let the loop's other work run first
 }
 
 void loop_queue::rethrow_on_loop(std::exception_ptr e) {
@@ -136,12 +187,12 @@ event_bus::~event_bus() {
 }
 
 std::size_t event_bus::subscriptions() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<tern::detail::biased_lock> lock(lock_);
   return live_;
 }
 
 std::shared_ptr<detail::loop_queue> event_bus::queue_for(io_context& loop) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<tern::detail::biased_lock> lock(lock_);
   for (auto& q : queues_) {
     if (&q->context() == &loop) return q;
   }
@@ -150,7 +201,7 @@ std::shared_ptr<detail::loop_queue> event_bus::queue_for(io_context& loop) {
 }
 
 void event_bus::attach(detail::subscriber* s) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<tern::detail::biased_lock> lock(lock_);
   if (by_type_.size() <= s->type) by_type_.resize(s->type + 1);
   by_type_[s->type].push_back(s);
   // Its queue may have been dropped by an unsubscribe since queue_for found it: it is the loop's queue again.
@@ -161,18 +212,25 @@ void event_bus::attach(detail::subscriber* s) {
 }
 
 void event_bus::detach(detail::subscriber* s) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<tern::detail::biased_lock> lock(lock_);
   auto& list = by_type_[s->type];
   list.erase(std::find(list.begin(), list.end(), s));
   --live_;
   if (--s->queue->subscriptions == 0) std::erase(queues_, s->queue);
-  s->queue->unsubscribe(s);
+  s->queue->release(s);
 }
 
 void event_bus::publish_erased(std::size_t type, const void* event) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<tern::detail::biased_lock> lock(lock_);
   if (type >= by_type_.size()) return;
-  for (detail::subscriber* s : by_type_[type]) s->queue->enqueue(s, event);
+  io_context* here = io_context::current();
+  for (detail::subscriber* s : by_type_[type]) {
+    if (&s->queue->context() == here) {
+      s->queue->enqueue_local(s, event);
+    } else {
+      s->queue->enqueue_remote(s, event);
+    }
+  }
 }
 
 }  // namespace tern::services

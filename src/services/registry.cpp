@@ -18,6 +18,7 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <typeindex>
 #include <unordered_map>
@@ -377,7 +378,7 @@ struct registry::state {
   }
 
   // Holds targets and everything bound to them, and starts stopping those nothing depends on.
-  void begin_wave(const std::vector<node*>& targets) {
+  void begin_wave(std::span<node* const> targets) {
     wave.clear();
     wave_remaining = 0;
     std::vector<node*> stack(targets.begin(), targets.end());
@@ -458,7 +459,13 @@ struct registry::state {
 
   void classify();
   void classify_cycles(const std::vector<node*>& candidates);
-  service_status status_of(const node& n) const;
+  service_status status_of(const node& n) const {
+    service_status st;
+    fill_status(n, st);
+    return st;
+  }
+  // Writes n's status into a default-constructed st (no temporary to move).
+  void fill_status(const node& n, service_status& st) const;
 };
 
 void registry::state::classify() {
@@ -647,17 +654,16 @@ void registry::state::classify_cycles(const std::vector<node*>& candidates) {
   }
 }
 
-service_status registry::state::status_of(const node& n) const {
-  service_status s;
+void registry::state::fill_status(const node& n, service_status& s) const {
   s.id = n.id;
   s.name = n.name;
   s.error = n.error;
   s.error_code = n.error_code;
   s.stop_error = n.stop_error;
   switch (n.ph) {
-    case phase::starting: s.state = service_state::starting; return s;
-    case phase::running: s.state = service_state::running; return s;
-    case phase::stopping: s.state = service_state::stopping; return s;
+    case phase::starting: s.state = service_state::starting; return;
+    case phase::running: s.state = service_state::running; return;
+    case phase::stopping: s.state = service_state::stopping; return;
     case phase::idle: break;
   }
   s.state = n.verdict;
@@ -665,7 +671,6 @@ service_status registry::state::status_of(const node& n) const {
   s.waiting_for = n.waiting_for;
   s.failed_dependency = n.failed_dependency;
   s.cycle = n.cycle;
-  return s;
 }
 
 // ---- registry ----
@@ -792,8 +797,15 @@ task<void> registry::stop() {
 }
 
 task<service_status> registry::start(service_id id) {
+  // on_home's steps written out: this is the hot one (start & stop of one service), and a status is large, so it
+  // is built once in this frame and moved once to the caller, instead of through a second task and an optional.
   state* s = state_.get();
-  return on_home<service_status>(*s, [s, id]() -> task<service_status> {
+  io_context* back = io_context::current();
+  co_await detail::hop_awaiter{s->home};
+  co_await s->take_turn();
+  service_status status;
+  std::exception_ptr error;
+  try {
     state::node& n = s->find(id);
     n.enabled = true;
     n.failed = false;
@@ -803,9 +815,17 @@ task<service_status> registry::start(service_id id) {
     s->consider(n);
     s->pump();
     co_await s->quiet();
-    s->classify();
-    co_return s->status_of(s->find(id));
-  });
+    // n is still there: remove(id) is an operation too, so it waits for this one's turn to end.
+    // A service that is not idle has its status in its phase: no need to classify the whole graph (O(N)).
+    if (n.ph == state::phase::idle) s->classify();
+    s->fill_status(n, status);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  s->end_turn();
+  co_await detail::hop_awaiter{back};
+  if (error) std::rethrow_exception(error);
+  co_return status;
 }
 
 task<void> registry::stop(service_id id) {
@@ -813,7 +833,8 @@ task<void> registry::stop(service_id id) {
   co_await on_home<bool>(*s, [s, id]() -> task<bool> {
     state::node& n = s->find(id);
     n.enabled = false;
-    s->begin_wave({&n});
+    state::node* target = &n;
+    s->begin_wave({&target, 1});
     co_await s->wave_over();
     s->end_wave();
     co_await s->quiet();
@@ -826,7 +847,8 @@ task<void> registry::remove(service_id id) {
   co_await on_home<bool>(*s, [s, id]() -> task<bool> {
     state::node& n = s->find(id);
     n.enabled = false;
-    s->begin_wave({&n});
+    state::node* target = &n;
+    s->begin_wave({&target, 1});
     co_await s->wave_over();
     n.held = false;
     std::erase(s->wave, &n);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <future>
 #include <thread>
+#include <utility>
 
 namespace {
 
@@ -155,6 +156,46 @@ TEST_P(services_runtime_test, events_published_from_other_threads_are_delivered_
     EXPECT_EQ(received, 2 * per_publisher);
     EXPECT_TRUE(on_own_loop);
     EXPECT_TRUE(in_order);
+  });
+  rt.shutdown(2s);
+}
+
+// Set when the one live instance (not a moved-from one) is destroyed, with the loop that destroyed it.
+struct destruction_probe {
+  std::atomic<tern::io_context*>* destroyed_on;
+  bool armed = true;
+  explicit destruction_probe(std::atomic<tern::io_context*>* where) : destroyed_on(where) {}
+  destruction_probe(destruction_probe&& o) noexcept : destroyed_on(o.destroyed_on), armed(std::exchange(o.armed, false)) {}
+  destruction_probe(const destruction_probe&) = delete;
+  ~destruction_probe() {
+    if (armed) destroyed_on->store(tern::io_context::current());
+  }
+};
+
+TEST_P(services_runtime_test, a_subscription_reset_from_another_worker_drops_its_pending_events_and_is_freed_on_its_loop) {
+  svc::event_bus bus;
+  tern::runtime rt(options());
+  std::atomic<tern::io_context*> destroyed_on{nullptr};
+  run_on(rt, 0, [&rt, &bus, &destroyed_on]() -> tern::task<> {
+    int calls = 0;
+    svc::subscription s = bus.subscribe<tick>([&calls, probe = destruction_probe(&destroyed_on)](const tick&) {
+      ++calls;
+    });
+    for (int i = 0; i < 100; ++i) bus.publish(tick{0, i});  // pending: this loop has not run since
+    std::promise<void> reset_done;
+    std::future<void> reset = reset_done.get_future();
+    rt.spawn_on(1, [](svc::subscription s, std::promise<void> p) -> tern::task<> {
+      s.reset();
+      p.set_value();
+      co_return;
+    }, std::move(s), std::move(reset_done)).detach();
+    // Hold this loop until the reset has returned on worker 1, so that every event is still pending then.
+    CO_ASSERT(reset.wait_for(20s) == std::future_status::ready);
+    EXPECT_EQ(destroyed_on.load(), nullptr) << "freed by worker 1, though its loop-side state is worker 0's";
+    for (int i = 0; i < 200 && destroyed_on.load() == nullptr; ++i) co_await tern::sleep_for(1ms);
+    EXPECT_EQ(calls, 0) << "a delivery started after the subscription was reset";
+    EXPECT_EQ(destroyed_on.load(), &rt.worker(0)) << "the handler must be destroyed on its subscriber's loop";
+    EXPECT_EQ(bus.subscriptions(), 0u);
   });
   rt.shutdown(2s);
 }

@@ -85,8 +85,10 @@ void sockets_pingpong_cross_thread(session& s) {
     // Each loop polls for a while before it parks (io_context_options::spin_before_park, as a runtime's workers
     // do by default): the reply arrives within tens of microseconds, and parking would add a vCPU wake-up to
     // every round trip.
+    // In latency mode (the -latency implementations) they never park: the spin has no end, as a runtime's
+    // workers do with runtime_options::busy_poll.
     tern::io_context_options opts = options_for(s);
-    opts.spin_before_park = std::chrono::microseconds(200);
+    opts.spin_before_park = latency_mode(s) ? std::chrono::nanoseconds::max() : std::chrono::microseconds(200);
     tern::io_context client_ctx(opts);
     tern::io_context server_ctx(opts);
     announce(s, client_ctx);

@@ -80,6 +80,9 @@ class frame_pool {
   // The calling thread's blocks of every class taken and not given back (net: a thread that frees blocks other
   // threads took can go below zero), and its cached free blocks (metrics).
   static void usage(std::int64_t& in_use, std::uint64_t& cached) noexcept;
+  // Fills this thread's list of every class with about bytes_per_class bytes of blocks (at most what a list may
+  // keep), each written once so that its pages are in memory: later allocations of those sizes are pops.
+  static void warm(std::size_t bytes_per_class);
   // Puts a chain of blocks (first..last, linked through their first word, count of them) of n's class into the
   // calling thread's cache, as if this thread had freed them.
   static void adopt(void* first, void* last, std::uint32_t count, std::size_t n) noexcept;

@@ -12,24 +12,32 @@
 //   publish copies the event once per subscription into that subscription's queue and, if the loop has nothing of
 //   the bus queued yet, posts one delivery pass to it. publish never runs a handler inline.
 // - Order: among the deliveries pending on one loop (all event types together), a lower priority number goes
-//   first; equal priorities go in publish order, and one publish reaches equal-priority subscriptions in the order
-//   they subscribed. So a subscription sees its events in publish order (per publishing thread).
+//   first; equal priorities go in the order the events reached the loop, and one publish reaches equal-priority
+//   subscriptions in the order they subscribed. A publish on the subscriber's own loop reaches it at once; one from
+//   another thread reaches it when the loop's next delivery pass adopts it. So a subscription sees the events of
+//   one publishing thread in publish order.
 // - A handler is a callable taking const E&, returning void or tern::task<>. A coroutine handler gets its own copy
 //   of the event (it lives in the coroutine's frame) and is started in its turn; the next delivery waits until it
 //   has first suspended (or finished), not until it has finished, so a slow coroutine does not hold up the loop.
 //   A plain handler's exception, or a coroutine's, goes to the loop's exception handler; delivery goes on.
-// - subscription is RAII: destroying it (or reset()) unsubscribes. On the subscriber's loop, no delivery starts
-//   after that; from another thread, a delivery already under way may still finish. The handler object lives
-//   until its last coroutine has finished.
-// - An event type is a copyable, default-constructible value. Pending events wait in a ring per subscription
-//   whose slots are reused by assignment; the ring, the loop's priority heap and a coroutine handler's frame
+// - subscription is RAII: destroying it (or reset()) unsubscribes: no delivery starts after that; from another
+//   thread, a delivery already under way may still finish. The handler object is destroyed on the subscriber's
+//   loop once its last coroutine has finished (at once when unsubscribed there with nothing under way).
+// - An event type is a copyable, default-constructible value. Pending events wait in rings per subscription
+//   whose slots are reused by assignment; the rings, the loop's order queues and a coroutine handler's frame
 //   (tern's frame pool) grow to their high-water mark and then stay: no heap allocation per event in steady state
 //   (an event whose copy allocates, a std::string member, reuses the slot's capacity, except in the copy a
 //   coroutine handler takes).
+// - Cost: a publish on the subscriber's loop takes no atomic read-modify-write once the bus's lock has biased
+//   towards the publishing thread: a copy into the ring and an entry in the order queue; a delivery pass is posted
+//   once per burst. A publish from another thread takes the queue's spinlock, and the pass adopts everything
+//   waiting under one acquisition.
 // - Lifetimes: the bus outlives its subscriptions (its destructor terminates if one is left) and the loops'
-//   activity for it: declare it before the loops, so that it is destroyed after them.
+//   activity for it: declare it before the loops, so that it is destroyed after them. A subscription reset from
+//   another thread is freed by its loop, so that loop must run once more after it.
 #pragma once
 
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +48,8 @@
 #include <utility>
 #include <vector>
 
+#include "tern/detail/biased_lock.hpp"
+#include "tern/detail/spinlock.hpp"
 #include "tern/io_context.hpp"
 #include "tern/spawn.hpp"
 #include "tern/task.hpp"
@@ -58,13 +68,15 @@ std::size_t event_type() noexcept {
   return id;
 }
 
-// A FIFO of events that keeps its slots: they are overwritten, never destroyed, so a warm ring allocates nothing.
+// A FIFO that keeps its slots: they are overwritten, never destroyed, so a warm ring allocates nothing.
 template <class E>
 class event_ring {
  public:
-  void push(const E& e) {
+  bool empty() const noexcept { return count_ == 0; }
+  template <class V>
+  void push(V&& e) {
     if (count_ == slots_.size()) grow();
-    slots_[(head_ + count_) & (slots_.size() - 1)] = e;
+    slots_[(head_ + count_) & (slots_.size() - 1)] = std::forward<V>(e);
     ++count_;
   }
   E& front() noexcept { return slots_[head_]; }
@@ -88,8 +100,10 @@ class event_ring {
 
 class loop_queue;
 
-// One subscription: its handler and its pending events. The counters and flags are guarded by its loop_queue's
-// mutex; the subscriber is freed when it is unsubscribed and nothing refers to it any more.
+// One subscription: its handler and its pending events, in two rings. The local ring is filled by publishes on
+// the subscriber's own loop and read by its deliveries, with no lock; the remote ring is filled by other threads
+// under the loop_queue's lock, and its events move to the local ring when a delivery pass adopts them. A
+// subscriber is freed on its loop, once unsubscribed (released) and idle.
 class subscriber {
  public:
   subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority) noexcept
@@ -98,64 +112,77 @@ class subscriber {
   subscriber(const subscriber&) = delete;
   subscriber& operator=(const subscriber&) = delete;
 
-  // Copies *event (an E) into the pending ring. Queue lock held.
-  virtual void push(const void* event) = 0;
-  // Takes the oldest pending event as the one to deliver next. Queue lock held.
-  virtual void take_front() = 0;
-  // Discards the oldest pending event. Queue lock held.
+  // On the loop: appends a copy of *event (an E) to the local ring.
+  virtual void push_local(const void* event) = 0;
+  // Any other thread, queue lock held: appends a copy of *event to the remote ring.
+  virtual void push_remote(const void* event) = 0;
+  // On the loop, queue lock held: moves the oldest remote event to the back of the local ring.
+  virtual void adopt_remote() = 0;
+  // On the loop: takes the oldest local event and runs the handler on it; true if it started a coroutine.
+  virtual bool deliver_front() = 0;
+  // On the loop: discards the oldest local event.
   virtual void drop_front() noexcept = 0;
-  // Runs the handler on the taken event (no lock held); true if it started a coroutine.
-  virtual bool deliver() = 0;
 
-  // Nothing refers to it but the subscription.
-  bool idle() const noexcept { return pending == 0 && coroutines == 0 && !delivering; }
-
+  // Read by every thread, written once: the first line.
   const std::shared_ptr<loop_queue> queue;  // kept alive by its subscribers (and by a queued delivery pass)
   const std::size_t type;
   const int priority;
-  std::size_t pending = 0;     // its entries in the loop's heap
-  std::size_t coroutines = 0;  // its coroutine handlers still running
-  bool delivering = false;     // its handler is being called now
-  bool subscribed = true;      // the subscription is alive
+  // Cleared by the unsubscription (any thread); a delivery pass checks it before each delivery.
+  std::atomic<bool> subscribed{true};
+  // The loop's own state (no lock), in a line of its own: a publisher on another thread writes `remote` below,
+  // and sharing a line with it made every delivery wait for that line (services/events across two workers).
+  alignas(64) std::size_t pending = 0;  // events in the local ring, each with its entry in the loop's order queue
+  std::size_t coroutines = 0;           // its coroutine handlers still running
+  bool delivering = false;              // its handler is being called now
+  bool released = false;                // the loop has seen the unsubscription: freed as soon as it is idle
+  // Under the queue's lock:
+  alignas(64) std::size_t remote = 0;  // events in the remote ring
 };
 
-// The deliveries pending on one loop, for one bus: a heap by (priority, sequence), drained by posted passes.
+// The deliveries pending on one loop, for one bus. Publishes on the loop append to an order queue per priority
+// (FIFO within one priority, so the common single-priority case is a ring, not a heap); publishes from other
+// threads append to a remote list under a spinlock, adopted in one batch by the next delivery pass.
 class loop_queue : public std::enable_shared_from_this<loop_queue> {
  public:
   explicit loop_queue(io_context& ctx) noexcept : ctx_(&ctx) {}
 
-  std::size_t subscriptions = 0;  // live subscriptions on it; guarded by the bus's mutex
+  std::size_t subscriptions = 0;  // live subscriptions on it; guarded by the bus's lock
 
   io_context& context() const noexcept { return *ctx_; }
-  // Queues event for s, and a delivery pass if none is queued. Any thread.
-  void enqueue(subscriber* s, const void* event);
-  // Marks s unsubscribed; frees it if nothing refers to it. Any thread.
-  void unsubscribe(subscriber* s) noexcept;
-  // A coroutine handler of s has finished; frees s if it was the last reference.
+  // Queues event for s, and a delivery pass if none is queued. On the loop.
+  void enqueue_local(subscriber* s, const void* event);
+  // Queues event for s from another thread, and a delivery pass if the remote list was empty.
+  void enqueue_remote(subscriber* s, const void* event);
+  // s has been unsubscribed (it is off the bus's lists): no delivery starts after this on the loop; from
+  // another thread, one under way may finish. s is freed on the loop once idle. Any thread.
+  void release(subscriber* s);
+  // A coroutine handler of s has finished (on the loop).
   void coroutine_done(subscriber* s) noexcept;
 
  private:
-  struct entry {
+  struct bucket {
     int priority;
-    std::uint64_t sequence;
-    subscriber* target;
+    event_ring<subscriber*> order;
   };
-  // Heap order: the entry that must go first at the front.
-  struct later {
-    bool operator()(const entry& a, const entry& b) const noexcept {
-      return a.priority != b.priority ? a.priority > b.priority : a.sequence > b.sequence;
-    }
-  };
-  void post_drain();
+  void push_order(subscriber* s);
+  subscriber* pop_order() noexcept;
+  void adopt_remote();
+  void schedule();
+  void post_pass();
   // Delivers pending events in order, a bounded number per pass (the loop's I/O is not starved by a flood).
   void drain();
+  void free_if_idle(subscriber* s) noexcept;
   void rethrow_on_loop(std::exception_ptr e);
 
   io_context* ctx_;
-  std::mutex mutex_;
-  std::vector<entry> heap_;     // reused: grows to the most deliveries ever pending at once
-  std::uint64_t sequence_ = 0;
-  bool scheduled_ = false;      // a delivery pass is queued on the loop, or running
+  // The loop's own (no lock):
+  std::vector<bucket> buckets_;  // by ascending priority; kept once created, so a warm queue allocates nothing
+  bool scheduled_ = false;       // a delivery pass is queued or running
+  // Other threads' publishes, under remote_lock_, in lines of their own (the loop's fields above are written on
+  // every delivery):
+  alignas(64) tern::detail::spinlock remote_lock_;
+  std::vector<subscriber*> remote_order_;  // reused: grows to the most remote deliveries ever waiting at once
+  std::atomic<bool> remote_waiting_{false};  // remote_order_ is not empty and a pass has been posted for it
 };
 
 template <class E, class F>
@@ -167,13 +194,17 @@ class handler_subscriber final : public subscriber {
   handler_subscriber(std::shared_ptr<loop_queue> q, int priority, G&& f)
       : subscriber(std::move(q), event_type<E>(), priority), handler_(std::forward<G>(f)) {}
 
-  void push(const void* event) override { ring_.push(*static_cast<const E*>(event)); }
-  void take_front() override {
-    current_ = ring_.front();
-    ring_.pop();
+  void push_local(const void* event) override { ring_.push(*static_cast<const E*>(event)); }
+  void push_remote(const void* event) override { remote_ring_.push(*static_cast<const E*>(event)); }
+  void adopt_remote() override {
+    ring_.push(std::move(remote_ring_.front()));
+    remote_ring_.pop();
   }
   void drop_front() noexcept override { ring_.pop(); }
-  bool deliver() override {
+  bool deliver_front() override {
+    // A copy: the handler may publish to this subscription, and a push may grow the ring under a reference.
+    current_ = ring_.front();
+    ring_.pop();
     if constexpr (coroutine) {
       tern::spawn(queue->context(), run(this, current_)).detach();
       return true;
@@ -195,8 +226,9 @@ class handler_subscriber final : public subscriber {
   }
 
   F handler_;
-  event_ring<E> ring_;
-  E current_{};  // the event being delivered to a plain handler (a slot reused like the ring's)
+  event_ring<E> ring_;  // on the loop
+  E current_{};
+  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)  // the event being delivered to a plain handler (a slot reused like the ring's)
 };
 
 }  // namespace detail
@@ -286,7 +318,9 @@ class event_bus {
   void detach(detail::subscriber* s) noexcept;
   void publish_erased(std::size_t type, const void* event);
 
-  mutable std::mutex mutex_;  // guards the two below; taken before a loop_queue's
+  // Guards the lists below; taken before a loop_queue's. Biased: the thread that publishes most takes it with no
+  // atomic read-modify-write (tern/detail/biased_lock.hpp).
+  mutable tern::detail::biased_lock lock_;
   std::vector<std::vector<detail::subscriber*>> by_type_;  // indexed by detail::event_type<E>()
   // One per loop with live subscriptions (dropped with its last one, so a loop made later at the same address
   // gets a fresh queue).
