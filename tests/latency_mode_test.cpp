@@ -207,7 +207,7 @@ TEST_P(latency_mode_test, child_refused_priority) {
   const int before = thread_count();
   tern::runtime_options o = options(2);
   o.realtime_priority = 10;
-  // mlockall of a sanitizer's shadow memory would lock terabytes: only without sanitizers.
+  // The sanitizers make mlockall a no-op (it would lock their shadow memory): only without them.
   o.lock_memory = !sanitized;
   try {
     tern::runtime rt(o);
@@ -230,6 +230,7 @@ TEST_P(latency_mode_test, a_refused_priority_leaves_no_worker_running_and_no_mem
 // The child half of the next test.
 TEST_P(latency_mode_test, child_refused_memory_lock) {
   if (!in_child()) GTEST_SKIP() << "run by refused_memory_locking_is_a_clear_error";
+  if (sanitized) GTEST_SKIP() << "the sanitizers intercept mlockall and make it a no-op";
   drop_capability(CAP_IPC_LOCK);
   rlimit small{64 * 1024, 64 * 1024};
   ASSERT_EQ(::setrlimit(RLIMIT_MEMLOCK, &small), 0);
@@ -250,6 +251,7 @@ TEST_P(latency_mode_test, child_refused_memory_lock) {
 }
 
 TEST_P(latency_mode_test, refused_memory_locking_is_a_clear_error) {
+  if (sanitized) GTEST_SKIP() << "the sanitizers intercept mlockall and make it a no-op";
   const std::string self = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   const std::string child = std::string(::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name()) +
                             ".child_refused_memory_lock/" + self.substr(self.find('/') + 1);
@@ -257,7 +259,7 @@ TEST_P(latency_mode_test, refused_memory_locking_is_a_clear_error) {
 }
 
 TEST_P(latency_mode_test, lock_memory_locks_the_process_and_the_destructor_unlocks_it) {
-  if (sanitized) GTEST_SKIP() << "mlockall would lock the sanitizer's shadow memory";
+  if (sanitized) GTEST_SKIP() << "the sanitizers intercept mlockall and make it a no-op";
   ASSERT_EQ(locked_kb(), 0);
   {
     tern::runtime_options o = options(1);
