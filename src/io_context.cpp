@@ -169,6 +169,14 @@ io_context::~io_context() {
   //    goes after it, once the kernel is done with its buffers.
   backend_.reset();
   receive_pool_.reset();
+  // Closed descriptors whose multishot receive never delivered its last CQE: the ring is gone, so are they.
+  while (lingering_ != nullptr) {
+    detail::descriptor* d = lingering_;
+    lingering_ = d->next_free;
+    d->lingering = false;
+    d->pending_head = d->pending_tail = nullptr;
+    free_descriptor(d);
+  }
   while (spare_pipe_count_ != 0) {
     const int* p = spare_pipes_[--spare_pipe_count_];
     ::close(p[0]);
@@ -537,6 +545,13 @@ void io_context::end_internal(detail::io_op& op) noexcept {
   op.st = detail::io_op::state::idle;
   detail::descriptor* d = op.desc;
   d->unlink(&op);
+  if (d->lingering) {
+    if (d->linger_prev != nullptr) d->linger_prev->next_free = d->next_free; else lingering_ = d->next_free;
+    if (d->next_free != nullptr) d->next_free->linger_prev = d->linger_prev;
+    d->next_free = d->linger_prev = nullptr;
+    d->lingering = false;
+    --pending_ops_;
+  }
   if (d->closing && !d->has_pending()) free_descriptor(d);
 }
 
@@ -612,6 +627,16 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
   if (d->fixed_slot >= 0) backend_->unregister_file(*d);
   // Bytes a multishot receive queued that nobody read: their buffers go back to the pool.
   if (!d->rx_queue.empty()) receive_pool_->drop(d->rx_queue);
+  if (d->rx_armed) {
+    // Its cancellation is under way; until the last CQE the descriptor is the loop's work (run() reaps it) and
+    // on the lingering list (a loop destroyed first frees it).
+    d->lingering = true;
+    d->linger_prev = nullptr;
+    d->next_free = lingering_;
+    if (lingering_ != nullptr) lingering_->linger_prev = d;
+    lingering_ = d;
+    ++pending_ops_;
+  }
   ::close(d->fd);
   if (running_here()) counters_.syscalls.add();
   d->fd = -1;

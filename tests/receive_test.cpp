@@ -171,6 +171,32 @@ TEST_P(receive_test, closing_a_socket_cancels_its_receive) {
   }(ctx));
 }
 
+// A socket closed while its multishot receive is armed (io_uring) stays the loop's work until the cancellation's
+// last completion, and a loop destroyed before that frees it (the sanitizer build's leak check would see it).
+TEST_P(receive_test, a_receiving_socket_closed_before_the_loop_ends_is_freed) {
+  for (bool run_after_close : {true, false}) {
+    tern::io_context local(options());
+    tcp_socket* kept = nullptr;
+    local.block_on([](tern::io_context& ctx, tcp_socket*& kept) -> tern::task<void> {
+      auto [client, server] = co_await connected_pair(ctx);
+      auto w = co_await client.write_all(tern::const_buffer("z", 1));
+      CO_ASSERT_OK(w.ec);
+      auto [ec, lease] = co_await server.receive();  // the multishot stays armed after this
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(lease.view(), "z");
+      kept = new tcp_socket(std::move(server));
+    }(local, kept));
+    kept->close();
+    delete kept;
+    if (run_after_close) {
+      local.run();  // returns once the cancelled receive's last completion is in
+      EXPECT_EQ(local.metrics().ops[static_cast<std::size_t>(tern::detail::op_code::recv_multishot)].started,
+                local.metrics().ops[static_cast<std::size_t>(tern::detail::op_code::recv_multishot)].completed)
+          << "the armed receive's end was not reaped";
+    }
+  }
+}
+
 TEST_P(receive_test, plain_reads_are_refused_after_receive) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     auto [client, server] = co_await connected_pair(ctx);

@@ -603,6 +603,8 @@ class io_context {
   // Declared after backend_ and reset after it in the destructor: a ring's teardown must finish with the
   // buffers before they are unmapped.
   std::unique_ptr<detail::receive_pool> receive_pool_;
+  // Descriptors closed while their multishot receive was armed, until its last CQE (see descriptor::lingering).
+  detail::descriptor* lingering_ = nullptr;
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
   unsigned inline_streak_ = 0;

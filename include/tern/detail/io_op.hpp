@@ -171,6 +171,11 @@ struct descriptor {
   // receive() has been used (either backend): read_some and read_exact are then refused, since bytes queued for
   // receive() would be skipped by them.
   bool rx_used = false;
+  // Closed while its multishot receive was still armed: linked (through next_free and linger_prev) on the loop's
+  // list of such descriptors and counted as the loop's work until the receive's last CQE, so that run() reaps it;
+  // a loop destroyed first frees them from that list.
+  bool lingering = false;
+  descriptor* linger_prev = nullptr;
   io_op* pending_head = nullptr;
   io_op* pending_tail = nullptr;
   descriptor* next_free = nullptr;
