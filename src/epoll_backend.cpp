@@ -262,10 +262,10 @@ class epoll_backend final : public backend {
     }
     const int r = errno_result(::recv(op.desc->fd, pool.address(id), pool.buffer_size(), MSG_NOSIGNAL));
     if (r > 0) {
-      op.buffer_id = id;
+      op.set_buffer(id);
     } else {
       pool.recycle(id);
-      op.buffer_id = receive_pool::none;
+      op.set_buffer(receive_pool::none);
     }
     return r;
   }

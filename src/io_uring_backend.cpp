@@ -221,7 +221,7 @@ class io_uring_backend final : public backend {
   }
 
   void cancel(io_op& op) noexcept override {
-    if (op.code == op_code::receive && !static_cast<receive_op&>(op).under_kernel) {
+    if (op.code == op_code::receive && !static_cast<receive_op&>(op).under_kernel()) {
       // Waiting for the multishot receive's next buffer: nothing of it is in the kernel. The multishot stays
       // armed, and what it brings is queued for the next receive.
       op.desc->rx_waiter = nullptr;
@@ -418,7 +418,7 @@ class io_uring_backend final : public backend {
     receive_pool& pool = ctx_.receive_pool();
     if (!d.rx_queue.empty()) {
       std::uint32_t len;
-      op.buffer_id = pool.pop(d.rx_queue, len);
+      op.set_buffer(pool.pop(d.rx_queue, len));
       op.res = static_cast<int>(len);
       return true;
     }
@@ -426,14 +426,14 @@ class io_uring_backend final : public backend {
       op.res = d.rx_end;
       return true;
     }
-    op.under_kernel = false;
+    op.set_under_kernel(false);
     if (!d.rx_armed) {
       if (const int e = arm_receive(d, op)) {
         op.res = e;
         return true;
       }
     }
-    if (!op.under_kernel) d.rx_waiter = &op;
+    if (!op.under_kernel()) d.rx_waiter = &op;
     return false;
   }
 
@@ -466,18 +466,18 @@ class io_uring_backend final : public backend {
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_recv(sqe, d.fd, pool.address(id), static_cast<std::size_t>(pool.buffer_size()), 0);
     io_uring_sqe_set_data(sqe, &waiter);
-    waiter.buffer_id = id;
-    waiter.under_kernel = true;
+    waiter.set_buffer(id);
+    waiter.set_under_kernel(true);
     ++in_flight_;
     return 0;
   }
 
   // A receive submitted as a plain RECV has finished (op.res set).
   void plain_receive_done(receive_op& op) noexcept {
-    op.under_kernel = false;
+    op.set_under_kernel(false);
     if (op.res <= 0) {
-      pool_->recycle(op.buffer_id);
-      op.buffer_id = receive_pool::none;
+      pool_->recycle(op.buffer_id());
+      op.set_buffer(receive_pool::none);
       if (op.res != -ECANCELED && op.desc->fd >= 0) op.desc->rx_end = op.res;  // eof or a lasting error
     }
   }
@@ -493,7 +493,7 @@ class io_uring_backend final : public backend {
         if (io_op* w = std::exchange(d.rx_waiter, nullptr)) {
           auto& r = static_cast<receive_op&>(*w);
           r.res = res;
-          r.buffer_id = id;
+          r.set_buffer(id);
           ctx_.complete(r);
         } else {
           pool.push(d.rx_queue, id, static_cast<std::uint32_t>(res));
@@ -521,7 +521,7 @@ class io_uring_backend final : public backend {
     if (d.rx_end == descriptor::rx_open) {
       const int e = arm_receive(d, r);
       if (e == 0) {
-        if (r.under_kernel) d.rx_waiter = nullptr;  // now an operation of its own in the ring
+        if (r.under_kernel()) d.rx_waiter = nullptr;  // now an operation of its own in the ring
         return;
       }
       r.res = e;

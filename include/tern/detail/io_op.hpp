@@ -89,6 +89,7 @@ struct io_op : resume_item {
   int res = 0;
   op_code code = op_code::recv;
   state st = state::idle;
+  std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op), in what would be padding
 };
 
 // A file operation: an io_op with what the file calls take besides a buffer. Path operations (openat, renameat,
@@ -122,9 +123,16 @@ struct file_op : io_op {
 // receive: res is the byte count (0: eof) and buffer_id the pool buffer that holds the bytes (receive_pool::none
 // when res <= 0). under_kernel: io_uring only, the receive was submitted as a plain RECV into an overflow buffer
 // (the pool ran dry at its maximum), so cancelling it takes an ASYNC_CANCEL.
+//
+// It adds no field to io_op, on purpose: a receive waits in the frame of every idle connection's task, and the
+// frame's size class is what an idle connection costs. len, which names no caller's buffer here, holds the buffer
+// id, and aux the under_kernel flag.
 struct receive_op : io_op {
-  std::uint32_t buffer_id = receive_pool::none;
-  bool under_kernel = false;
+  receive_op() noexcept { len = receive_pool::none; }
+  std::uint32_t buffer_id() const noexcept { return len; }
+  void set_buffer(std::uint32_t id) noexcept { len = id; }
+  bool under_kernel() const noexcept { return aux != 0; }
+  void set_under_kernel(bool on) noexcept { aux = on ? 1 : 0; }
 };
 
 // splice (io_uring): moves len bytes from fd_in (at off_in; -1: a pipe) to fd_out. sendfile (epoll): moves len

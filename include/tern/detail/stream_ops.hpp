@@ -70,7 +70,7 @@ class [[nodiscard]] receive_awaiter {
   io_result<leased_buffer> await_resume() noexcept {
     if (op_.res < 0) return {result_error(op_.res), {}};
     if (op_.res == 0) return {make_error_code(error::eof), {}};
-    return {{}, leased_buffer(op_.ctx->receive_pool(), op_.buffer_id, static_cast<std::size_t>(op_.res))};
+    return {{}, leased_buffer(op_.ctx->receive_pool(), op_.buffer_id(), static_cast<std::size_t>(op_.res))};
   }
   void cancel() noexcept { op_.ctx->cancel(op_); }
   io_context& context() const noexcept { return *op_.ctx; }
