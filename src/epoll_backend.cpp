@@ -207,7 +207,7 @@ class epoll_backend final : public backend {
 
   // One non-blocking try of op's syscall; returns the result or -errno. A connect that is under way answers
   // -EINPROGRESS the first time and is then checked through SO_ERROR.
-  static int attempt(io_op& op, bool retry) noexcept {
+  int attempt(io_op& op, bool retry) noexcept {
     const int fd = op.desc->fd;
     for (;;) {
       int r = 0;
@@ -237,6 +237,7 @@ class epoll_backend final : public backend {
           r = errno_result(::sendfile(fd, s.fd_in, &offset, op.len));
           break;
         }
+        case op_code::receive: r = receive_now(static_cast<receive_op&>(op)); break;
         case op_code::splice: r = -EINVAL; break;  // io_uring's; never started here
         default: r = -EINVAL; break;                // file operations go to the blocking pool
         case op_code::connect:
@@ -245,6 +246,28 @@ class epoll_backend final : public backend {
       }
       if (r != -EINTR) return r;
     }
+  }
+
+  // receive(): a recv into a buffer taken from the loop's pool only now that the socket is (likely) readable, so
+  // a connection that waits holds no buffer; the buffer goes back at once if the recv finds nothing. A pool at its
+  // maximum with every buffer out lends a heap overflow buffer instead.
+  int receive_now(receive_op& op) noexcept {
+    receive_pool& pool = ctx_.receive_pool();
+    if (pool.stack_empty()) ctx_.counters().receive_pool_dry.add();
+    std::uint32_t id = pool.take();
+    if (id == receive_pool::none) {
+      id = pool.take_overflow();
+      if (id == receive_pool::none) return -ENOMEM;
+      ctx_.counters().receive_overflows.add();
+    }
+    const int r = errno_result(::recv(op.desc->fd, pool.address(id), pool.buffer_size(), MSG_NOSIGNAL));
+    if (r > 0) {
+      op.set_buffer(id);
+    } else {
+      pool.recycle(id);
+      op.set_buffer(receive_pool::none);
+    }
+    return r;
   }
 
   // A buffered read whose bytes are in the page cache is a memory copy. Made here on the loop with RWF_NOWAIT,

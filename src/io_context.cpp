@@ -80,7 +80,10 @@ io_context::io_context(io_context_options opts)
     : timers_(now_ns()),
       loop_time_ns_(now_ns()),
       tsc_(detail::tsc_calibration()),
-      spin_ns_(opts.spin_before_park.count() > 0 ? static_cast<std::uint64_t>(opts.spin_before_park.count()) : 0) {
+      spin_ns_(opts.spin_before_park.count() > 0 ? static_cast<std::uint64_t>(opts.spin_before_park.count()) : 0),
+      receive_buffer_size_(opts.receive_buffer_size),
+      receive_buffers_(opts.receive_buffers),
+      receive_buffers_max_(opts.receive_buffers_max) {
   backend_kind want = resolve(opts.backend);
   if (want == backend_kind::epoll) {
     backend_ = detail::make_epoll_backend(*this);
@@ -162,8 +165,18 @@ io_context::~io_context() {
     delete handler_slabs_;
     handler_slabs_ = next;
   }
-  // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight.
+  // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight. The receive pool
+  //    goes after it, once the kernel is done with its buffers.
   backend_.reset();
+  receive_pool_.reset();
+  // Closed descriptors whose multishot receive never delivered its last CQE: the ring is gone, so are they.
+  while (lingering_ != nullptr) {
+    detail::descriptor* d = lingering_;
+    lingering_ = d->next_free;
+    d->lingering = false;
+    d->pending_head = d->pending_tail = nullptr;
+    free_descriptor(d);
+  }
   while (spare_pipe_count_ != 0) {
     const int* p = spare_pipes_[--spare_pipe_count_];
     ::close(p[0]);
@@ -471,6 +484,14 @@ void io_context::wake_now() noexcept {
 
 bool io_context::start(detail::io_op& op) noexcept {
   op.ctx = this;
+  if (op.code == detail::op_code::receive) {
+    op.desc->rx_used = true;
+  } else if (op.code == detail::op_code::recv && op.desc != nullptr && op.desc->rx_used) [[unlikely]] {
+    // The socket's bytes go through receive()'s queue now; a plain read would skip the queued ones.
+    op.res = -EINPROGRESS;
+    op.st = detail::io_op::state::done;
+    return true;
+  }
   counters_.ops_started[static_cast<std::size_t>(op.code)].add();
   if (backend_->start(op)) {
     op.st = detail::io_op::state::done;
@@ -518,6 +539,29 @@ void io_context::cancel(detail::io_op& op) noexcept {
   if (op.st != detail::io_op::state::pending) return;
   op.st = detail::io_op::state::cancelling;
   backend_->cancel(op);
+}
+
+void io_context::end_internal(detail::io_op& op) noexcept {
+  op.st = detail::io_op::state::idle;
+  detail::descriptor* d = op.desc;
+  d->unlink(&op);
+  if (d->lingering) {
+    if (d->linger_prev != nullptr) d->linger_prev->next_free = d->next_free; else lingering_ = d->next_free;
+    if (d->next_free != nullptr) d->next_free->linger_prev = d->linger_prev;
+    d->next_free = d->linger_prev = nullptr;
+    d->lingering = false;
+    --pending_ops_;
+  }
+  if (d->closing && !d->has_pending()) free_descriptor(d);
+}
+
+detail::receive_pool& io_context::receive_pool() {
+  if (!receive_pool_) {
+    receive_pool_ = std::make_unique<detail::receive_pool>(*this, receive_buffer_size_, receive_buffers_,
+                                                           receive_buffers_max_);
+    backend_->attach_pool(*receive_pool_);
+  }
+  return *receive_pool_;
 }
 
 void io_context::forget(detail::io_op& op) noexcept {
@@ -581,6 +625,18 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
   }
   // After before_close: the pending SQEs that name the registered slot have taken their file reference.
   if (d->fixed_slot >= 0) backend_->unregister_file(*d);
+  // Bytes a multishot receive queued that nobody read: their buffers go back to the pool.
+  if (!d->rx_queue.empty()) receive_pool_->drop(d->rx_queue);
+  if (d->rx_armed) {
+    // Its cancellation is under way; until the last CQE the descriptor is the loop's work (run() reaps it) and
+    // on the lingering list (a loop destroyed first frees it).
+    d->lingering = true;
+    d->linger_prev = nullptr;
+    d->next_free = lingering_;
+    if (lingering_ != nullptr) lingering_->linger_prev = d;
+    lingering_ = d;
+    ++pending_ops_;
+  }
   ::close(d->fd);
   if (running_here()) counters_.syscalls.add();
   d->fd = -1;
@@ -592,7 +648,8 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
 }
 
 int io_context::release_descriptor(detail::descriptor* d) noexcept {
-  if (d->has_pending()) return -1;
+  // Queued received bytes belong to this loop's pool: they would be lost with the move.
+  if (d->has_pending() || !d->rx_queue.empty()) return -1;
   const int fd = d->fd;
   if (d->fixed_slot >= 0) backend_->unregister_file(*d);  // the table belongs to this loop's ring
   backend_->detach(*d);

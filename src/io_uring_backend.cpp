@@ -23,6 +23,14 @@
 // (-ECANCELED, or its result if it had already finished), and only then is its coroutine resumed, so the kernel is
 // done with the buffer by the time the awaiter looks at it.
 //
+// receive() (the loop's receive pool, detail/receive_pool.hpp): the pool is a provided-buffer ring registered as
+// buffer group 0, and each socket read with receive() keeps one multishot RECV armed (the descriptor's rx_arm).
+// Its CQEs name the buffer the kernel picked; a buffer nobody is waiting for is queued on the descriptor, and the
+// next receive() takes it without entering the kernel. The multishot ends on eof, an error, a cancellation, or an
+// empty ring (ENOBUFS): the pool then grows by a chunk and the receive is re-armed if someone waits; at the pool's
+// maximum, a waiting receive is submitted as a plain RECV into a heap overflow buffer instead (counted), so an
+// exhausted pool slows a socket down but never leaves it waiting for a buffer.
+//
 // Registered files and buffers: the ring's two tables are registered sparse, once, the first time a file or a
 // buffer set asks for a slot, and the backend hands out slots from them (files one at a time from a free list,
 // buffer sets as runs of consecutive slots). Sparse tables let any number of files and buffer sets come and go
@@ -30,6 +38,9 @@
 // entries. A full table is tern::error::table_full; the file or memory then works unregistered.
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <sys/mman.h>
+#include <utility>
 #include <cerrno>
 #include <cstdint>
 #include <ctime>
@@ -107,6 +118,10 @@ class io_uring_backend final : public backend {
   ~io_uring_backend() override {
     io_uring_queue_exit(&ring_);
     ::close(wake_fd_);
+    if (pool_ring_ != nullptr) {
+      pool_->forget_kernel_ring();
+      ::munmap(pool_ring_, pool_ring_bytes_);
+    }
   }
 
   backend_kind kind() const noexcept override { return backend_kind::io_uring; }
@@ -115,6 +130,7 @@ class io_uring_backend final : public backend {
   void detach(descriptor&) noexcept override {}
 
   bool start(io_op& op) noexcept override {
+    if (op.code == op_code::receive) return start_receive(static_cast<receive_op&>(op));
     if (op.code == op_code::recvmmsg || op.code == op_code::sendmmsg) {
       ctx_.counters().syscalls.add();
       if (batch_now(op)) return true;
@@ -180,9 +196,39 @@ class io_uring_backend final : public backend {
     return false;
   }
 
-  void abandon(io_op&) noexcept override {}
+  void abandon(io_op& op) noexcept override {
+    if (op.code == op_code::receive && op.desc != nullptr && op.desc->rx_waiter == &op) op.desc->rx_waiter = nullptr;
+  }
+
+  void attach_pool(receive_pool& pool) noexcept override {
+    pool_ = &pool;
+    // Entries for every buffer the pool may ever have, so that growing never re-registers the ring.
+    const std::uint32_t entries = std::bit_ceil(pool.max_buffers());
+    const std::size_t bytes = entries * sizeof(io_uring_buf);
+    void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return;  // the pool lends from its stack, and receives are plain RECVs
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<std::uintptr_t>(mem);
+    reg.ring_entries = entries;
+    reg.bgid = pool_group;
+    if (io_uring_register_buf_ring(&ring_, &reg, 0) < 0) {
+      ::munmap(mem, bytes);
+      return;
+    }
+    pool_ring_ = mem;
+    pool_ring_bytes_ = bytes;
+    pool.feed_kernel_ring(mem, entries, pool_group);
+  }
 
   void cancel(io_op& op) noexcept override {
+    if (op.code == op_code::receive && !static_cast<receive_op&>(op).under_kernel()) {
+      // Waiting for the multishot receive's next buffer: nothing of it is in the kernel. The multishot stays
+      // armed, and what it brings is queued for the next receive.
+      op.desc->rx_waiter = nullptr;
+      op.res = -ECANCELED;
+      ctx_.complete(op);
+      return;
+    }
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(&op), 0);
     io_uring_sqe_set_data64(sqe, cancel_tag);
@@ -364,6 +410,128 @@ class io_uring_backend final : public backend {
     return false;
   }
 
+  // ---- receive() ----
+
+  // A receive: a buffer the multishot queued, else how the stream ended, else wait (arming the multishot).
+  bool start_receive(receive_op& op) noexcept {
+    descriptor& d = *op.desc;
+    receive_pool& pool = ctx_.receive_pool();
+    if (!d.rx_queue.empty()) {
+      std::uint32_t len;
+      op.set_buffer(pool.pop(d.rx_queue, len));
+      op.res = static_cast<int>(len);
+      return true;
+    }
+    if (d.rx_end != descriptor::rx_open) {
+      op.res = d.rx_end;
+      return true;
+    }
+    op.set_under_kernel(false);
+    if (!d.rx_armed) {
+      if (const int e = arm_receive(d, op)) {
+        op.res = e;
+        return true;
+      }
+    }
+    if (!op.under_kernel()) d.rx_waiter = &op;
+    return false;
+  }
+
+  // Arms d's multishot receive, or, when the ring is empty at the pool's maximum (or there is no ring), submits
+  // `waiter` as a plain RECV into a buffer of its own. 0, or -ENOMEM if not even an overflow buffer was to be had.
+  int arm_receive(descriptor& d, receive_op& waiter) noexcept {
+    receive_pool& pool = *pool_;
+    if (pool.kernel_ring() != nullptr && (pool.in_ring() != 0 || pool.grow())) {
+      io_uring_sqe* sqe = get_sqe();
+      io_uring_prep_recv_multishot(sqe, d.fd, nullptr, 0, 0);
+      sqe->flags |= IOSQE_BUFFER_SELECT;
+      sqe->buf_group = pool.group();
+      d.rx_arm.ctx = &ctx_;
+      d.rx_arm.desc = &d;
+      d.rx_arm.code = op_code::recv_multishot;
+      d.rx_arm.st = io_op::state::pending;
+      io_uring_sqe_set_data(sqe, &d.rx_arm);
+      d.link(&d.rx_arm);
+      d.rx_armed = true;
+      ++in_flight_;
+      ctx_.counters().ops_started[static_cast<std::size_t>(op_code::recv_multishot)].add();
+      return 0;
+    }
+    std::uint32_t id = pool.kernel_ring() != nullptr ? receive_pool::none : pool.take();
+    if (id == receive_pool::none) {
+      id = pool.take_overflow();
+      if (id == receive_pool::none) return -ENOMEM;
+      ctx_.counters().receive_overflows.add();
+    }
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_recv(sqe, d.fd, pool.address(id), static_cast<std::size_t>(pool.buffer_size()), 0);
+    io_uring_sqe_set_data(sqe, &waiter);
+    waiter.set_buffer(id);
+    waiter.set_under_kernel(true);
+    ++in_flight_;
+    return 0;
+  }
+
+  // A receive submitted as a plain RECV has finished (op.res set).
+  void plain_receive_done(receive_op& op) noexcept {
+    op.set_under_kernel(false);
+    if (op.res <= 0) {
+      pool_->recycle(op.buffer_id());
+      op.set_buffer(receive_pool::none);
+      if (op.res != -ECANCELED && op.desc->fd >= 0) op.desc->rx_end = op.res;  // eof or a lasting error
+    }
+  }
+
+  // A CQE of d's multishot receive.
+  void multishot_arrived(descriptor& d, int res, unsigned flags) noexcept {
+    receive_pool& pool = *pool_;
+    const bool open = !d.closing;
+    if ((flags & IORING_CQE_F_BUFFER) != 0) {
+      const auto id = static_cast<std::uint32_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+      pool.kernel_took();
+      if (res > 0 && open) {
+        if (io_op* w = std::exchange(d.rx_waiter, nullptr)) {
+          auto& r = static_cast<receive_op&>(*w);
+          r.res = res;
+          r.set_buffer(id);
+          ctx_.complete(r);
+        } else {
+          pool.push(d.rx_queue, id, static_cast<std::uint32_t>(res));
+        }
+      } else {
+        pool.recycle(id);
+      }
+    } else if (res == -ENOBUFS) {
+      // The ring ran dry: every buffer is queued on some socket or leased. Grow the pool; the re-arm below (or
+      // the next receive) then finds buffers, or falls back to an overflow buffer at the maximum.
+      ctx_.counters().receive_pool_dry.add();
+      (void)pool.grow();
+    } else if (res != -ECANCELED && open) {
+      d.rx_end = res;  // 0: eof; else an error, reported after the queued buffers
+    }
+    if ((flags & IORING_CQE_F_MORE) != 0) return;
+    ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::recv_multishot)].add();
+    d.rx_armed = false;
+    --in_flight_;
+    ctx_.end_internal(d.rx_arm);  // may recycle d if it was closed
+    if (!open) return;
+    io_op* w = d.rx_waiter;
+    if (w == nullptr) return;
+    auto& r = static_cast<receive_op&>(*w);
+    if (d.rx_end == descriptor::rx_open) {
+      const int e = arm_receive(d, r);
+      if (e == 0) {
+        if (r.under_kernel()) d.rx_waiter = nullptr;  // now an operation of its own in the ring
+        return;
+      }
+      r.res = e;
+    } else {
+      r.res = d.rx_end;
+    }
+    d.rx_waiter = nullptr;
+    ctx_.complete(r);
+  }
+
   // A datagram batch: the recvmmsg/sendmmsg call, without waiting, on the loop's thread (the socket itself blocks
   // under io_uring). True when it moved datagrams or failed for good; false when the socket is not ready, and the
   // op then waits in the ring for its first datagram. io_uring has no batch opcode, and UDP does not report
@@ -467,8 +635,14 @@ class io_uring_backend final : public backend {
         continue;
       }
       auto* op = reinterpret_cast<io_op*>(static_cast<std::uintptr_t>(ud));
+      if (op->code == op_code::recv_multishot) {
+        multishot_arrived(*op->desc, cqe->res, cqe->flags);
+        continue;
+      }
       op->res = cqe->res;
-      if (op->code == op_code::recv) {
+      if (op->code == op_code::receive) {
+        plain_receive_done(static_cast<receive_op&>(*op));
+      } else if (op->code == op_code::recv) {
         // The kernel reports whether data was left in the socket (SOCK_NONEMPTY, from TCP's receive queue).
         op->desc->recv_drained = cqe->res >= 0 && (cqe->flags & IORING_CQE_F_SOCK_NONEMPTY) == 0;
         op->desc->answer_awaited = false;
@@ -498,6 +672,11 @@ class io_uring_backend final : public backend {
   bool buffers_made_ = false;
   std::vector<std::uint32_t> free_files_;  // free slots of the file table, the next one at the back
   std::vector<bool> buffer_used_;          // the buffer table's slots in use
+  // The receive pool's provided-buffer ring (its entries; the buffers are the pool's).
+  static constexpr std::uint16_t pool_group = 0;
+  receive_pool* pool_ = nullptr;
+  void* pool_ring_ = nullptr;
+  std::size_t pool_ring_bytes_ = 0;
 };
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace {
 // In op_code's order.
 constexpr std::string_view kind_names[op_kind_count] = {
     "recv",      "send",     "accept",   "connect",  "read",      "write",   "poll_in",  "poll_out",
-    "recvmsg",   "sendmsg",  "splice",   "sendfile", "recvmmsg",  "sendmmsg", "read_at", "write_at",
+    "recvmsg",   "sendmsg",  "splice",   "sendfile", "recvmmsg",  "sendmmsg", "receive", "recv_multishot", "read_at", "write_at",
     "fsync",     "fallocate", "ftruncate", "statx",  "openat",    "renameat", "unlinkat", "mkdirat",
 };
 }  // namespace
@@ -122,6 +122,8 @@ loop_snapshot& loop_snapshot::operator+=(const loop_snapshot& o) noexcept {
   spin_ns += o.spin_ns;
   spin_hits += o.spin_hits;
   inline_completions += o.inline_completions;
+  receive_pool_dry += o.receive_pool_dry;
+  receive_overflows += o.receive_overflows;
   kernel_waits += o.kernel_waits;
   syscalls += o.syscalls;
   timers_armed += o.timers_armed;
@@ -161,6 +163,8 @@ loop_snapshot snapshot(const io_context& ctx) noexcept {
   s.spin_ns = c.spin_ns.get();
   s.spin_hits = c.spin_hits.get();
   s.inline_completions = c.inline_completions.get();
+  s.receive_pool_dry = c.receive_pool_dry.get();
+  s.receive_overflows = c.receive_overflows.get();
   s.kernel_waits = c.kernel_waits.get();
   s.syscalls = c.syscalls.get();
   s.timers_armed = ctx.timers().armed();
@@ -324,6 +328,12 @@ const family families[] = {
      scalar<&loop_snapshot::spin_hits>},
     {"tern_loop_inline_completions_total", "counter", "I/O operations that finished without waiting.",
      scalar<&loop_snapshot::inline_completions>},
+    {"tern_loop_receive_pool_dry_total", "counter",
+     "Times the receive buffer pool ran dry (the pool grew, or a receive used an overflow buffer).",
+     scalar<&loop_snapshot::receive_pool_dry>},
+    {"tern_loop_receive_overflows_total", "counter",
+     "Receives that used an overflow buffer because the pool was at its maximum and empty.",
+     scalar<&loop_snapshot::receive_overflows>},
     {"tern_loop_kernel_waits_total", "counter", "io_uring_enter calls that submit and reap, or epoll_wait calls.",
      scalar<&loop_snapshot::kernel_waits>},
     {"tern_loop_syscalls_total", "counter", "System calls made for I/O by the loop and its backend.",

@@ -233,6 +233,59 @@ TEST_P(alloc_test, echo_with_timeouts_allocates_nothing) {
   EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " echoed messages with timeouts";
 }
 
+// The server reads with receive() (leased pool buffers: a provided-buffer ring and a multishot receive under
+// io_uring) and writes each lease back: the pool is made during the warm-up, and after that a receive allocates
+// nothing, whether its buffer was queued by the multishot or the receive waited for it.
+tern::task<void> receive_echo_server(tern::net::tcp_socket& s, std::size_t bytes, loop_result& r) {
+  std::size_t echoed = 0;
+  while (echoed < bytes) {
+    auto [rec, lease] = co_await s.receive();
+    if (rec) {
+      ++r.errors;
+      co_return;
+    }
+    auto [wec, wn] = co_await s.write_all(lease.buffer());
+    if (wec || wn != lease.size()) {
+      ++r.errors;
+      co_return;
+    }
+    echoed += wn;
+  }
+}
+
+TEST_P(alloc_test, receive_echo_allocates_nothing) {
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    EXPECT_OK(client.set_no_delay(true));
+    EXPECT_OK(server.set_no_delay(true));
+    std::array<char, 64> msg{};
+    std::array<char, 64> back{};
+    auto srv = tern::spawn(ctx, receive_echo_server(server, std::size_t{warmup + measured} * msg.size(), r));
+    for (int i = 0; i < warmup + measured; ++i) {
+      if (i == warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      for (std::size_t k = 0; k < msg.size(); ++k) msg[k] = static_cast<char>(i + k);
+      auto [wec, wn] = co_await client.write_all(tern::const_buffer(msg));
+      auto [rec, rn] = co_await client.read_exact(tern::mutable_buffer(back));
+      if (wec || rec || wn != msg.size() || rn != back.size()) {
+        ++r.errors;
+        break;
+      }
+      if (back != msg) ++r.mismatches;
+    }
+    r.allocations = stop_counting();
+    co_await std::move(srv);
+  }(ctx, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " messages echoed through receive()";
+}
+
 // A line protocol through buffered readers and writers on both sides: every line read with read_line and every
 // answer written with write + flush. The buffers are allocated with the reader and the writer; their operations'
 // frames come from the pool, so the steady state allocates nothing.

@@ -101,6 +101,8 @@ constexpr std::int64_t fd_margin = 64;
 std::int64_t fds_per_pair(const param_list& p, std::string_view key) { return 2 * int_param(p, key) + fd_margin; }
 std::int64_t echo_fds(const param_list& p) { return fds_per_pair(p, "sessions"); }
 std::int64_t conns_fds(const param_list& p) { return fds_per_pair(p, "conns"); }
+// sockets/idle_connections: server and client are separate processes, each holding one end of every connection.
+std::int64_t idle_fds(const param_list& p) { return int_param(p, "conns") + fd_margin; }
 std::int64_t io_event_fds(const param_list& p) { return fds_per_pair(p, "pairs"); }
 // http/ping_json: the server holds one descriptor per connection (wrk, its child, holds the other end under its
 // own limit, inherited).
@@ -191,6 +193,19 @@ void add_socket_scenarios(std::vector<scenario_def>& s) {
                  sweep("concurrent", {1, 16}),
                  sweep("concurrent", {1, 4, 16}),
                  true, true, all_runtimes, socket_quick_s});
+
+    s.push_back({"sockets/idle_connections", "sockets",
+                 "the memory of connections that wait for data: a server process accepts `conns` loopback "
+                 "connections from a client process and starts one read on each; bytes_per_conn is its RSS growth "
+                 "from its baseline (loop made, listening) to every read pending, over conns; then each connection "
+                 "gets one byte, checked. tern: a task per connection awaiting receive() (no buffer until bytes "
+                 "arrive); asio/callbacks: Asio's recommendation for idle connections, async_wait(wait_read) and a "
+                 "read_some into one shared buffer; asio/coroutines: the plain way, async_read_some into a 4 KiB "
+                 "buffer per connection; fresh processes per repetition; peak RSS is the server's",
+                 {{"bytes_per_conn", "B", better::lower}},
+                 sweep("conns", {1000}),
+                 sweep("conns", {1000, 9000}),
+                 false, true, all_runtimes, 0, idle_fds});
 
     // mg::aio bench_io's five cases. Its runs use 5 client threads against a 5-thread server (config-strong),
     // which a 2-core machine cannot hold: here a "thread" is one loop per side, the client's on CPU 0 and the

@@ -48,6 +48,8 @@ void sockets_echo_callbacks(session&);
 void sockets_echo_coroutines(session&);
 void sockets_accept_churn_callbacks(session&);
 void sockets_accept_churn_coroutines(session&);
+void sockets_idle_connections_callbacks(session&);
+void sockets_idle_connections_coroutines(session&);
 void sockets_messages_callbacks(session&);
 void sockets_messages_coroutines(session&);
 void sockets_io_event_callbacks(session&);
@@ -86,6 +88,7 @@ void sockets_unidirectional(session&);
 void sockets_bidirectional(session&);
 void sockets_echo(session&);
 void sockets_accept_churn(session&);
+void sockets_idle_connections(session&);
 void sockets_messages(session&);
 void sockets_io_event(session&);
 void http_minimal(session&);  // tern::http's server and client

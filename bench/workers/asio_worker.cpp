@@ -54,6 +54,8 @@ constexpr std::array entries = {
     impl_entry{"sockets/echo", "asio/coroutines", a::sockets_echo_coroutines},
     impl_entry{"sockets/accept_churn", "asio/callbacks", a::sockets_accept_churn_callbacks},
     impl_entry{"sockets/accept_churn", "asio/coroutines", a::sockets_accept_churn_coroutines},
+    impl_entry{"sockets/idle_connections", "asio/callbacks", a::sockets_idle_connections_callbacks},
+    impl_entry{"sockets/idle_connections", "asio/coroutines", a::sockets_idle_connections_coroutines},
     impl_entry{"sockets/messages", "asio/callbacks", a::sockets_messages_callbacks},
     impl_entry{"sockets/messages", "asio/coroutines", a::sockets_messages_coroutines},
     impl_entry{"sockets/io_event", "asio/callbacks", a::sockets_io_event_callbacks},

@@ -51,6 +51,8 @@ constexpr std::array entries = {
     impl_entry{"sockets/echo", "tern/epoll", t::sockets_echo},
     impl_entry{"sockets/accept_churn", "tern/io_uring", t::sockets_accept_churn},
     impl_entry{"sockets/accept_churn", "tern/epoll", t::sockets_accept_churn},
+    impl_entry{"sockets/idle_connections", "tern/io_uring", t::sockets_idle_connections},
+    impl_entry{"sockets/idle_connections", "tern/epoll", t::sockets_idle_connections},
     impl_entry{"sockets/messages", "tern/io_uring", t::sockets_messages},
     impl_entry{"sockets/messages", "tern/epoll", t::sockets_messages},
     impl_entry{"sockets/io_event", "tern/io_uring", t::sockets_io_event},

@@ -70,6 +70,13 @@ struct io_context_options {
   // without submissions. The loop's constructor throws std::system_error if the kernel refuses it.
   bool sqpoll = false;
   std::chrono::milliseconds sqpoll_idle{1000};
+  // receive() (leased_buffer.hpp): the loop's pool of receive buffers, made at the first receive(). Each buffer
+  // holds receive_buffer_size bytes; receive_buffers are mapped at first and as many more each time the pool runs
+  // dry, up to receive_buffers_max (at most 32768, the kernel's limit on a provided-buffer ring); past that,
+  // receives use heap overflow buffers. Mapped pages that were never written cost no memory.
+  std::size_t receive_buffer_size = 16384;
+  unsigned receive_buffers = 64;
+  unsigned receive_buffers_max = 4096;
 };
 
 namespace detail {
@@ -378,6 +385,12 @@ class io_context {
   bool start(detail::io_op& op) noexcept;
   // Requests cancellation of a pending op.
   void cancel(detail::io_op& op) noexcept;
+  // Backend-facing: an op the backend started on its own (a descriptor's multishot receive, never awaited and not
+  // counted as the loop's work) has ended: unlinks it from its descriptor, which is recycled if it was closed and
+  // this was its last operation.
+  void end_internal(detail::io_op& op) noexcept;
+  // The loop's pool of receive buffers, made on first use (loop thread only).
+  detail::receive_pool& receive_pool();
   // An op that was never completed is being destroyed with its frame (context teardown only).
   void forget(detail::io_op& op) noexcept;
   // Loop thread: takes w out of the inbox and the run queue if it is queued there.
@@ -587,6 +600,11 @@ class io_context {
   detail::remote_inbox inbox_;
   detail::timer_wheel timers_;
   std::unique_ptr<detail::backend> backend_;
+  // Declared after backend_ and reset after it in the destructor: a ring's teardown must finish with the
+  // buffers before they are unmapped.
+  std::unique_ptr<detail::receive_pool> receive_pool_;
+  // Descriptors closed while their multishot receive was armed, until its last CQE (see descriptor::lingering).
+  detail::descriptor* lingering_ = nullptr;
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
   unsigned inline_streak_ = 0;
@@ -597,6 +615,9 @@ class io_context {
   std::uint64_t tsc_base_ = 0;
   std::uint64_t ns_base_ = 0;
   std::uint64_t spin_ns_;
+  std::size_t receive_buffer_size_;
+  unsigned receive_buffers_;
+  unsigned receive_buffers_max_;
   detail::descriptor* free_descriptors_ = nullptr;  // loop thread only, inside run
   // Descriptors given up by other threads (or by this one outside run), taken back into free_descriptors_ when
   // that runs dry: a lock-free stack, so that no thread but the loop's ever touches the free list.

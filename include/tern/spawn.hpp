@@ -53,9 +53,9 @@ class spawn_state final : public root_hook, public spawn_link {
       h.promise().set_stop_token(&s->token_);
     }
     if (shareable) {
-      ctx.enqueue_shared(&s->start_);
+      ctx.enqueue_shared(&s->step_);
     } else {
-      ctx.enqueue(&s->start_);
+      ctx.enqueue(&s->step_);
     }
     return s;
   }
@@ -74,7 +74,7 @@ class spawn_state final : public root_hook, public spawn_link {
 
   // A join is waiting on the calling thread's loop; returns false if the task has finished meanwhile.
   bool set_joiner(std::coroutine_handle<> h) noexcept {
-    joiner_.handle = h;
+    step_.handle = h;  // not read by the queue while the node may still be queued for the first step
     joiner_ctx_ = io_context::current();
     return (bits_.fetch_or(joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
   }
@@ -95,32 +95,34 @@ class spawn_state final : public root_hook, public spawn_link {
   static constexpr std::uint8_t detached_bit = 4;
 
   spawn_state(io_context& ctx, handle_type h) noexcept : ctx_(&ctx), h_(h) {
-    start_.run = &on_start;
-    start_.discard = &on_discard;
-    finish_.run = &on_finish;
+    step_.owner = this;
+    step_.run = &on_start;
+    step_.discard = &on_discard;
   }
 
   static void on_start(work_item* w) {
-    spawn_state* s = static_cast<start_item*>(w)->owner;
+    spawn_state* s = static_cast<step_item*>(w)->owner;
     s->ctx_ = io_context::current();  // shareable work may start on another worker than the one it was given to
     s->ctx_->link_spawned(s);
     s->h_.resume();
   }
   // The loop died before the first step: nothing ran, nothing to report.
   static void on_discard(work_item* w) noexcept {
-    spawn_state* s = static_cast<start_item*>(w)->owner;
+    spawn_state* s = static_cast<step_item*>(w)->owner;
     s->h_.destroy();
     s->h_ = nullptr;
     s->abandoned_ = true;
     s->finished_ = true;
     if (s->bits_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
   }
-  static void on_finish(work_item* w) { static_cast<finish_item*>(w)->owner->finish(); }
+  static void on_finish(work_item* w) { static_cast<step_item*>(w)->owner->finish(); }
 
   void on_root_done() noexcept override {
     // The task may have moved to another loop (switch_to); its home loop's list is touched on the home thread.
     if (!ctx_->running_here()) {
-      ctx_->enqueue(&finish_);
+      step_.run = &on_finish;
+      step_.discard = nullptr;
+      ctx_->enqueue(&step_);
     } else {
       finish();
     }
@@ -134,7 +136,9 @@ class spawn_state final : public root_hook, public spawn_link {
       report_unobserved();
       release();
     } else if (old & joiner_bit) {
-      joiner_ctx_->enqueue(&joiner_);
+      step_.run = &resume_item::resume;
+      step_.discard = nullptr;
+      joiner_ctx_->enqueue(&step_);
     }
   }
 
@@ -157,18 +161,18 @@ class spawn_state final : public root_hook, public spawn_link {
     frame_pool::deallocate(this, sizeof(spawn_state));
   }
 
-  struct start_item : work_item {
-    spawn_state* owner;
-  };
-  struct finish_item : work_item {
-    spawn_state* owner;
+  // One queue node serves the three steps, which are never queued at once: the first step (on_start, or
+  // on_discard if the loop dies first), the finish handed to the home loop (on_finish, queued only after the first
+  // step has run), and the joiner's resumption (the joiner's handle; queued by finish(), after the node has left
+  // the queue). One node instead of three took spawn_state from 168 to 112 bytes, the frame pool's 128-byte class
+  // instead of 192: 64 bytes less for every spawned task, such as one per idle connection.
+  struct step_item : resume_item {
+    spawn_state* owner = nullptr;
   };
 
   io_context* ctx_;
   handle_type h_;
-  start_item start_{{}, this};
-  finish_item finish_{{}, this};
-  resume_item joiner_;
+  step_item step_;
   io_context* joiner_ctx_ = nullptr;
   std::stop_token token_;  // the root task's stop token, if it was spawned with one
   std::atomic<std::uint8_t> bits_{0};

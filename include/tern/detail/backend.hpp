@@ -66,6 +66,9 @@ class backend {
   }
   // Empties the n slots from first on (which register_buffers gave).
   virtual void unregister_buffers(std::uint32_t first, unsigned n) noexcept { (void)first, (void)n; }
+  // The loop's receive pool has just been made (loop thread): io_uring gives it a provided-buffer ring to feed.
+  // Where there is none (epoll, or a kernel that refuses), the pool lends from its own free stack.
+  virtual void attach_pool(receive_pool& pool) noexcept { (void)pool; }
 };
 
 }  // namespace tern::detail

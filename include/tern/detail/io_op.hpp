@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "tern/detail/blocking_pool.hpp"
+#include "tern/detail/receive_pool.hpp"
 #include "tern/detail/work_queue.hpp"
 
 namespace tern {
@@ -40,9 +41,15 @@ namespace tern::detail {
 // length, and res the number of datagrams moved. epoll makes the calls of those names; io_uring, which has no such
 // opcodes, tries the call without waiting and, when the socket is not ready, waits with one RECVMSG or SENDMSG of
 // the first datagram (see io_uring_backend::start).
+//
+// receive reads into a buffer of the loop's receive pool (detail/receive_pool.hpp) and leases it to the caller
+// (a receive_op, below). Under io_uring it takes what the socket's multishot receive has queued, and arms that
+// receive when none is armed; recv_multishot is the armed receive itself, embedded in the descriptor (its
+// rx_arm), which stays armed across receives and is never awaited. Under epoll a receive is a recv into a buffer
+// taken from the pool when the socket is readable.
 enum class op_code : std::uint8_t {
   recv, send, accept, connect, read, write, poll_in, poll_out, recvmsg, sendmsg, splice, sendfile, recvmmsg,
-  sendmmsg,
+  sendmmsg, receive, recv_multishot,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
 
@@ -51,7 +58,7 @@ inline bool is_file_op(op_code c) noexcept { return c >= op_code::read_at; }
 // Which readiness an operation waits for under epoll.
 inline bool waits_for_input(op_code c) noexcept {
   return c == op_code::recv || c == op_code::accept || c == op_code::read || c == op_code::poll_in ||
-         c == op_code::recvmsg || c == op_code::recvmmsg;
+         c == op_code::recvmsg || c == op_code::recvmmsg || c == op_code::receive;
 }
 
 struct descriptor;
@@ -82,6 +89,7 @@ struct io_op : resume_item {
   int res = 0;
   op_code code = op_code::recv;
   state st = state::idle;
+  std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op), in what would be padding
 };
 
 // A file operation: an io_op with what the file calls take besides a buffer. Path operations (openat, renameat,
@@ -110,6 +118,21 @@ struct file_op : io_op {
   struct pool_completion : work_item {
     file_op* owner = nullptr;
   } completion;
+};
+
+// receive: res is the byte count (0: eof) and buffer_id the pool buffer that holds the bytes (receive_pool::none
+// when res <= 0). under_kernel: io_uring only, the receive was submitted as a plain RECV into an overflow buffer
+// (the pool ran dry at its maximum), so cancelling it takes an ASYNC_CANCEL.
+//
+// It adds no field to io_op, on purpose: a receive waits in the frame of every idle connection's task, and the
+// frame's size class is what an idle connection costs. len, which names no caller's buffer here, holds the buffer
+// id, and aux the under_kernel flag.
+struct receive_op : io_op {
+  receive_op() noexcept { len = receive_pool::none; }
+  std::uint32_t buffer_id() const noexcept { return len; }
+  void set_buffer(std::uint32_t id) noexcept { len = id; }
+  bool under_kernel() const noexcept { return aux != 0; }
+  void set_under_kernel(bool on) noexcept { aux = on ? 1 : 0; }
 };
 
 // splice (io_uring): moves len bytes from fd_in (at off_in; -1: a pipe) to fd_out. sendfile (epoll): moves len
@@ -143,6 +166,24 @@ struct descriptor {
   // reuses this descriptor.
   std::uint32_t generation = 0;
   io_context* ctx = nullptr;   // the loop the descriptor belongs to
+  // receive() under io_uring: the multishot receive (armed while rx_armed; linked on the pending list, but not
+  // counted as the loop's work, so an idle connection does not keep run() from returning), the buffers it filled
+  // that no receive has taken yet, the receive waiting for the next one, and how the stream ended (rx_open while
+  // it has not: else 0 for eof or -errno, reported after the queued buffers).
+  static constexpr int rx_open = 1;
+  io_op rx_arm;
+  receive_pool::queue rx_queue;
+  io_op* rx_waiter = nullptr;
+  int rx_end = rx_open;
+  bool rx_armed = false;
+  // receive() has been used (either backend): read_some and read_exact are then refused, since bytes queued for
+  // receive() would be skipped by them.
+  bool rx_used = false;
+  // Closed while its multishot receive was still armed: linked (through next_free and linger_prev) on the loop's
+  // list of such descriptors and counted as the loop's work until the receive's last CQE, so that run() reaps it;
+  // a loop destroyed first frees them from that list.
+  bool lingering = false;
+  descriptor* linger_prev = nullptr;
   io_op* pending_head = nullptr;
   io_op* pending_tail = nullptr;
   descriptor* next_free = nullptr;

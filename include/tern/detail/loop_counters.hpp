@@ -63,7 +63,7 @@ class gauge {
 #endif
 
 // Operation kinds, as detail::op_code numbers them (io_op.hpp); the names are in metrics.cpp.
-inline constexpr std::size_t op_kind_count = 24;
+inline constexpr std::size_t op_kind_count = 26;
 
 // The loop-lag histogram's buckets: bucket i counts lags below 2^i microseconds (bucket 0: below 1 us), the last
 // one everything from 2^(lag_buckets - 2) us (about 1 s) up.
@@ -82,6 +82,10 @@ struct loop_counters {
   counter spin_ns;            // time spent spinning
   counter spin_hits;          // spins that found work and so saved a park
   counter inline_completions; // operations finished inside start() (epoll's speculative syscalls, batches)
+  // The receive pool (receive()): times it ran dry (io_uring: a multishot receive ended with ENOBUFS; epoll: no
+  // free buffer) and the pool grew or a receive fell back to an overflow buffer; and those fallbacks.
+  counter receive_pool_dry;
+  counter receive_overflows;
   std::array<counter, op_kind_count> ops_started;
   std::array<counter, op_kind_count> ops_completed;  // inline or from the kernel, cancelled ones included
   // The backends.

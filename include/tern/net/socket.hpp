@@ -68,6 +68,14 @@ class basic_stream_socket : public basic_socket {
  public:
   // Awaitable: reads what is available, at least one byte; yields io_result<size_t> (eof when the peer closed).
   detail::read_awaiter read_some(mutable_buffer b) noexcept { return {*ctx_, desc_, b}; }
+  // Awaitable: the next bytes of the stream, in a buffer of the loop's receive pool lent to the caller; yields
+  // io_result<leased_buffer> (eof when the peer closed). No buffer is tied up while the socket waits: under
+  // io_uring the kernel picks one from a provided-buffer ring when bytes arrive, and the socket keeps a multishot
+  // receive armed from its first receive() on, so a stream of reads costs no submission each. Bytes that arrive
+  // between two receive() calls are queued for the next. A socket read with receive() must not also be read with
+  // read_some/read_exact (they would find the bytes the queue holds gone): such a read fails with
+  // operation_in_progress. See leased_buffer.hpp for the pool's sizing (io_context_options) and its fallbacks.
+  detail::receive_awaiter receive() noexcept { return {*ctx_, desc_}; }
   // Awaitable: writes some of b; yields io_result<size_t>.
   detail::write_awaiter write_some(const_buffer b) noexcept { return {*ctx_, desc_, b}; }
   // Awaitable: reads until b is full; yields io_result<size_t>, the byte count read before any error (eof when

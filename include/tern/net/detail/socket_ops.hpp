@@ -50,6 +50,7 @@ namespace detail {
 
 using tern::detail::op_awaiter;
 using tern::detail::read_awaiter;
+using tern::detail::receive_awaiter;
 using tern::detail::transfer_awaiter;
 using tern::detail::wrap_fd;
 using tern::detail::write_awaiter;

@@ -1,0 +1,125 @@
+// tern/detail/receive_pool.hpp
+//
+// The loop's pool of receive buffers, which receive() fills and leases to the caller (leased_buffer).
+//
+// Why a pool: a connection that waits for data should hold no buffer of its own. Under io_uring the pool is a
+// provided-buffer ring (IORING_REGISTER_PBUF_RING): the kernel picks a buffer only when bytes arrive, and a
+// multishot receive keeps one armed receive per socket for as long as data flows, with no SQE per read. Under
+// epoll the pool is a stack of free buffers, taken when readiness says there is something to read and given back
+// at once if the read finds nothing.
+//
+// Buffers are numbered. The pool's memory comes in chunks of `chunk` buffers, mapped when the pool grows (pages
+// nobody has written are not resident, so an idle pool costs address space, not memory): buffer i lives in chunk
+// i / chunk. The pool starts with one chunk and grows by one when it runs dry, up to max_buffers. Past that, a
+// receive still makes progress: it reads into an overflow buffer from the heap (kept for reuse, and counted), so
+// a pool that every connection's reader is holding never turns into a silent hang.
+//
+// A buffer is in one of four places: free (in the kernel's ring, or on the epoll stack), queued on a socket
+// (filled by a multishot receive before anyone asked for it: linked through next_ in arrival order), leased to a
+// caller, or being filled. recycle() puts one back; from a thread that does not run the loop it is posted there.
+//
+// Loop thread only, except recycle().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tern {
+class io_context;
+}
+
+namespace tern::detail {
+
+class receive_pool {
+ public:
+  static constexpr std::uint32_t none = ~std::uint32_t{0};
+  // Buffer numbers from here on are overflow buffers (heap), outside the kernel ring.
+  static constexpr std::uint32_t overflow_base = std::uint32_t{1} << 30;
+  // The kernel's limit on a provided-buffer ring (and the 16-bit buffer id of a CQE).
+  static constexpr std::uint32_t max_ring_entries = 32768;
+
+  receive_pool(io_context& ctx, std::size_t buffer_size, std::uint32_t initial_buffers, std::uint32_t max_buffers);
+  ~receive_pool();
+  receive_pool(const receive_pool&) = delete;
+  receive_pool& operator=(const receive_pool&) = delete;
+
+  std::size_t buffer_size() const noexcept { return size_; }
+  std::uint32_t capacity() const noexcept { return count_; }           // buffers mapped so far
+  std::uint32_t max_buffers() const noexcept { return max_; }
+  io_context& context() const noexcept { return ctx_; }
+
+  char* address(std::uint32_t id) const noexcept {
+    if (id >= overflow_base) return overflow_[id - overflow_base];
+    return chunks_[id >> chunk_shift_] + static_cast<std::size_t>(id & (chunk_ - 1)) * size_;
+  }
+
+  // ---- Under epoll (and for io_uring's fallback): the free stack. ----
+  // A free buffer, growing the pool if it is empty; none when it is at max_buffers and empty.
+  std::uint32_t take() noexcept;
+  // No free buffer on the stack (the next take() grows the pool, or fails at max_buffers).
+  bool stack_empty() const noexcept { return free_.empty(); }
+  // An overflow buffer (heap; reused once given back). none only if the heap refuses.
+  std::uint32_t take_overflow() noexcept;
+
+  // Gives a buffer back: to the kernel's ring if it feeds one, else to the free stack. Any thread.
+  void recycle(std::uint32_t id) noexcept;
+
+  // ---- The kernel's ring (io_uring). ----
+  // The io_uring backend maps and registers the ring, then hands it over; the pool fills it with every free
+  // buffer and refills it on each recycle(). ring is an io_uring_buf_ring of `entries` (a power of two).
+  void feed_kernel_ring(void* ring, std::uint32_t entries, std::uint16_t group) noexcept;
+  // The ring's registration is gone (the ring was destroyed): the pool keeps its memory, feeds nothing more.
+  void forget_kernel_ring() noexcept { kernel_ring_ = nullptr; }
+  void* kernel_ring() const noexcept { return kernel_ring_; }
+  std::uint32_t kernel_ring_entries() const noexcept { return ring_entries_; }
+  std::uint16_t group() const noexcept { return group_; }
+  // The kernel took a buffer from the ring (a CQE named it).
+  void kernel_took() noexcept { --in_ring_; }
+  // Buffers waiting in the kernel's ring.
+  std::uint32_t in_ring() const noexcept { return in_ring_; }
+  // Maps one more chunk (its buffers join the ring or the stack); false at max_buffers or if mmap refuses.
+  bool grow() noexcept;
+
+  // ---- Per-socket queues of filled buffers (a multishot receive's arrivals), linked through the pool. ----
+  struct queue {
+    std::uint32_t head = none;
+    std::uint32_t tail = none;
+    bool empty() const noexcept { return head == none; }
+  };
+  void push(queue& q, std::uint32_t id, std::uint32_t len) noexcept;
+  // The oldest buffer of q and its length; q must not be empty.
+  std::uint32_t pop(queue& q, std::uint32_t& len) noexcept;
+  // Gives back every buffer of q (a socket closed with data nobody read).
+  void drop(queue& q) noexcept;
+
+ private:
+  struct slot {
+    std::uint32_t next = none;
+    std::uint32_t len = 0;
+  };
+  slot& meta(std::uint32_t id) noexcept {
+    return id >= overflow_base ? overflow_meta_[id - overflow_base] : meta_[id];
+  }
+  void give_back(std::uint32_t id) noexcept;  // loop thread
+  void add_to_ring(std::uint32_t id) noexcept;
+
+  io_context& ctx_;
+  std::size_t size_;
+  std::uint32_t chunk_;        // buffers per chunk, a power of two
+  std::uint32_t chunk_shift_;
+  std::uint32_t count_ = 0;    // buffers mapped
+  std::uint32_t max_;
+  std::vector<char*> chunks_;
+  std::vector<slot> meta_;
+  std::vector<std::uint32_t> free_;  // epoll's free stack (reserved to max_)
+  std::vector<char*> overflow_;
+  std::vector<slot> overflow_meta_;
+  std::vector<std::uint32_t> overflow_free_;
+  void* kernel_ring_ = nullptr;
+  std::uint32_t ring_entries_ = 0;
+  std::uint32_t in_ring_ = 0;
+  std::uint16_t group_ = 0;
+};
+
+}  // namespace tern::detail

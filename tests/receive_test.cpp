@@ -1,0 +1,310 @@
+// receive() and leased buffers: every byte in order through the loop's receive pool (a provided-buffer ring and a
+// multishot receive under io_uring, a pool of free buffers under epoll), a pool that runs dry and overflows, a
+// receive cancelled or timed out mid-stream (nothing lost), a peer reset, a lease held across a long await while
+// other sockets are served, close with receives pending and bytes queued, and the refusal of plain reads on a
+// socket read with receive().
+#include "net_support.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace tern_test;
+using namespace std::chrono_literals;
+using tern::net::tcp_socket;
+
+class receive_test : public backend_test {};
+TERN_INSTANTIATE_BACKENDS(receive_test);
+
+// A loop whose pool is small: buffers of `size` bytes, `initial` at first, at most `max`.
+class small_pool_test : public ::testing::TestWithParam<tern::backend_kind> {
+ protected:
+  static tern::io_context_options small(tern::backend_kind kind) {
+    tern::io_context_options o = options_for(kind);
+    o.receive_buffer_size = 1024;
+    o.receive_buffers = 4;
+    o.receive_buffers_max = 8;
+    return o;
+  }
+  tern::io_context ctx{small(GetParam())};
+};
+TERN_INSTANTIATE_BACKENDS(small_pool_test);
+
+// Receives until eof, appending every byte to out; returns the error that ended the stream (eof expected).
+tern::task<std::error_code> receive_all(tcp_socket& s, std::vector<char>& out) {
+  for (;;) {
+    auto [ec, lease] = co_await s.receive();
+    if (ec) co_return ec;
+    EXPECT_FALSE(lease.empty()) << "a successful receive carries at least one byte";
+    out.insert(out.end(), lease.data(), lease.data() + lease.size());
+  }
+}
+
+TEST_P(receive_test, a_stream_arrives_whole_and_in_order_then_eof) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    const auto payload = make_pattern(4u << 20, 7);
+    std::vector<char> got;
+    auto reader = tern::spawn(ctx, receive_all(server, got));
+    // Writes of uneven sizes, so buffers fill partly and the stream's boundaries fall anywhere.
+    std::size_t at = 0;
+    for (std::size_t step = 1; at < payload.size(); step = step * 7 % 65521 + 1) {
+      const std::size_t n = std::min(step, payload.size() - at);
+      auto [wec, wn] = co_await client.write_all(tern::const_buffer(payload.data() + at, n));
+      CO_ASSERT_OK(wec);
+      at += wn;
+    }
+    EXPECT_OK(client.shutdown());
+    std::error_code end = co_await std::move(reader);
+    EXPECT_EQ(end, tern::net::error::eof);
+    EXPECT_EQ(got.size(), payload.size());
+    EXPECT_TRUE(got == payload) << "bytes lost, duplicated or reordered";
+    // eof stays eof.
+    auto [again, lease] = co_await server.receive();
+    EXPECT_EQ(again, tern::net::error::eof);
+    EXPECT_FALSE(lease);
+  }(ctx), 60s);
+  auto s = ctx.metrics();
+  EXPECT_GT(s.ops[static_cast<std::size_t>(tern::detail::op_code::receive)].started, 0u);
+}
+
+// Bytes that arrive while nobody is receiving are kept for the next receive (io_uring: queued by the multishot).
+TEST_P(receive_test, bytes_sent_before_the_receive_are_kept_for_it) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    std::vector<char> got;
+    // A first receive arms the socket; then three writes land while the server does something else.
+    auto w0 = co_await client.write_all(tern::const_buffer("a", 1));
+    CO_ASSERT_OK(w0.ec);
+    {
+      auto [ec, lease] = co_await server.receive();
+      CO_ASSERT_OK(ec);
+      got.insert(got.end(), lease.data(), lease.data() + lease.size());
+    }
+    for (const char* part : {"bc", "def", "ghij"}) {
+      auto w = co_await client.write_all(tern::const_buffer(part, std::char_traits<char>::length(part)));
+      CO_ASSERT_OK(w.ec);
+      co_await tern::sleep_for(ctx, 2ms);
+    }
+    EXPECT_OK(client.shutdown());
+    std::error_code end = co_await receive_all(server, got);
+    EXPECT_EQ(end, tern::net::error::eof);
+    EXPECT_EQ(std::string(got.begin(), got.end()), "abcdefghij");
+  }(ctx));
+}
+
+// A receive cancelled (by a timeout, or by cancel()) while nothing has arrived reports the cancellation and loses
+// nothing: what arrives afterwards goes to the next receive, in order.
+TEST_P(receive_test, a_cancelled_receive_loses_nothing) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    std::vector<char> got;
+    const auto payload = make_pattern(256u << 10, 3);
+    std::size_t sent = 0;
+    for (int round = 0; round < 8; ++round) {
+      auto [ec, lease] = co_await tern::with_timeout(server.receive(), 5ms);
+      if (round == 0) {
+        EXPECT_EQ(ec, tern::error::timed_out) << "nothing was sent yet";
+      }
+      if (!ec) got.insert(got.end(), lease.data(), lease.data() + lease.size());
+      const std::size_t n = payload.size() / 8;
+      auto w = co_await client.write_all(tern::const_buffer(payload.data() + sent, n));
+      CO_ASSERT_OK(w.ec);
+      sent += n;
+      // cancel() on the socket, too, with a receive pending and the stream mid-way.
+      auto pending = tern::spawn(ctx, [](tcp_socket& s) -> tern::task<tern::io_result<tern::leased_buffer>> {
+        co_return co_await s.receive();
+      }(server));
+      server.cancel();
+      auto [pec, plea] = co_await std::move(pending);
+      if (!pec) {
+        got.insert(got.end(), plea.data(), plea.data() + plea.size());
+      } else {
+        EXPECT_EQ(pec, tern::error::operation_canceled);
+      }
+    }
+    EXPECT_OK(client.shutdown());
+    std::error_code end = co_await receive_all(server, got);
+    EXPECT_EQ(end, tern::net::error::eof);
+    EXPECT_EQ(got.size(), payload.size());
+    EXPECT_TRUE(got == payload) << "a cancelled receive lost or reordered bytes";
+  }(ctx), 60s);
+}
+
+TEST_P(receive_test, a_peer_reset_ends_the_stream_with_connection_reset) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    auto pending = tern::spawn(ctx, [](tcp_socket& s) -> tern::task<std::error_code> {
+      std::vector<char> got;
+      co_return co_await receive_all(s, got);
+    }(server));
+    co_await tern::sleep_for(ctx, 5ms);  // the receive is waiting
+    linger lg{1, 0};
+    CO_ASSERT(::setsockopt(client.native_handle(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+    client.close();  // RST
+    std::error_code ec = co_await std::move(pending);
+    EXPECT_EQ(ec, std::errc::connection_reset) << ec.message();
+    // The loop goes on: a new connection works.
+    auto [c2, s2] = co_await connected_pair(ctx);
+    auto w = co_await c2.write_all(tern::const_buffer("ok", 2));
+    CO_ASSERT_OK(w.ec);
+    auto [rec, lease] = co_await s2.receive();
+    CO_ASSERT_OK(rec);
+    EXPECT_EQ(lease.view(), "ok");
+  }(ctx));
+}
+
+TEST_P(receive_test, closing_a_socket_cancels_its_receive) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    auto pending = tern::spawn(ctx, [](tcp_socket& s) -> tern::task<std::error_code> {
+      auto [ec, lease] = co_await s.receive();
+      co_return ec;
+    }(server));
+    co_await tern::sleep_for(ctx, 2ms);
+    server.close();
+    EXPECT_EQ(co_await std::move(pending), tern::error::operation_canceled);
+  }(ctx));
+}
+
+// A socket closed while its multishot receive is armed (io_uring) stays the loop's work until the cancellation's
+// last completion, and a loop destroyed before that frees it (the sanitizer build's leak check would see it).
+TEST_P(receive_test, a_receiving_socket_closed_before_the_loop_ends_is_freed) {
+  for (bool run_after_close : {true, false}) {
+    tern::io_context local(options());
+    tcp_socket* kept = nullptr;
+    local.block_on([](tern::io_context& ctx, tcp_socket*& kept) -> tern::task<void> {
+      auto [client, server] = co_await connected_pair(ctx);
+      auto w = co_await client.write_all(tern::const_buffer("z", 1));
+      CO_ASSERT_OK(w.ec);
+      auto [ec, lease] = co_await server.receive();  // the multishot stays armed after this
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(lease.view(), "z");
+      kept = new tcp_socket(std::move(server));
+    }(local, kept));
+    kept->close();
+    delete kept;
+    if (run_after_close) {
+      local.run();  // returns once the cancelled receive's last completion is in
+      EXPECT_EQ(local.metrics().ops[static_cast<std::size_t>(tern::detail::op_code::recv_multishot)].started,
+                local.metrics().ops[static_cast<std::size_t>(tern::detail::op_code::recv_multishot)].completed)
+          << "the armed receive's end was not reaped";
+    }
+  }
+}
+
+TEST_P(receive_test, plain_reads_are_refused_after_receive) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    auto w = co_await client.write_all(tern::const_buffer("xyz", 3));
+    CO_ASSERT_OK(w.ec);
+    auto [ec, lease] = co_await server.receive();
+    CO_ASSERT_OK(ec);
+    char buf[8];
+    auto [rec, rn] = co_await server.read_some(tern::mutable_buffer(buf, sizeof buf));
+    EXPECT_EQ(rec, std::errc::operation_in_progress);
+    EXPECT_EQ(rn, 0u);
+  }(ctx));
+}
+
+// A lease may be given back from another thread while the loop runs; the pool takes it back on the loop.
+TEST_P(receive_test, a_lease_released_on_another_thread_returns_to_the_pool) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    for (int i = 0; i < 200; ++i) {
+      auto w = co_await client.write_all(tern::const_buffer("m", 1));
+      CO_ASSERT_OK(w.ec);
+      auto [ec, lease] = co_await server.receive();
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(lease.view(), "m");
+      std::thread t([l = std::move(lease)]() mutable { l.reset(); });
+      t.join();
+    }
+    co_await tern::sleep_for(ctx, 1ms);  // the hand-overs run
+  }(ctx));
+  // 200 leases taken and given back elsewhere: no overflow, so they all came back.
+  EXPECT_EQ(ctx.metrics().receive_overflows, 0u);
+}
+
+// Every buffer of a small pool held by the reader: the pool grows to its maximum, then receives fall back to
+// overflow buffers, and every byte still arrives in order.
+TEST_P(small_pool_test, a_pool_that_runs_dry_loses_nothing) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    const auto payload = make_pattern(256u << 10, 11);
+    auto writer = tern::spawn(ctx, [](tcp_socket& c, const std::vector<char>& p) -> tern::task<void> {
+      auto w = co_await c.write_all(tern::const_buffer(p));
+      EXPECT_OK(w.ec);
+      EXPECT_OK(c.shutdown());
+    }(client, payload));
+    std::vector<tern::leased_buffer> held;  // never given back until the end
+    std::vector<char> got;
+    for (;;) {
+      auto [ec, lease] = co_await server.receive();
+      if (ec) {
+        EXPECT_EQ(ec, tern::net::error::eof);
+        break;
+      }
+      EXPECT_LE(lease.size(), 1024u);
+      got.insert(got.end(), lease.data(), lease.data() + lease.size());
+      held.push_back(std::move(lease));
+    }
+    co_await std::move(writer);
+    EXPECT_EQ(got.size(), payload.size());
+    EXPECT_TRUE(got == payload) << "a dry pool lost or reordered bytes";
+    EXPECT_GT(held.size(), 8u);
+  }(ctx), 60s);
+  auto s = ctx.metrics();
+  EXPECT_GT(s.receive_pool_dry, 0u) << "the pool never ran dry";
+  EXPECT_GT(s.receive_overflows, 0u) << "no receive used an overflow buffer";
+}
+
+// One socket's reader holds a lease across a long await (and most of the pool with it) while another socket
+// streams through the rest of the pool; then a socket closed with bytes queued gives its buffers back.
+TEST_P(small_pool_test, a_held_lease_does_not_stall_other_sockets) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [c1, s1] = co_await connected_pair(ctx);
+    auto [c2, s2] = co_await connected_pair(ctx);
+    auto w1 = co_await c1.write_all(tern::const_buffer("held", 4));
+    CO_ASSERT_OK(w1.ec);
+    auto [ec1, held] = co_await s1.receive();
+    CO_ASSERT_OK(ec1);
+    EXPECT_EQ(held.view(), "held");
+    const auto payload = make_pattern(64u << 10, 5);
+    auto writer = tern::spawn(ctx, [](tcp_socket& c, const std::vector<char>& p) -> tern::task<void> {
+      auto w = co_await c.write_all(tern::const_buffer(p));
+      EXPECT_OK(w.ec);
+      EXPECT_OK(c.shutdown());
+    }(c2, payload));
+    std::vector<char> got;
+    EXPECT_EQ(co_await receive_all(s2, got), tern::net::error::eof);
+    co_await std::move(writer);
+    EXPECT_TRUE(got == payload);
+    EXPECT_EQ(held.view(), "held") << "the held lease was overwritten";
+    held.reset();
+  }(ctx), 60s);
+  const auto overflows_before = ctx.metrics().receive_overflows;
+  // Bytes queued on a socket that is then closed: its buffers go back (no overflow needed afterwards).
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    for (int round = 0; round < 20; ++round) {
+      auto [c, s] = co_await connected_pair(ctx);
+      std::vector<char> chunk(3000, 'q');
+      auto w = co_await c.write_all(tern::const_buffer(chunk));
+      CO_ASSERT_OK(w.ec);
+      auto [ec, lease] = co_await s.receive();
+      CO_ASSERT_OK(ec);
+      lease.reset();
+      co_await tern::sleep_for(ctx, 1ms);  // the rest is queued (io_uring) or left in the socket (epoll)
+      s.close();
+    }
+  }(ctx), 60s);
+  EXPECT_EQ(ctx.metrics().receive_overflows, overflows_before) << "closed sockets kept their queued buffers";
+}
+
+}  // namespace
