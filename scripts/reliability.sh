@@ -67,7 +67,9 @@ tool="$repo/build/release/tests/reliability/reliability_tool"
 echo_server="$repo/build/release/examples/echo_server"
 out="$repo/build/reliability"
 mkdir -p "$out"
-logs=$(mktemp -d "/tmp/tern-rel-$$.XXXXXX")
+logs="$out/logs"  # every process's output, kept after the run (a failed row points here)
+rm -rf "$logs"
+mkdir -p "$logs"
 
 # ---- clean-up: every process, namespace and file this run made -------------------------------------------------------
 pids=()
@@ -84,7 +86,6 @@ cleanup() {
     ip netns del "$ns_server" 2>/dev/null || true  # takes its end of the veth pair, and so the pair, with it
     ip netns del "$ns_client" 2>/dev/null || true
   fi
-  rm -rf "$logs"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -512,9 +513,7 @@ report="$out/report.md"
 
 echo
 if ((failures)); then
-  echo "reliability.sh: $failures check(s) FAILED, $passes passed, $skips skipped (the tools' logs are in $out/logs/)"
-  rm -rf "$out/logs"
-  cp -r "$logs" "$out/logs"
+  echo "reliability.sh: $failures check(s) FAILED, $passes passed, $skips skipped (the programs' logs: ${logs#"$repo"/}/)"
 else
   echo "reliability.sh: $passes checks passed, $skips skipped (with their reason), none failed, in $total;" \
     "report: ${report#"$repo"/}"
