@@ -7,7 +7,8 @@
 # TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json).
 # Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) run briefly, through scripts/fuzz.sh: each
 # replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (60 by default; 0 leaves the step out), two at
-# a time. A crash, or a violated invariant, fails the run.
+# a time. A crash, or a violated invariant, fails the run. Last, the reliability suite's quick run
+# (scripts/reliability.sh --quick; TERN_TEST_RELIABILITY=0 leaves it out).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -46,6 +47,21 @@ if [[ $fuzz_seconds != 0 ]]; then
   echo "== fuzz targets passed in $((SECONDS - start)) s"
 fi
 
+# The reliability suite's quick run (scripts/reliability.sh: packet loss through network namespaces, a slicing
+# proxy, thousands of connections, faults; both backends; a few minutes). It builds the release preset's targets it
+# needs; TERN_TEST_RELIABILITY=0 leaves it out. --no-doc: a test run does not rewrite docs/reliability.md.
+reliability=${TERN_TEST_RELIABILITY:-1}
+if [[ $reliability != 0 ]]; then
+  echo
+  echo "================================================================================"
+  echo "== tern reliability suite: --quick"
+  echo "================================================================================"
+  start=$SECONDS
+  bash scripts/reliability.sh --quick --no-doc
+  echo "== reliability suite passed in $((SECONDS - start)) s"
+fi
+
 echo
 echo "test.sh: all presets passed: ${presets[*]}"
 if [[ $fuzz_seconds != 0 ]]; then echo "test.sh: no fuzz target crashed in ${fuzz_seconds} s"; fi
+if [[ $reliability != 0 ]]; then echo "test.sh: every reliability check passed or was skipped with its reason"; fi
