@@ -216,7 +216,9 @@ TEST_P(latency_mode_test, child_refused_priority) {
     EXPECT_EQ(e.code(), std::error_code(EPERM, std::system_category())) << e.what();
     EXPECT_NE(std::string(e.what()).find("realtime_priority 10"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(thread_count(), before) << "a worker thread is left after the refusal";
+  // At most as many threads as before: a worker left behind would add one. (Not equal: a thread the process had
+  // before, not tern's, may end meanwhile; the child once started with two threads and ended the test with one.)
+  EXPECT_LE(thread_count(), before) << "a worker thread is left after the refusal";
   EXPECT_EQ(locked_kb(), 0) << "lock_memory was not undone";
 }
 
@@ -246,7 +248,7 @@ TEST_P(latency_mode_test, child_refused_memory_lock) {
         << e.what();
     EXPECT_NE(std::string(e.what()).find("lock_memory"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(thread_count(), before);
+  EXPECT_LE(thread_count(), before) << "a worker thread is left after the refusal";
   EXPECT_EQ(locked_kb(), 0);
 }
 
