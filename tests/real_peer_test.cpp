@@ -153,7 +153,6 @@ c.recv(1)
   EXPECT_EQ(peer.wait(), 0);
 }
 
-
 // A stream from Python's socket module read with receive(): a few MiB of make_pattern's bytes in sends of uneven
 // sizes, then a shutdown of the peer's write side. tern checks every byte against the same pattern and sees eof,
 // then answers with the length and Adler-32 of what it received, which the peer checks (its exit status).
