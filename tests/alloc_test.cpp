@@ -150,8 +150,11 @@ struct loop_result {
   bool measured = false;
 };
 
+// The echo tests' messages: 64 bytes.
+constexpr std::size_t echo_size = 64;
+
 tern::task<void> echo_server(tern::net::tcp_socket& s, int messages, loop_result& r) {
-  std::array<char, 64> buf;
+  std::array<char, echo_size> buf;
   for (int i = 0; i < messages; ++i) {
     auto [rec, rn] = co_await s.read_exact(tern::mutable_buffer(buf));
     if (rec || rn != buf.size()) {
@@ -166,6 +169,37 @@ tern::task<void> echo_server(tern::net::tcp_socket& s, int messages, loop_result
   }
 }
 
+// The client of the echo tests: a message different each time (so an echo of the wrong bytes is a mismatch),
+// written and read back; warmup round trips, then measured ones counted. With Timeouts, every write_all and
+// read_exact is wrapped in a one-hour timeout that never fires.
+template <bool Timeouts = false>
+tern::task<void> echo_client(tern::net::tcp_socket& client, loop_result& r) {
+  std::array<char, echo_size> msg{};
+  std::array<char, echo_size> back{};
+  for (int i = 0; i < warmup + measured; ++i) {
+    if (i == warmup) {
+      start_counting();
+      r.measured = true;
+    }
+    for (std::size_t k = 0; k < msg.size(); ++k) msg[k] = static_cast<char>(i + k);
+    tern::io_result<std::size_t> written;
+    tern::io_result<std::size_t> read;
+    if constexpr (Timeouts) {
+      written = co_await tern::with_timeout(client.write_all(tern::const_buffer(msg)), 1h);
+      read = co_await tern::with_timeout(client.read_exact(tern::mutable_buffer(back)), 1h);
+    } else {
+      written = co_await client.write_all(tern::const_buffer(msg));
+      read = co_await client.read_exact(tern::mutable_buffer(back));
+    }
+    if (written.ec || read.ec || written.value != msg.size() || read.value != back.size()) {
+      ++r.errors;
+      break;
+    }
+    if (back != msg) ++r.mismatches;
+  }
+  r.allocations = stop_counting();
+}
+
 // Client and server on one loop, 64-byte messages: 1000 warm-up round trips, then 10000 counted ones.
 TEST_P(alloc_test, echo_steady_state_allocates_nothing) {
   loop_result r;
@@ -175,23 +209,7 @@ TEST_P(alloc_test, echo_steady_state_allocates_nothing) {
     EXPECT_OK(client.set_no_delay(true));
     EXPECT_OK(server.set_no_delay(true));
     auto srv = tern::spawn(ctx, echo_server(server, warmup + measured, r));
-    std::array<char, 64> msg;
-    std::array<char, 64> back;
-    for (int i = 0; i < warmup + measured; ++i) {
-      if (i == warmup) {
-        start_counting();
-        r.measured = true;
-      }
-      for (std::size_t k = 0; k < msg.size(); ++k) msg[k] = static_cast<char>(i + k);
-      auto [wec, wn] = co_await client.write_all(tern::const_buffer(msg));
-      auto [rec, rn] = co_await client.read_exact(tern::mutable_buffer(back));
-      if (wec || rec || wn != msg.size() || rn != back.size()) {
-        ++r.errors;
-        break;
-      }
-      if (back != msg) ++r.mismatches;
-    }
-    r.allocations = stop_counting();
+    co_await echo_client(client, r);
     co_await std::move(srv);
   }(ctx, r));
   EXPECT_TRUE(r.measured);
@@ -208,23 +226,7 @@ TEST_P(alloc_test, echo_with_timeouts_allocates_nothing) {
     auto [client, server] = co_await connected_pair(ctx);
     CO_ASSERT(client.is_open() && server.is_open());
     auto srv = tern::spawn(ctx, echo_server(server, warmup + measured, r));
-    std::array<char, 64> msg{};
-    std::array<char, 64> back{};
-    for (int i = 0; i < warmup + measured; ++i) {
-      if (i == warmup) {
-        start_counting();
-        r.measured = true;
-      }
-      msg[0] = static_cast<char>(i);
-      auto [wec, wn] = co_await tern::with_timeout(client.write_all(tern::const_buffer(msg)), 1h);
-      auto [rec, rn] = co_await tern::with_timeout(client.read_exact(tern::mutable_buffer(back)), 1h);
-      if (wec || rec || wn != msg.size() || rn != back.size()) {
-        ++r.errors;
-        break;
-      }
-      if (back != msg) ++r.mismatches;
-    }
-    r.allocations = stop_counting();
+    co_await echo_client<true>(client, r);
     co_await std::move(srv);
   }(ctx, r));
   EXPECT_TRUE(r.measured);
@@ -260,24 +262,8 @@ TEST_P(alloc_test, receive_echo_allocates_nothing) {
     CO_ASSERT(client.is_open() && server.is_open());
     EXPECT_OK(client.set_no_delay(true));
     EXPECT_OK(server.set_no_delay(true));
-    std::array<char, 64> msg{};
-    std::array<char, 64> back{};
-    auto srv = tern::spawn(ctx, receive_echo_server(server, std::size_t{warmup + measured} * msg.size(), r));
-    for (int i = 0; i < warmup + measured; ++i) {
-      if (i == warmup) {
-        start_counting();
-        r.measured = true;
-      }
-      for (std::size_t k = 0; k < msg.size(); ++k) msg[k] = static_cast<char>(i + k);
-      auto [wec, wn] = co_await client.write_all(tern::const_buffer(msg));
-      auto [rec, rn] = co_await client.read_exact(tern::mutable_buffer(back));
-      if (wec || rec || wn != msg.size() || rn != back.size()) {
-        ++r.errors;
-        break;
-      }
-      if (back != msg) ++r.mismatches;
-    }
-    r.allocations = stop_counting();
+    auto srv = tern::spawn(ctx, receive_echo_server(server, std::size_t{warmup + measured} * echo_size, r));
+    co_await echo_client(client, r);
     co_await std::move(srv);
   }(ctx, r));
   EXPECT_TRUE(r.measured);

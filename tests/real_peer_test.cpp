@@ -1,5 +1,6 @@
-// tern against peers it did not write, on both backends: Python's socket module as a UDP echo server, and as the
-// other end of a Unix socket that passes descriptors both ways (socket.send_fds / recv_fds).
+// tern against peers it did not write, on both backends: Python's socket module as a UDP echo server, as the
+// other end of a Unix socket that passes descriptors both ways (socket.send_fds / recv_fds), and as a TCP client
+// whose stream tern reads with receive().
 #include "fs_support.hpp"
 #include "net_support.hpp"
 
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -148,6 +151,81 @@ c.recv(1)
     CO_ASSERT_OK((co_await s.write_all(tern::const_buffer("x"))).ec);
   }(ctx, path));
   EXPECT_EQ(peer.wait(), 0);
+}
+
+// A stream from Python's socket module read with receive(): a few MiB of make_pattern's bytes in sends of uneven
+// sizes, then a shutdown of the peer's write side. tern checks every byte against the same pattern and sees eof,
+// then answers with the length and Adler-32 of what it received, which the peer checks (its exit status).
+TEST_P(real_peer_test, receive_reads_a_python_stream_whole_and_in_order) {
+  std::optional<python_peer> peer;
+  run_bounded(ctx, [](tern::io_context& ctx, std::optional<python_peer>& peer) -> tern::task<void> {
+    constexpr std::size_t size = 3u << 20;
+    constexpr std::uint64_t seed = 41;
+    tern::net::tcp_acceptor acceptor(ctx);
+    const tern::net::endpoint ep = listen_loopback(acceptor);
+    // python_peer blocks the loop until the peer's first line, printed once it has connected: the kernel completes
+    // the connect without accept().
+    peer.emplace(R"(
+import socket, sys, zlib
+N = )" + std::to_string(size) + R"(
+c = socket.create_connection(("127.0.0.1", )" + std::to_string(ep.port()) + R"(), timeout=20)
+print("connected")
+# make_pattern (tests/net_support.hpp): the top byte of each step of a 64-bit LCG.
+data = bytearray(N)
+x = )" + std::to_string(seed) + R"(
+for i in range(N):
+    x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
+    data[i] = x >> 56
+view = memoryview(data)
+at, step = 0, 1
+while at < N:
+    n = min(step, N - at)
+    c.sendall(view[at:at + n])
+    at += n
+    step = step * 7 % 65521 + 1
+c.shutdown(socket.SHUT_WR)
+reply = b""
+while True:
+    part = c.recv(256)
+    if not part:
+        break
+    reply += part
+expected = ("%d %08x" % (N, zlib.adler32(data))).encode()
+if reply != expected:
+    print("tern answered %r, expected %r" % (reply, expected), file=sys.stderr)
+    sys.exit(1)
+)");
+    CO_ASSERT(peer->first_line() == "connected");
+    auto [aec, s] = co_await tern::with_timeout(acceptor.accept(), 10s);
+    CO_ASSERT_OK(aec);
+    const std::vector<char> expected = make_pattern(size, seed);
+    std::size_t got = 0;
+    std::size_t first_wrong = size;  // the offset of the first byte that differs from the pattern
+    std::uint32_t a = 1, b = 0;      // Adler-32 of every byte received
+    std::error_code end;
+    for (;;) {
+      auto [ec, lease] = co_await tern::with_timeout(s.receive(), 20s);
+      if (ec) {
+        end = ec;
+        break;
+      }
+      for (const char c : lease.view()) {
+        if (got < size && c != expected[got] && first_wrong == size) first_wrong = got;
+        a = (a + static_cast<unsigned char>(c)) % 65521;
+        b = (b + a) % 65521;
+        ++got;
+      }
+    }
+    EXPECT_EC(end, tern::net::error::eof);
+    EXPECT_EQ(got, size) << "bytes lost or duplicated";
+    EXPECT_EQ(first_wrong, size) << "the stream differs from the pattern from this offset on";
+    char reply[64];
+    const int n = std::snprintf(reply, sizeof reply, "%zu %08x", got, (b << 16) | a);
+    CO_ASSERT_OK((co_await s.write_all(tern::const_buffer(reply, static_cast<std::size_t>(n)))).ec);
+    EXPECT_OK(s.shutdown());
+  }(ctx, peer), 60s);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->wait(), 0) << "the peer did not get back the length and checksum of what it sent";
 }
 
 }  // namespace

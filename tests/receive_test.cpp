@@ -46,6 +46,13 @@ tern::task<std::error_code> receive_all(tcp_socket& s, std::vector<char>& out) {
   }
 }
 
+// Writes all of payload, then shuts the write side down (the receiver then sees eof).
+tern::task<void> write_then_shutdown(tcp_socket& c, const std::vector<char>& payload) {
+  auto w = co_await c.write_all(tern::const_buffer(payload));
+  EXPECT_OK(w.ec);
+  EXPECT_OK(c.shutdown());
+}
+
 TEST_P(receive_test, a_stream_arrives_whole_and_in_order_then_eof) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     auto [client, server] = co_await connected_pair(ctx);
@@ -238,11 +245,7 @@ TEST_P(small_pool_test, a_pool_that_runs_dry_loses_nothing) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     auto [client, server] = co_await connected_pair(ctx);
     const auto payload = make_pattern(256u << 10, 11);
-    auto writer = tern::spawn(ctx, [](tcp_socket& c, const std::vector<char>& p) -> tern::task<void> {
-      auto w = co_await c.write_all(tern::const_buffer(p));
-      EXPECT_OK(w.ec);
-      EXPECT_OK(c.shutdown());
-    }(client, payload));
+    auto writer = tern::spawn(ctx, write_then_shutdown(client, payload));
     std::vector<tern::leased_buffer> held;  // never given back until the end
     std::vector<char> got;
     for (;;) {
@@ -277,11 +280,7 @@ TEST_P(small_pool_test, a_held_lease_does_not_stall_other_sockets) {
     CO_ASSERT_OK(ec1);
     EXPECT_EQ(held.view(), "held");
     const auto payload = make_pattern(64u << 10, 5);
-    auto writer = tern::spawn(ctx, [](tcp_socket& c, const std::vector<char>& p) -> tern::task<void> {
-      auto w = co_await c.write_all(tern::const_buffer(p));
-      EXPECT_OK(w.ec);
-      EXPECT_OK(c.shutdown());
-    }(c2, payload));
+    auto writer = tern::spawn(ctx, write_then_shutdown(c2, payload));
     std::vector<char> got;
     EXPECT_EQ(co_await receive_all(s2, got), tern::net::error::eof);
     co_await std::move(writer);

@@ -1,9 +1,10 @@
 // tern/detail/op_awaiter.hpp
 //
 // The common part of every awaiter that performs one kernel operation on a descriptor (socket reads and writes,
-// accept, connect, signal reads). It holds the io_op, so the operation's state lives in the awaiting frame; it
-// models cancellable_operation (cancel(), context()); and its destructor forgets an operation that is still
-// pending, which only happens when a loop destroys a suspended frame at teardown.
+// accept, connect, signal reads, receive() into the loop's receive pool). It holds the operation (an io_op, or the
+// receive_op of a receive), so the operation's state lives in the awaiting frame; it models cancellable_operation
+// (cancel(), context()); and its destructor forgets an operation that is still pending, which only happens when a
+// loop destroys a suspended frame at teardown.
 //
 // An operation is started only by a thread inside its loop's run: the ring and the epoll set are single-threaded,
 // and an operation started elsewhere would race the loop (under io_uring it was lost, and its coroutine never
@@ -39,21 +40,12 @@ inline int refusal(const io_context& ctx, const descriptor* d) noexcept {
   return ctx.running_here() ? 0 : wrong_loop_res;
 }
 
-class [[nodiscard]] op_awaiter {
+// Op is the operation the awaiter holds: io_op, or the receive_op of receive() (stream_ops.hpp).
+template <class Op>
+class [[nodiscard]] basic_op_awaiter {
  public:
-  op_awaiter(io_context& ctx, descriptor* d, op_code code, void* buf,
-             std::size_t len) noexcept {
-    op_.ctx = &ctx;
-    op_.desc = d;
-    op_.code = code;
-    op_.buf = buf;
-    op_.len = len > max_op_len ? max_op_len : static_cast<std::uint32_t>(len);
-  }
-  op_awaiter(const op_awaiter& o) noexcept : op_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.op_.buf, o.op_.len) {
-    op_.res = o.op_.res;
-  }
-  op_awaiter& operator=(const op_awaiter&) = delete;
-  ~op_awaiter() { op_.ctx->forget(op_); }
+  basic_op_awaiter& operator=(const basic_op_awaiter&) = delete;
+  ~basic_op_awaiter() { op_.ctx->forget(op_); }
 
   bool await_ready() noexcept {
     if (op_.desc != nullptr && op_.ctx->running_here()) [[likely]] return false;
@@ -70,8 +62,34 @@ class [[nodiscard]] op_awaiter {
   io_context& context() const noexcept { return *op_.ctx; }
 
  protected:
+  basic_op_awaiter(io_context& ctx, descriptor* d, op_code code) noexcept {
+    op_.ctx = &ctx;
+    op_.desc = d;
+    op_.code = code;
+  }
+  // A copy is a new operation on the same descriptor: never the original's links or state. What else of the op it
+  // takes over is the derived awaiter's choice.
+  basic_op_awaiter(const basic_op_awaiter& o) noexcept : basic_op_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code) {}
+
   std::error_code error() const noexcept { return result_error(op_.res); }
-  io_op op_;
+  Op op_;
 };
+
+// The awaiter of an operation on a caller's buffer (or on a msghdr or sockaddr in buf, which the derived awaiter
+// points at its own). A copy keeps the buffer and the result.
+class [[nodiscard]] op_awaiter : public basic_op_awaiter<io_op> {
+ public:
+  op_awaiter(io_context& ctx, descriptor* d, op_code code, void* buf, std::size_t len) noexcept
+      : basic_op_awaiter(ctx, d, code) {
+    op_.buf = buf;
+    op_.len = len > max_op_len ? max_op_len : static_cast<std::uint32_t>(len);
+  }
+  op_awaiter(const op_awaiter& o) noexcept : basic_op_awaiter(o) {
+    op_.buf = o.op_.buf;
+    op_.len = o.op_.len;
+    op_.res = o.op_.res;
+  }
+};
+static_assert(sizeof(op_awaiter) == sizeof(io_op));
 
 }  // namespace tern::detail

@@ -46,38 +46,19 @@ class [[nodiscard]] write_awaiter : public op_awaiter {
 // receive: the next bytes of the stream in a buffer of the loop's receive pool, leased to the caller (see
 // leased_buffer.hpp and detail/receive_pool.hpp). Holds its receive_op like every awaiter; cancellable, and a
 // cancelled receive loses nothing: bytes the socket's multishot receive already queued stay queued for the next.
-class [[nodiscard]] receive_awaiter {
+// A copy is a new receive: no buffer, no result.
+class [[nodiscard]] receive_awaiter : public basic_op_awaiter<receive_op> {
  public:
-  receive_awaiter(io_context& ctx, descriptor* d) noexcept {
-    op_.ctx = &ctx;
-    op_.desc = d;
-    op_.code = op_code::receive;
-  }
-  receive_awaiter(const receive_awaiter& o) noexcept : receive_awaiter(*o.op_.ctx, o.op_.desc) {}
-  receive_awaiter& operator=(const receive_awaiter&) = delete;
-  ~receive_awaiter() { op_.ctx->forget(op_); }
-
-  bool await_ready() noexcept {
-    if (op_.desc != nullptr && op_.ctx->running_here()) [[likely]] return false;
-    op_.res = refusal(*op_.ctx, op_.desc);
-    return true;
-  }
-  bool await_suspend(std::coroutine_handle<> h) noexcept {
-    op_.handle = h;
-    return !op_.ctx->start(op_);
-  }
+  receive_awaiter(io_context& ctx, descriptor* d) noexcept : basic_op_awaiter(ctx, d, op_code::receive) {}
   // The bytes (at least one), or eof when the peer has closed and every byte before has been received.
   io_result<leased_buffer> await_resume() noexcept {
-    if (op_.res < 0) return {result_error(op_.res), {}};
+    if (op_.res < 0) return {error(), {}};
     if (op_.res == 0) return {make_error_code(error::eof), {}};
     return {{}, leased_buffer(op_.ctx->receive_pool(), op_.buffer_id(), static_cast<std::size_t>(op_.res))};
   }
-  void cancel() noexcept { op_.ctx->cancel(op_); }
-  io_context& context() const noexcept { return *op_.ctx; }
-
- private:
-  receive_op op_;
 };
+// What the frame of every idle connection's task holds while it waits.
+static_assert(sizeof(receive_awaiter) == sizeof(receive_op));
 
 // read_exact and write_all: one io_op issued again for the rest of the buffer after each partial transfer. The
 // pieces are chained from the op's own completion, so the awaiting coroutine is resumed once, at the end, and the
