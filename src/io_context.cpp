@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <exception>
+#include <optional>
 #include <system_error>
 #include <unistd.h>
 
@@ -625,10 +626,16 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
   }
   // After before_close: the pending SQEs that name the registered slot have taken their file reference.
   if (d->fixed_slot >= 0) backend_->unregister_file(*d);
-  // Bytes a multishot receive queued that nobody read: their buffers go back to the pool.
-  if (!d->rx_queue.empty()) receive_pool_->drop(d->rx_queue);
+  if (d->listening) {
+    // Connections a multishot accept queued that nobody took: closed (their peers see a reset, as they would had
+    // the kernel's listen backlog held them).
+    drop_accepted(d);
+  } else if (!d->rx_queue.empty()) {
+    // Bytes a multishot receive queued that nobody read: their buffers go back to the pool.
+    receive_pool_->drop(d->rx_queue);
+  }
   if (d->rx_armed) {
-    // Its cancellation is under way; until the last CQE the descriptor is the loop's work (run() reaps it) and
+    // The multishot's cancellation is under way; until the last CQE the descriptor is the loop's work (run() reaps it) and
     // on the lingering list (a loop destroyed first frees it).
     d->lingering = true;
     d->linger_prev = nullptr;
@@ -648,14 +655,32 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
 }
 
 int io_context::release_descriptor(detail::descriptor* d) noexcept {
-  // Queued received bytes belong to this loop's pool: they would be lost with the move.
-  if (d->has_pending() || !d->rx_queue.empty()) return -1;
+  // Queued received bytes belong to this loop's pool, and queued connections to this descriptor: they would be
+  // lost with the move.
+  if (d->has_pending()) return -1;
+  if (d->listening) {
+    if (!d->accepted->empty()) return -1;
+    drop_accepted(d);
+  } else if (!d->rx_queue.empty()) {
+    return -1;
+  }
   const int fd = d->fd;
   if (d->fixed_slot >= 0) backend_->unregister_file(*d);  // the table belongs to this loop's ring
   backend_->detach(*d);
   d->fd = -1;
   free_descriptor(d);
   return fd;
+}
+
+void io_context::drop_accepted(detail::descriptor* d) noexcept {
+  std::optional<int> fd;
+  while (!d->accepted->empty()) {
+    d->accepted->pop_front_into(fd);
+    ::close(*fd);
+  }
+  delete d->accepted;
+  d->rx_queue = {};  // the union's other member again
+  d->listening = false;
 }
 
 void io_context::cancel_pending(detail::descriptor* d) noexcept {

@@ -31,6 +31,14 @@
 // maximum, a waiting receive is submitted as a plain RECV into a heap overflow buffer instead (counted), so an
 // exhausted pool slows a socket down but never leaves it waiting for a buffer.
 //
+// accept() on a listener works the same way: its first accept arms a multishot ACCEPT (in the descriptor's rx_arm),
+// whose CQEs complete the accept that waits, oldest first, or queue the new socket on the descriptor for the next
+// one. The queue is bounded (io_context_options::accept_queue): at the bound the multishot is cancelled, and the
+// connections that follow wait in the kernel's listen backlog, as they do for a server that does not call accept.
+// An error (a full fd table: EMFILE) ends the multishot and goes to the waiting accept; the next accept re-arms it,
+// so the listener keeps working once fds are free. A kernel without multishot accept (before 5.19) refuses the
+// first one with EINVAL; the loop then submits one ACCEPT per accept().
+//
 // Registered files and buffers: the ring's two tables are registered sparse, once, the first time a file or a
 // buffer set asks for a slot, and the backend hands out slots from them (files one at a time from a free list,
 // buffer sets as runs of consecutive slots). Sparse tables let any number of files and buffer sets come and go
@@ -39,6 +47,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <optional>
 #include <sys/mman.h>
 #include <utility>
 #include <cerrno>
@@ -73,7 +82,10 @@ constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
 class io_uring_backend final : public backend {
  public:
   io_uring_backend(io_context& ctx, const io_context_options& opts)
-      : ctx_(ctx), file_slots_(opts.registered_file_slots), buffer_slots_(opts.registered_buffer_slots) {
+      : ctx_(ctx),
+        file_slots_(opts.registered_file_slots),
+        buffer_slots_(opts.registered_buffer_slots),
+        accept_queue_(opts.accept_queue) {
     const unsigned entries = opts.ring_entries;
     const unsigned tries[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED | IORING_SETUP_SUBMIT_ALL,
@@ -131,6 +143,11 @@ class io_uring_backend final : public backend {
 
   bool start(io_op& op) noexcept override {
     if (op.code == op_code::receive) return start_receive(static_cast<receive_op&>(op));
+    if (op.code == op_code::accept) {
+      op.aux = 0;
+      if (accept_queue_ != 0 && multishot_accept_) return start_accept(op);
+      op.aux = 1;
+    }
     if (op.code == op_code::recvmmsg || op.code == op_code::sendmmsg) {
       ctx_.counters().syscalls.add();
       if (batch_now(op)) return true;
@@ -225,6 +242,12 @@ class io_uring_backend final : public backend {
       // Waiting for the multishot receive's next buffer: nothing of it is in the kernel. The multishot stays
       // armed, and what it brings is queued for the next receive.
       op.desc->rx_waiter = nullptr;
+      op.res = -ECANCELED;
+      ctx_.complete(op);
+      return;
+    }
+    if (op.code == op_code::accept && op.aux == 0) {
+      // Waiting for the multishot accept: as for a receive, nothing of it is in the kernel.
       op.res = -ECANCELED;
       ctx_.complete(op);
       return;
@@ -532,6 +555,100 @@ class io_uring_backend final : public backend {
     ctx_.complete(r);
   }
 
+  // ---- accept() ----
+
+  // An accept: a socket the multishot queued, else wait for the multishot (arming it if it is not armed).
+  bool start_accept(io_op& op) noexcept {
+    descriptor& d = *op.desc;
+    if (d.listening && !d.accepted->empty()) {
+      std::optional<int> fd;
+      d.accepted->pop_front_into(fd);
+      op.res = *fd;
+      return true;
+    }
+    if (!d.rx_armed && !arm_accept(d)) submit_plain_accept(op);
+    return false;
+  }
+
+  // Arms d's multishot accept; false if its queue could not be allocated (the accept is then a plain one).
+  bool arm_accept(descriptor& d) noexcept {
+    if (!d.listening) {
+      try {
+        d.accepted = new ring_buffer<int>(accept_queue_);
+      } catch (...) {
+        return false;
+      }
+      d.listening = true;
+    }
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_multishot_accept(sqe, d.fd, nullptr, nullptr, SOCK_CLOEXEC);
+    d.rx_arm.ctx = &ctx_;
+    d.rx_arm.desc = &d;
+    d.rx_arm.code = op_code::accept_multishot;
+    d.rx_arm.st = io_op::state::pending;
+    io_uring_sqe_set_data(sqe, &d.rx_arm);
+    d.link(&d.rx_arm);
+    d.rx_armed = true;
+    ++in_flight_;
+    ctx_.counters().ops_started[static_cast<std::size_t>(op_code::accept_multishot)].add();
+    return true;
+  }
+
+  void submit_plain_accept(io_op& op) noexcept {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_accept(sqe, op.desc->fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_CLOEXEC);
+    io_uring_sqe_set_data(sqe, &op);
+    op.aux = 1;
+    ++in_flight_;
+  }
+
+  // The oldest accept of d that waits for the multishot (the pending list keeps the order they were started in).
+  static io_op* accept_waiter(descriptor& d) noexcept {
+    for (io_op* op = d.pending_head; op != nullptr; op = op->next_pending) {
+      if (op->code == op_code::accept && op->aux == 0 && op->st == io_op::state::pending) return op;
+    }
+    return nullptr;
+  }
+
+  // A CQE of d's multishot accept.
+  void accept_arrived(descriptor& d, int res, unsigned flags) noexcept {
+    const bool open = !d.closing;
+    if (res >= 0) {
+      multishot_accept_seen_ = true;
+      if (!open) {
+        ::close(res);  // accepted as the listener was being closed: nobody will take it
+      } else if (io_op* w = accept_waiter(d)) {
+        w->res = res;
+        ctx_.complete(*w);
+      } else {
+        try {
+          if (d.accepted->full()) d.accepted->grow();  // the few that land while the multishot is being stopped
+          d.accepted->push_back(int{res});
+        } catch (...) {
+          ::close(res);  // no memory to keep it: the peer sees the connection reset
+        }
+        if (d.accepted->size() >= accept_queue_ && d.rx_arm.st == io_op::state::pending) ctx_.cancel(d.rx_arm);
+      }
+    } else if (res == -EINVAL && !multishot_accept_seen_) {
+      multishot_accept_ = false;  // the kernel has no multishot accept: plain ACCEPTs from now on
+    } else if (res != -ECANCELED && open) {
+      if (io_op* w = accept_waiter(d)) {  // EMFILE and the like: the accept that waits reports it
+        w->res = res;
+        ctx_.complete(*w);
+      }
+    }
+    if ((flags & IORING_CQE_F_MORE) != 0) return;
+    ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::accept_multishot)].add();
+    d.rx_armed = false;
+    --in_flight_;
+    ctx_.end_internal(d.rx_arm);  // may recycle d if it was closed
+    if (!open) return;
+    // Accepts still waiting: re-arm for them (or, without multishot accept, give each its own ACCEPT).
+    if (accept_waiter(d) == nullptr) return;
+    if (multishot_accept_ && arm_accept(d)) return;
+    while (io_op* w = accept_waiter(d)) submit_plain_accept(*w);
+  }
+
   // A datagram batch: the recvmmsg/sendmmsg call, without waiting, on the loop's thread (the socket itself blocks
   // under io_uring). True when it moved datagrams or failed for good; false when the socket is not ready, and the
   // op then waits in the ring for its first datagram. io_uring has no batch opcode, and UDP does not report
@@ -639,6 +756,10 @@ class io_uring_backend final : public backend {
         multishot_arrived(*op->desc, cqe->res, cqe->flags);
         continue;
       }
+      if (op->code == op_code::accept_multishot) {
+        accept_arrived(*op->desc, cqe->res, cqe->flags);
+        continue;
+      }
       op->res = cqe->res;
       if (op->code == op_code::receive) {
         plain_receive_done(static_cast<receive_op&>(*op));
@@ -677,6 +798,11 @@ class io_uring_backend final : public backend {
   receive_pool* pool_ = nullptr;
   void* pool_ring_ = nullptr;
   std::size_t pool_ring_bytes_ = 0;
+  // Multishot accept: the bound of a listener's queue (0: off); whether the kernel has it (until a first EINVAL),
+  // and whether one has delivered a socket on this ring (after which EINVAL is a listener's own error).
+  unsigned accept_queue_;
+  bool multishot_accept_ = true;
+  bool multishot_accept_seen_ = false;
 };
 
 }  // namespace

@@ -20,9 +20,10 @@ static_assert(static_cast<std::size_t>(op_code::mkdirat) + 1 == op_kind_count,
 namespace {
 // In op_code's order.
 constexpr std::string_view kind_names[op_kind_count] = {
-    "recv",      "send",     "accept",   "connect",  "read",      "write",   "poll_in",  "poll_out",
-    "recvmsg",   "sendmsg",  "splice",   "sendfile", "recvmmsg",  "sendmmsg", "receive", "recv_multishot", "read_at", "write_at",
-    "fsync",     "fallocate", "ftruncate", "statx",  "openat",    "renameat", "unlinkat", "mkdirat",
+    "recv",     "send",      "accept",    "connect",        "read",             "write",   "poll_in",
+    "poll_out", "recvmsg",   "sendmsg",   "splice",         "sendfile",         "recvmmsg", "sendmmsg",
+    "receive",  "recv_multishot", "accept_multishot", "read_at", "write_at",   "fsync",   "fallocate",
+    "ftruncate", "statx",    "openat",    "renameat",       "unlinkat",         "mkdirat",
 };
 }  // namespace
 

@@ -690,4 +690,33 @@ TEST_P(alloc_test, sync_primitive_hand_offs_allocate_nothing) {
   EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " hand-off cycles";
 }
 
+// Connection churn: connect, accept (under io_uring from the listener's multishot accept, whose queue is made once),
+// close both ends. Sockets come from the loop's descriptor pool; 200 warm-up connections, then 2000 counted.
+TEST_P(alloc_test, accept_churn_allocates_nothing) {
+  constexpr int churn_warmup = 200;
+  constexpr int churn_measured = 2000;
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    tern::net::tcp_acceptor acceptor(ctx);
+    const tern::net::endpoint ep = listen_loopback(acceptor);
+    for (int i = 0; i < churn_warmup + churn_measured; ++i) {
+      if (i == churn_warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      tern::net::tcp_socket client(ctx);
+      std::error_code cec = co_await client.connect(ep);
+      auto [aec, server] = co_await acceptor.accept();
+      if (cec || aec || !server.is_open()) {
+        ++r.errors;
+        break;
+      }
+    }
+    r.allocations = stop_counting();
+  }(ctx, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over 2000 accepted connections";
+}
+
 }  // namespace

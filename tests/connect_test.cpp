@@ -25,15 +25,6 @@ using tern::net::tcp_socket;
 class connect_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(connect_test);
 
-int open_fds() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 // A loopback endpoint that never answers a connect: a listener with a backlog of 0 whose one queued connection is
 // never accepted, so the kernel drops every further SYN (the connect then waits for its retransmissions).
 class silent_endpoint {
@@ -116,7 +107,7 @@ TEST_P(connect_test, a_silent_endpoint_is_followed_after_the_delay_and_the_loser
   run_bounded(ctx, [](tern::io_context& ctx, endpoint silent) -> tern::task<void> {
     tcp_acceptor acceptor(ctx);
     const endpoint good = listen_loopback(acceptor);
-    const int before = open_fds();
+    const int before = open_fd_count();
     connect_options o;
     o.attempt_delay = 100ms;
     const auto start = std::chrono::steady_clock::now();
@@ -131,34 +122,34 @@ TEST_P(connect_test, a_silent_endpoint_is_followed_after_the_delay_and_the_loser
     auto [aec, accepted] = co_await acceptor.accept();
     CO_ASSERT_OK(aec);
     // The winner and the accepted socket are open; the attempt at the silent endpoint is not.
-    EXPECT_EQ(open_fds(), before + 2);
+    EXPECT_EQ(open_fd_count(), before + 2);
   }(ctx, silent.get()));
 }
 
 TEST_P(connect_test, every_endpoint_refused_reports_the_refusal) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
-    const int before = open_fds();
+    const int before = open_fd_count();
     connect_options o;
     o.attempt_delay = 60s;
     std::vector<endpoint> endpoints{refused_endpoint(), refused_endpoint(true), refused_endpoint()};
     auto [ec, s] = co_await tern::net::connect(ctx, std::move(endpoints), o);
     EXPECT_EC(ec, std::errc::connection_refused);
     EXPECT_FALSE(s.is_open());
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(open_fd_count(), before);
   }(ctx));
 }
 
 TEST_P(connect_test, a_deadline_cancels_every_attempt) {
   silent_endpoint first, second;
   run_bounded(ctx, [](tern::io_context& ctx, endpoint a, endpoint b) -> tern::task<void> {
-    const int before = open_fds();
+    const int before = open_fd_count();
     connect_options o;
     o.attempt_delay = 20ms;
     std::vector<endpoint> endpoints{a, b};
     auto [ec, s] = co_await tern::with_timeout(tern::net::connect(ctx, std::move(endpoints), o), 150ms);
     EXPECT_EC(ec, tern::error::timed_out);
     EXPECT_FALSE(s.is_open());
-    EXPECT_EQ(open_fds(), before);
+    EXPECT_EQ(open_fd_count(), before);
   }(ctx, first.get(), second.get()));
 }
 

@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cstddef>
@@ -66,5 +67,53 @@ inline void set_linger_reset(int fd) {
   ::linger lg{1, 0};
   EXPECT_EQ(::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
 }
+
+// Fills every free slot of the fd table with dup(); restores it on release() or destruction. By default it first
+// lowers RLIMIT_NOFILE just above the fds in use (and restores it too), so that few dups fill it. An operation
+// submitted earlier to io_uring keeps the limit of its submission, though (the kernel reads it then): an
+// operation that must meet the full table when it retries is met by a filler that keeps the limit
+// (lower_limit = false) and dups up to it.
+class fd_table_filler {
+ public:
+  explicit fd_table_filler(bool lower_limit = true) {
+    if (::getrlimit(RLIMIT_NOFILE, &saved_) != 0) return;
+    if (lower_limit) {
+      const int highest = highest_open_fd();
+      if (highest < 0) return;
+      rlimit lowered = saved_;
+      lowered.rlim_cur = static_cast<rlim_t>(highest + 1 + 8);
+      if (lowered.rlim_cur > saved_.rlim_cur) return;
+      if (::setrlimit(RLIMIT_NOFILE, &lowered) != 0) return;
+      lowered_ = true;
+    }
+    for (;;) {
+      int fd = ::dup(0);
+      if (fd < 0) {
+        full_ = errno == EMFILE;
+        break;
+      }
+      dups_.push_back(fd);
+    }
+  }
+  fd_table_filler(const fd_table_filler&) = delete;
+  fd_table_filler& operator=(const fd_table_filler&) = delete;
+  ~fd_table_filler() { release(); }
+
+  bool full() const { return full_; }
+
+  void release() {
+    for (int fd : dups_) ::close(fd);
+    dups_.clear();
+    if (lowered_) ::setrlimit(RLIMIT_NOFILE, &saved_);
+    lowered_ = false;
+    full_ = false;
+  }
+
+ private:
+  rlimit saved_{};
+  bool lowered_ = false;
+  bool full_ = false;
+  std::vector<int> dups_;
+};
 
 }  // namespace tern_test

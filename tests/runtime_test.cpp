@@ -233,15 +233,6 @@ struct shutdown_probe {
   std::atomic<int>* counter;
 };
 
-inline int count_open_fds() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 // 10,000 tasks over both workers, blocked for good in a third each on socket reads (both ends of 1,667 connected
 // pairs whose peers never write), hour-long sleeps and receives on a channel that never gets a value. Shutdown
 // with a short grace returns promptly and reports the undrained work; destroying the runtime destroys every
@@ -261,7 +252,7 @@ TEST_P(runtime_test, shutdown_destroys_ten_thousand_tasks_blocked_on_io_timers_a
   } c;
   // Declared before the runtime: waiters unlink themselves when their frames are destroyed with the loops.
   tern::sync::channel<int> never(1);
-  const int fds_before = count_open_fds();
+  const int fds_before = open_fd_count();
 
   std::optional<tern::runtime> rt(std::in_place, options(2));
   ASSERT_EQ(rt->size(), 2u);
@@ -326,7 +317,7 @@ TEST_P(runtime_test, shutdown_destroys_ten_thousand_tasks_blocked_on_io_timers_a
   EXPECT_LT(teardown_took, 10s) << "shutdown and destruction of the runtime hung";
   EXPECT_EQ(c.destroyed.load(), total) << "every suspended task's frame is destroyed";
   EXPECT_EQ(c.resumed.load(), 0) << "no task runs past its blocking await";
-  EXPECT_EQ(count_open_fds(), fds_before) << "every socket (and every loop's descriptor) is closed";
+  EXPECT_EQ(open_fd_count(), fds_before) << "every socket (and every loop's descriptor) is closed";
 }
 
 }  // namespace

@@ -7,15 +7,20 @@
 // - run_bounded: runs one task to completion on a context under a watchdog, and requires the context to run out
 //   of work afterwards (nothing left pending).
 // - CO_ASSERT / CO_ASSERT_OK: fatal assertions usable inside coroutines (gtest's ASSERT_* use `return`).
+// - open_fd_count / highest_open_fd: the descriptors this process has open (leak checks, filling the fd table).
 #pragma once
 
 #include <tern/tern.hpp>
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -185,6 +190,31 @@ template <class E>
 inline ::testing::AssertionResult ec_ok(const std::error_code& ec) {
   if (!ec) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "unexpected error " << describe(ec);
+}
+
+// The descriptors this process has open (the count includes the one that lists them).
+inline int open_fd_count() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// The highest fd number in use, from /proc/self/fd; -1 if it cannot be read.
+inline int highest_open_fd() {
+  int highest = -1;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  const int own = ::dirfd(dir);
+  while (dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = std::atoi(e->d_name);
+    if (fd != own) highest = std::max(highest, fd);
+  }
+  ::closedir(dir);
+  return highest;
 }
 
 }  // namespace tern_test

@@ -454,64 +454,6 @@ TEST_P(tcp_test, close_during_pending_accept_gives_operation_canceled) {
   }(ctx));
 }
 
-// The highest fd number in use, from /proc/self/fd.
-int highest_open_fd() {
-  int highest = -1;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int own = ::dirfd(dir);
-  while (dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    int fd = std::atoi(e->d_name);
-    if (fd != own) highest = std::max(highest, fd);
-  }
-  ::closedir(dir);
-  return highest;
-}
-
-// Lowers RLIMIT_NOFILE just above the fds in use and fills every remaining slot with dup(); restores both on
-// release() or destruction.
-class fd_table_filler {
- public:
-  fd_table_filler() {
-    if (::getrlimit(RLIMIT_NOFILE, &saved_) != 0) return;
-    int highest = highest_open_fd();
-    if (highest < 0) return;
-    rlimit lowered = saved_;
-    lowered.rlim_cur = static_cast<rlim_t>(highest + 1 + 8);
-    if (lowered.rlim_cur > saved_.rlim_cur) return;
-    if (::setrlimit(RLIMIT_NOFILE, &lowered) != 0) return;
-    lowered_ = true;
-    for (;;) {
-      int fd = ::dup(0);
-      if (fd < 0) {
-        full_ = errno == EMFILE;
-        break;
-      }
-      dups_.push_back(fd);
-    }
-  }
-  fd_table_filler(const fd_table_filler&) = delete;
-  fd_table_filler& operator=(const fd_table_filler&) = delete;
-  ~fd_table_filler() { release(); }
-
-  bool full() const { return full_; }
-
-  void release() {
-    for (int fd : dups_) ::close(fd);
-    dups_.clear();
-    if (lowered_) ::setrlimit(RLIMIT_NOFILE, &saved_);
-    lowered_ = false;
-    full_ = false;
-  }
-
- private:
-  rlimit saved_{};
-  bool lowered_ = false;
-  bool full_ = false;
-  std::vector<int> dups_;
-};
-
 TEST_P(tcp_test, accept_at_fd_limit_gives_emfile_then_recovers) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     tcp_acceptor acceptor(ctx);

@@ -77,6 +77,12 @@ struct io_context_options {
   std::size_t receive_buffer_size = 16384;
   unsigned receive_buffers = 64;
   unsigned receive_buffers_max = 4096;
+  // io_uring: a listener keeps one multishot accept armed from its first accept() on, so that a stream of accepts
+  // costs no submission each. Connections it accepts while no accept() waits are queued for the next ones, up to
+  // accept_queue of them (a few more may land while the multishot is being stopped); the multishot is then stopped
+  // and further connections wait in the kernel's listen backlog until accept() is called again. 0: one ACCEPT per
+  // accept(), with nothing accepted ahead. epoll accepts one connection per accept() either way.
+  unsigned accept_queue = 64;
 };
 
 namespace detail {
@@ -385,10 +391,12 @@ class io_context {
   bool start(detail::io_op& op) noexcept;
   // Requests cancellation of a pending op.
   void cancel(detail::io_op& op) noexcept;
-  // Backend-facing: an op the backend started on its own (a descriptor's multishot receive, never awaited and not
-  // counted as the loop's work) has ended: unlinks it from its descriptor, which is recycled if it was closed and
-  // this was its last operation.
+  // Backend-facing: an op the backend started on its own (a descriptor's multishot receive or accept, never
+  // awaited and not counted as the loop's work) has ended: unlinks it from its descriptor, which is recycled if it
+  // was closed and this was its last operation.
   void end_internal(detail::io_op& op) noexcept;
+  // Closes the connections a listener's multishot accept queued and frees its queue.
+  void drop_accepted(detail::descriptor* d) noexcept;
   // The loop's pool of receive buffers, made on first use (loop thread only).
   detail::receive_pool& receive_pool();
   // An op that was never completed is being destroyed with its frame (context teardown only).

@@ -18,6 +18,7 @@
 
 #include "tern/detail/blocking_pool.hpp"
 #include "tern/detail/receive_pool.hpp"
+#include "tern/detail/ring_buffer.hpp"
 #include "tern/detail/work_queue.hpp"
 
 namespace tern {
@@ -47,9 +48,14 @@ namespace tern::detail {
 // receive when none is armed; recv_multishot is the armed receive itself, embedded in the descriptor (its
 // rx_arm), which stays armed across receives and is never awaited. Under epoll a receive is a recv into a buffer
 // taken from the pool when the socket is readable.
+//
+// accept_multishot is a listener's multishot accept under io_uring, embedded in its descriptor the same way (the
+// descriptor's rx_arm; a listener never receives): armed by the first accept(), it queues the connections it
+// accepts while no accept() waits (descriptor::accepted). An accept then waits for it (io_op::aux 0) or, where
+// multishot accept is off or unsupported, is a plain ACCEPT of its own (aux 1).
 enum class op_code : std::uint8_t {
   recv, send, accept, connect, read, write, poll_in, poll_out, recvmsg, sendmsg, splice, sendfile, recvmmsg,
-  sendmmsg, receive, recv_multishot,
+  sendmmsg, receive, recv_multishot, accept_multishot,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
 
@@ -89,7 +95,7 @@ struct io_op : resume_item {
   int res = 0;
   op_code code = op_code::recv;
   state st = state::idle;
-  std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op), in what would be padding
+  std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op, accept), in what would be padding
 };
 
 // A file operation: an io_op with what the file calls take besides a buffer. Path operations (openat, renameat,
@@ -170,15 +176,24 @@ struct descriptor {
   // counted as the loop's work, so an idle connection does not keep run() from returning), the buffers it filled
   // that no receive has taken yet, the receive waiting for the next one, and how the stream ended (rx_open while
   // it has not: else 0 for eof or -errno, reported after the queued buffers).
+  //
+  // A listener under io_uring uses rx_arm and rx_armed for its multishot accept instead, and queues the sockets it
+  // accepted that no accept() has taken yet in `accepted` (allocated when the multishot is first armed, freed when
+  // the listener is closed or released), which shares its storage with rx_queue: a listener never receives, and a
+  // descriptor carries every idle connection, so it stays as small as it was. `listening` tells which one is live.
   static constexpr int rx_open = 1;
   io_op rx_arm;
-  receive_pool::queue rx_queue;
+  union {
+    receive_pool::queue rx_queue{};
+    ring_buffer<int>* accepted;
+  };
   io_op* rx_waiter = nullptr;
   int rx_end = rx_open;
   bool rx_armed = false;
   // receive() has been used (either backend): read_some and read_exact are then refused, since bytes queued for
   // receive() would be skipped by them.
   bool rx_used = false;
+  bool listening = false;  // accepted, not rx_queue, is the live member of the union
   // Closed while its multishot receive was still armed: linked (through next_free and linger_prev) on the loop's
   // list of such descriptors and counted as the loop's work until the receive's last CQE, so that run() reaps it;
   // a loop destroyed first frees them from that list.
