@@ -175,6 +175,7 @@ io_context::~io_context() {
     detail::descriptor* d = lingering_;
     lingering_ = d->next_free;
     d->lingering = false;
+    d->rx_armed = false;
     d->pending_head = d->pending_tail = nullptr;
     free_descriptor(d);
   }
@@ -542,10 +543,9 @@ void io_context::cancel(detail::io_op& op) noexcept {
   backend_->cancel(op);
 }
 
-void io_context::end_internal(detail::io_op& op) noexcept {
-  op.st = detail::io_op::state::idle;
-  detail::descriptor* d = op.desc;
-  d->unlink(&op);
+void io_context::end_multishot(detail::descriptor* d) noexcept {
+  d->rx_armed = false;
+  d->rx_cancelling = false;
   if (d->lingering) {
     if (d->linger_prev != nullptr) d->linger_prev->next_free = d->next_free; else lingering_ = d->next_free;
     if (d->next_free != nullptr) d->next_free->linger_prev = d->linger_prev;
@@ -635,8 +635,8 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
     receive_pool_->drop(d->rx_queue);
   }
   if (d->rx_armed) {
-    // The multishot's cancellation is under way; until the last CQE the descriptor is the loop's work (run() reaps it) and
-    // on the lingering list (a loop destroyed first frees it).
+    // The multishot's cancellation is under way; until the last CQE the descriptor is the loop's work (run()
+    // reaps it) and on the lingering list (a loop destroyed first frees it).
     d->lingering = true;
     d->linger_prev = nullptr;
     d->next_free = lingering_;
@@ -697,6 +697,7 @@ void io_context::cancel_pending(detail::descriptor* d) noexcept {
     cancel(*op);
     op = next;
   }
+  if (d->rx_armed) backend_->cancel_multishot(*d);
 }
 
 void io_context::free_descriptor(detail::descriptor* d) noexcept {

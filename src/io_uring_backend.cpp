@@ -24,14 +24,14 @@
 // done with the buffer by the time the awaiter looks at it.
 //
 // receive() (the loop's receive pool, detail/receive_pool.hpp): the pool is a provided-buffer ring registered as
-// buffer group 0, and each socket read with receive() keeps one multishot RECV armed (the descriptor's rx_arm).
+// buffer group 0, and each socket read with receive() keeps one multishot RECV armed (descriptor::rx_armed).
 // Its CQEs name the buffer the kernel picked; a buffer nobody is waiting for is queued on the descriptor, and the
 // next receive() takes it without entering the kernel. The multishot ends on eof, an error, a cancellation, or an
 // empty ring (ENOBUFS): the pool then grows by a chunk and the receive is re-armed if someone waits; at the pool's
 // maximum, a waiting receive is submitted as a plain RECV into a heap overflow buffer instead (counted), so an
 // exhausted pool slows a socket down but never leaves it waiting for a buffer.
 //
-// accept() on a listener works the same way: its first accept arms a multishot ACCEPT (in the descriptor's rx_arm),
+// accept() on a listener works the same way: its first accept arms a multishot ACCEPT (the descriptor's too),
 // whose CQEs complete the accept that waits, oldest first, or queue the new socket on the descriptor for the next
 // one. The queue is bounded (io_context_options::accept_queue): at the bound the multishot is cancelled, and the
 // connections that follow wait in the kernel's listen backlog, as they do for a server that does not call accept.
@@ -78,6 +78,14 @@ constexpr std::uint64_t wake_tag = 1;
 constexpr std::uint64_t message_tag = 2;  // a wake-up message received from another loop's ring
 // The sender's own completion of a wake-up message: this bit plus a sequence number. No io_op address has it.
 constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
+// A descriptor's multishot receive or accept: the descriptor's address with one of these low bits (addresses of
+// descriptors and io_ops are 8-byte aligned; the reserved values above are smaller than any address).
+constexpr std::uint64_t recv_multishot_bit = 1;
+constexpr std::uint64_t accept_multishot_bit = 2;
+constexpr std::uint64_t multishot_bits = recv_multishot_bit | accept_multishot_bit;
+std::uint64_t multishot_tag(const descriptor& d, std::uint64_t bit) noexcept {
+  return reinterpret_cast<std::uintptr_t>(&d) | bit;
+}
 
 class io_uring_backend final : public backend {
  public:
@@ -255,6 +263,14 @@ class io_uring_backend final : public backend {
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(&op), 0);
     io_uring_sqe_set_data64(sqe, cancel_tag);
+  }
+
+  void cancel_multishot(descriptor& d) noexcept override {
+    if (!d.rx_armed || d.rx_cancelling) return;
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_cancel64(sqe, multishot_tag(d, d.listening ? accept_multishot_bit : recv_multishot_bit), 0);
+    io_uring_sqe_set_data64(sqe, cancel_tag);
+    d.rx_cancelling = true;
   }
 
   void before_close(descriptor&) noexcept override {
@@ -469,12 +485,7 @@ class io_uring_backend final : public backend {
       io_uring_prep_recv_multishot(sqe, d.fd, nullptr, 0, 0);
       sqe->flags |= IOSQE_BUFFER_SELECT;
       sqe->buf_group = pool.group();
-      d.rx_arm.ctx = &ctx_;
-      d.rx_arm.desc = &d;
-      d.rx_arm.code = op_code::recv_multishot;
-      d.rx_arm.st = io_op::state::pending;
-      io_uring_sqe_set_data(sqe, &d.rx_arm);
-      d.link(&d.rx_arm);
+      io_uring_sqe_set_data64(sqe, multishot_tag(d, recv_multishot_bit));
       d.rx_armed = true;
       ++in_flight_;
       ctx_.counters().ops_started[static_cast<std::size_t>(op_code::recv_multishot)].add();
@@ -534,9 +545,8 @@ class io_uring_backend final : public backend {
     }
     if ((flags & IORING_CQE_F_MORE) != 0) return;
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::recv_multishot)].add();
-    d.rx_armed = false;
     --in_flight_;
-    ctx_.end_internal(d.rx_arm);  // may recycle d if it was closed
+    ctx_.end_multishot(&d);  // may recycle d if it was closed
     if (!open) return;
     io_op* w = d.rx_waiter;
     if (w == nullptr) return;
@@ -582,12 +592,7 @@ class io_uring_backend final : public backend {
     }
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_multishot_accept(sqe, d.fd, nullptr, nullptr, SOCK_CLOEXEC);
-    d.rx_arm.ctx = &ctx_;
-    d.rx_arm.desc = &d;
-    d.rx_arm.code = op_code::accept_multishot;
-    d.rx_arm.st = io_op::state::pending;
-    io_uring_sqe_set_data(sqe, &d.rx_arm);
-    d.link(&d.rx_arm);
+    io_uring_sqe_set_data64(sqe, multishot_tag(d, accept_multishot_bit));
     d.rx_armed = true;
     ++in_flight_;
     ctx_.counters().ops_started[static_cast<std::size_t>(op_code::accept_multishot)].add();
@@ -627,7 +632,7 @@ class io_uring_backend final : public backend {
         } catch (...) {
           ::close(res);  // no memory to keep it: the peer sees the connection reset
         }
-        if (d.accepted->size() >= accept_queue_ && d.rx_arm.st == io_op::state::pending) ctx_.cancel(d.rx_arm);
+        if (d.accepted->size() >= accept_queue_) cancel_multishot(d);
       }
     } else if (res == -EINVAL && !multishot_accept_seen_) {
       multishot_accept_ = false;  // the kernel has no multishot accept: plain ACCEPTs from now on
@@ -639,9 +644,8 @@ class io_uring_backend final : public backend {
     }
     if ((flags & IORING_CQE_F_MORE) != 0) return;
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::accept_multishot)].add();
-    d.rx_armed = false;
     --in_flight_;
-    ctx_.end_internal(d.rx_arm);  // may recycle d if it was closed
+    ctx_.end_multishot(&d);  // may recycle d if it was closed
     if (!open) return;
     // Accepts still waiting: re-arm for them (or, without multishot accept, give each its own ACCEPT).
     if (accept_waiter(d) == nullptr) return;
@@ -751,15 +755,16 @@ class io_uring_backend final : public backend {
         if ((cqe->flags & IORING_CQE_F_MORE) == 0) arm_wake();
         continue;
       }
+      if ((ud & multishot_bits) != 0) {
+        auto* d = reinterpret_cast<descriptor*>(static_cast<std::uintptr_t>(ud & ~multishot_bits));
+        if ((ud & accept_multishot_bit) != 0) {
+          accept_arrived(*d, cqe->res, cqe->flags);
+        } else {
+          multishot_arrived(*d, cqe->res, cqe->flags);
+        }
+        continue;
+      }
       auto* op = reinterpret_cast<io_op*>(static_cast<std::uintptr_t>(ud));
-      if (op->code == op_code::recv_multishot) {
-        multishot_arrived(*op->desc, cqe->res, cqe->flags);
-        continue;
-      }
-      if (op->code == op_code::accept_multishot) {
-        accept_arrived(*op->desc, cqe->res, cqe->flags);
-        continue;
-      }
       op->res = cqe->res;
       if (op->code == op_code::receive) {
         plain_receive_done(static_cast<receive_op&>(*op));

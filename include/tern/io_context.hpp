@@ -391,10 +391,9 @@ class io_context {
   bool start(detail::io_op& op) noexcept;
   // Requests cancellation of a pending op.
   void cancel(detail::io_op& op) noexcept;
-  // Backend-facing: an op the backend started on its own (a descriptor's multishot receive or accept, never
-  // awaited and not counted as the loop's work) has ended: unlinks it from its descriptor, which is recycled if it
-  // was closed and this was its last operation.
-  void end_internal(detail::io_op& op) noexcept;
+  // Backend-facing: d's multishot receive or accept (started by the backend on its own, never awaited and not
+  // counted as the loop's work) has ended; d is recycled if it was closed and this was its last operation.
+  void end_multishot(detail::descriptor* d) noexcept;
   // Closes the connections a listener's multishot accept queued and frees its queue.
   void drop_accepted(detail::descriptor* d) noexcept;
   // The loop's pool of receive buffers, made on first use (loop thread only).

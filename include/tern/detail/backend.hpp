@@ -69,6 +69,8 @@ class backend {
   // The loop's receive pool has just been made (loop thread): io_uring gives it a provided-buffer ring to feed.
   // Where there is none (epoll, or a kernel that refuses), the pool lends from its own free stack.
   virtual void attach_pool(receive_pool& pool) noexcept { (void)pool; }
+  // Cancels d's multishot receive or accept (io_uring; none elsewhere). Its last CQE ends it.
+  virtual void cancel_multishot(descriptor& d) noexcept { (void)d; }
 };
 
 }  // namespace tern::detail

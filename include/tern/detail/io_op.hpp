@@ -45,14 +45,14 @@ namespace tern::detail {
 //
 // receive reads into a buffer of the loop's receive pool (detail/receive_pool.hpp) and leases it to the caller
 // (a receive_op, below). Under io_uring it takes what the socket's multishot receive has queued, and arms that
-// receive when none is armed; recv_multishot is the armed receive itself, embedded in the descriptor (its
-// rx_arm), which stays armed across receives and is never awaited. Under epoll a receive is a recv into a buffer
-// taken from the pool when the socket is readable.
+// receive when none is armed; recv_multishot is the armed receive itself, which stays armed across receives and
+// is never awaited: it is the descriptor's (rx_armed), not an io_op, and only counted under this name. Under
+// epoll a receive is a recv into a buffer taken from the pool when the socket is readable.
 //
-// accept_multishot is a listener's multishot accept under io_uring, embedded in its descriptor the same way (the
-// descriptor's rx_arm; a listener never receives): armed by the first accept(), it queues the connections it
-// accepts while no accept() waits (descriptor::accepted). An accept then waits for it (io_op::aux 0) or, where
-// multishot accept is off or unsupported, is a plain ACCEPT of its own (aux 1).
+// accept_multishot is a listener's multishot accept under io_uring, the descriptor's in the same way (a listener
+// never receives): armed by the first accept(), it queues the connections it accepts while no accept() waits
+// (descriptor::accepted). An accept then waits for it (io_op::aux 0) or, where multishot accept is off or
+// unsupported, is a plain ACCEPT of its own (aux 1).
 enum class op_code : std::uint8_t {
   recv, send, accept, connect, read, write, poll_in, poll_out, recvmsg, sendmsg, splice, sendfile, recvmmsg,
   sendmmsg, receive, recv_multishot, accept_multishot,
@@ -171,33 +171,38 @@ struct descriptor {
   // Bumped at every open, so that a cancel() handed over from another thread cannot reach the next socket that
   // reuses this descriptor.
   std::uint32_t generation = 0;
-  io_context* ctx = nullptr;   // the loop the descriptor belongs to
-  // receive() under io_uring: the multishot receive (armed while rx_armed; linked on the pending list, but not
-  // counted as the loop's work, so an idle connection does not keep run() from returning), the buffers it filled
-  // that no receive has taken yet, the receive waiting for the next one, and how the stream ended (rx_open while
-  // it has not: else 0 for eof or -errno, reported after the queued buffers).
+  // receive() under io_uring: whether the multishot receive is armed (rx_armed; it counts as a pending operation
+  // of the descriptor, but not as the loop's work, so an idle connection does not keep run() from returning) and
+  // whether its cancellation has been submitted, the buffers it filled that no receive has taken yet, the receive
+  // waiting for the next one, and how the stream ended (rx_open while it has not: else 0 for eof or -errno,
+  // reported after the queued buffers). The multishot needs no io_op of its own: its CQEs carry the descriptor's
+  // address (see io_uring_backend), which keeps 96 bytes off every connection.
   //
-  // A listener under io_uring uses rx_arm and rx_armed for its multishot accept instead, and queues the sockets it
+  // A listener under io_uring uses rx_armed for its multishot accept instead, and queues the sockets it
   // accepted that no accept() has taken yet in `accepted` (allocated when the multishot is first armed, freed when
   // the listener is closed or released), which shares its storage with rx_queue: a listener never receives, and a
-  // descriptor carries every idle connection, so it stays as small as it was. `listening` tells which one is live.
+  // descriptor carries every idle connection. `listening` tells which one is live.
+  //
+  // Every connection has a descriptor (operator new: glibc's 128-byte chunks hold up to 120 bytes), so the fields
+  // are ordered to leave no padding: 120 bytes.
   static constexpr int rx_open = 1;
-  io_op rx_arm;
+  int rx_end = rx_open;
+  bool rx_armed = false;
+  bool rx_cancelling = false;
+  // receive() has been used (either backend): read_some and read_exact are then refused, since bytes queued for
+  // receive() would be skipped by them.
+  bool rx_used = false;
+  bool listening = false;  // accepted, not rx_queue, is the live member of the union
+  // Closed while its multishot (receive or accept) was still armed: linked (through next_free and linger_prev) on
+  // the loop's list of such descriptors and counted as the loop's work until the multishot's last CQE, so that
+  // run() reaps it; a loop destroyed first frees them from that list.
+  bool lingering = false;
+  io_context* ctx = nullptr;   // the loop the descriptor belongs to
   union {
     receive_pool::queue rx_queue{};
     ring_buffer<int>* accepted;
   };
   io_op* rx_waiter = nullptr;
-  int rx_end = rx_open;
-  bool rx_armed = false;
-  // receive() has been used (either backend): read_some and read_exact are then refused, since bytes queued for
-  // receive() would be skipped by them.
-  bool rx_used = false;
-  bool listening = false;  // accepted, not rx_queue, is the live member of the union
-  // Closed while its multishot receive was still armed: linked (through next_free and linger_prev) on the loop's
-  // list of such descriptors and counted as the loop's work until the receive's last CQE, so that run() reaps it;
-  // a loop destroyed first frees them from that list.
-  bool lingering = false;
   descriptor* linger_prev = nullptr;
   io_op* pending_head = nullptr;
   io_op* pending_tail = nullptr;
@@ -207,7 +212,8 @@ struct descriptor {
   // a loop destroyed first still runs it from its teardown.
   close_handoff close_item;
 
-  bool has_pending() const noexcept { return pending_head != nullptr; }
+  // An operation, or the multishot, is in flight: the descriptor is recycled only after the last of them.
+  bool has_pending() const noexcept { return pending_head != nullptr || rx_armed; }
 
   void link(io_op* op) noexcept {
     op->next_pending = nullptr;

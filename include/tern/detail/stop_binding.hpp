@@ -11,12 +11,17 @@
 // the callback cancels directly; from elsewhere it sends a small self-owning item through the loop's inbox. The
 // item finds its target only while the target lives: destroying the stop_callback waits for a callback running
 // on another thread, after which the binding can safely detach a pending item.
+//
+// The registration (the std::stop_callback and the pending item's address) lives in a block of the thread's frame
+// pool, taken only when a stoppable token is registered, and the binding holds a pointer to it. Held inline it
+// would sit in the frame of every task suspended on an operation, stoppable or not: 64 bytes of the frame of each
+// idle connection's task (sockets/idle_connections), where tasks with a stoppable token are the minority and pay
+// a pool block (a pointer pop) beside the stop_callback's own atomic registration.
 #pragma once
 
 #include <concepts>
 #include <coroutine>
 #include <new>
-#include <optional>
 #include <stop_token>
 #include <type_traits>
 #include <utility>
@@ -69,7 +74,12 @@ class [[nodiscard]] stop_binding {
   bool await_suspend(std::coroutine_handle<> h) {
     if (!suspend_on(op_, h)) return false;
     const std::stop_token* t = token_ptr(token_);
-    if (t != nullptr && t->stop_possible()) registration_.emplace(*t, on_stop{this});  // runs now if stopped
+    if (t != nullptr && t->stop_possible()) {
+      void* block = frame_pool::allocate(sizeof(registration));
+      // reg_ is set before the callback can run (it runs inside the constructor if a stop was requested already).
+      reg_ = static_cast<registration*>(block);
+      ::new (block) registration(*t, this);
+    }
     return true;
   }
   decltype(auto) await_resume() {
@@ -89,7 +99,7 @@ class [[nodiscard]] stop_binding {
     static void invoke(work_item* w) {
       auto* self = static_cast<remote_cancel*>(w);
       if (self->target != nullptr) {
-        self->target->remote_ = nullptr;
+        self->target->reg_->remote = nullptr;  // still registered: unregister() clears target first
         self->target->op_.cancel();
       }
       drop(w);
@@ -109,27 +119,32 @@ class [[nodiscard]] stop_binding {
         self->op_.cancel();
       } else {
         auto* item = ::new (frame_pool::allocate(sizeof(remote_cancel))) remote_cancel(self);
-        self->remote_ = item;
+        self->reg_->remote = item;
         ctx.enqueue(item);
       }
     }
   };
 
-  // One test when nothing was registered (every await that did not suspend): remote_ is set only by a callback,
+  struct registration {
+    registration(const std::stop_token& t, stop_binding* self) noexcept : callback(t, on_stop{self}) {}
+    remote_cancel* remote = nullptr;  // before callback: initialised before the callback can run
+    std::stop_callback<on_stop> callback;
+  };
+
+  // One test when nothing was registered (every await that did not suspend): remote is set only by a callback,
   // so only while registered.
   void unregister() noexcept {
-    if (!registration_) [[likely]] return;
-    registration_.reset();  // waits for a callback running on another thread
-    if (remote_ != nullptr) {
-      remote_->target = nullptr;
-      remote_ = nullptr;
-    }
+    registration* r = reg_;
+    if (r == nullptr) [[likely]] return;
+    r->callback.~stop_callback();  // waits for a callback running on another thread
+    if (r->remote != nullptr) r->remote->target = nullptr;
+    frame_pool::deallocate(r, sizeof(registration));
+    reg_ = nullptr;
   }
 
   Op op_;
   Token token_;
-  std::optional<std::stop_callback<on_stop>> registration_;
-  remote_cancel* remote_ = nullptr;
+  registration* reg_ = nullptr;
 };
 
 }  // namespace tern::detail
