@@ -72,14 +72,25 @@ class [[nodiscard]] stop_binding {
   // Inlined so that an operation's own inlined fast path (a channel's, say) stays inline in the task.
   [[gnu::always_inline]] bool await_ready() { return op_.await_ready(); }
   bool await_suspend(std::coroutine_handle<> h) {
-    if (!suspend_on(op_, h)) return false;
     const std::stop_token* t = token_ptr(token_);
-    if (t != nullptr && t->stop_possible()) {
-      void* block = frame_pool::allocate(sizeof(registration));
-      // reg_ is set before the callback can run (it runs inside the constructor if a stop was requested already).
-      reg_ = static_cast<registration*>(block);
-      ::new (block) registration(*t, this);
+    if (t == nullptr || !t->stop_possible()) return suspend_on(op_, h);
+    // The block is taken before the operation starts: once it has started, nothing here may throw (a throw would
+    // resume the coroutine while the operation still holds it).
+    void* block = frame_pool::allocate(sizeof(registration));
+    bool suspended;
+    try {
+      suspended = suspend_on(op_, h);
+    } catch (...) {
+      frame_pool::deallocate(block, sizeof(registration));
+      throw;
     }
+    if (!suspended) {
+      frame_pool::deallocate(block, sizeof(registration));
+      return false;
+    }
+    // reg_ is set before the callback can run (it runs inside the constructor if a stop was requested already).
+    reg_ = static_cast<registration*>(block);
+    ::new (block) registration(*t, this);
     return true;
   }
   decltype(auto) await_resume() {
