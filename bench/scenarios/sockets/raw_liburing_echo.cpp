@@ -3,8 +3,10 @@
 // CPU 1, as every stack) and one SINGLE_ISSUER|DEFER_TASKRUN ring (raw_uring_loop.hpp), one io_uring_enter per
 // turn that submits and waits.
 //
-// Every connection keeps one multishot receive armed into a provided-buffer ring (16 KiB buffers, 4096 of them:
-// tern's receive pool by default, so both run with the same memory), so no SQE is spent on a read. A buffer the
+// Every connection keeps one multishot receive armed into a provided-buffer ring of 16 KiB buffers (tern's receive
+// buffer size), so no SQE is spent on a read. The kernel takes buffers from the ring's head and they go back at its
+// tail, so a run cycles through every buffer of the ring: four per session, at least 64 and at most 4096 (tern's
+// pool grows in chunks of 64 up to 4096), keep the buffers in use warm in the cache. A buffer the
 // kernel filled is checked at its offset and written back from where it lies (no copy); the buffers of a
 // connection queue in arrival order behind its one send in flight (a partial send continues where it stopped),
 // and each goes back to the ring when its send is done. The buffers given back during a turn reach the kernel
@@ -23,6 +25,8 @@
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <vector>
 
 namespace tern_bench::raw_impl {
@@ -30,7 +34,6 @@ namespace tern_bench::raw_impl {
 namespace {
 
 constexpr unsigned ring_entries = 4096;
-constexpr unsigned buffer_count = 4096;
 constexpr std::size_t buffer_size = 16384;
 constexpr unsigned short buffer_group = 0;
 constexpr std::uint32_t no_buffer = ~std::uint32_t{0};
@@ -43,13 +46,13 @@ public:
     echo_side(const std::vector<loopback_fds>& pairs, bool client, bool fixed, const stream_pattern& pattern,
               throughput_meter* meter)
         : ring_(ring_entries),
-          bufs_(ring_, buffer_count, buffer_size, buffer_group),
+          bufs_(ring_, buffer_entries(pairs.size()), buffer_size, buffer_group),
           client_(client),
           fixed_(fixed),
           pattern_(pattern),
           meter_(meter),
-          next_(buffer_count, no_buffer),
-          len_(buffer_count, 0),
+          next_(buffer_entries(pairs.size()), no_buffer),
+          len_(buffer_entries(pairs.size()), 0),
           conns_(pairs.size()) {
         std::vector<int> fds;
         fds.reserve(pairs.size());
@@ -88,6 +91,10 @@ private:
         bool eof = false;                // server: end of stream read
         bool done = false;
     };
+
+    static unsigned buffer_entries(std::size_t sessions) {
+        return std::clamp<unsigned>(std::bit_ceil(4 * static_cast<unsigned>(sessions)), 64u, 4096u);
+    }
 
     static std::uint64_t tag(std::size_t i, op o) { return (static_cast<std::uint64_t>(i) << 1) | o; }
     int target(std::size_t i) const { return fixed_ ? static_cast<int>(i) : conns_[i].fd; }
