@@ -825,7 +825,7 @@ std::vector<impl_def> build_impls() {
          {{"", "tern-bench-tern"}}},
         {"asio/callbacks", "standalone Asio with completion handlers (lambdas), concurrency_hint 1", asio_variants},
         {"asio/coroutines", "standalone Asio with co_spawn + use_awaitable, concurrency_hint 1", asio_variants},
-        {"raw/liburing", "hand-written single-thread liburing loop: the floor", {{"", "tern-bench-raw"}}},
+        {"raw/liburing", "hand-written liburing loops, one ring per thread, no runtime: the floor", {{"", "tern-bench-raw"}}},
         {"raw/liburing-fixed",
          "raw/liburing with the connections in the ring's file table (io_uring_register_files, IOSQE_FIXED_FILE)",
          {{"", "tern-bench-raw"}}},

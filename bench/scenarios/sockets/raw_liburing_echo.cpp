@@ -4,14 +4,14 @@
 // turn that submits and waits.
 //
 // Every connection keeps one multishot receive armed into a provided-buffer ring of 16 KiB buffers (tern's receive
-// buffer size), so no SQE is spent on a read. The kernel takes buffers from the ring's head and they go back at its
+// buffer size), so no SQE is spent on a read. The kernel takes buffers at the ring's head and they come back at its
 // tail, so a run cycles through every buffer of the ring: four per session, at least 64 and at most 4096 (tern's
-// pool grows in chunks of 64 up to 4096), keep the buffers in use warm in the cache. A buffer the
-// kernel filled is checked at its offset and written back from where it lies (no copy); the buffers of a
-// connection queue in arrival order behind its one send in flight (a partial send continues where it stopped),
-// and each goes back to the ring when its send is done. The buffers given back during a turn reach the kernel
-// with one tail update. A multishot receive that ends without IORING_CQE_F_MORE is re-armed; one that ended
-// because the ring was empty (ENOBUFS) is re-armed at the end of a turn that gave buffers back.
+// pool grows by 64 up to 4096), keep the ones in use warm in the cache. A filled buffer is checked at its offset
+// and written back from where it lies (no copy); a connection's buffers queue in arrival order behind its one send
+// in flight (a partial send continues where it stopped), and each goes back to the ring when its send is done.
+// The buffers given back during a turn reach the kernel with one tail update. A multishot receive that ends
+// without IORING_CQE_F_MORE is re-armed; one that ended because the ring was empty (ENOBUFS) is re-armed at the
+// end of a turn that gave buffers back.
 //
 // As in the runtimes: the client sends one block per session, then both sides echo what arrives; when the meter's
 // last phase ends a client stops echoing (what it still receives is checked, not sent), shuts down its sending
@@ -253,7 +253,7 @@ private:
     std::vector<std::uint32_t> next_;  // per buffer: the next one in its connection's queue
     std::vector<std::uint32_t> len_;   // per buffer: the bytes it holds
     std::vector<conn> conns_;
-    std::vector<std::size_t> starved_;  // connections whose multishot receive ended with ENOBUFS
+    std::vector<std::size_t> starved_;  // connections whose multishot receive ended on an empty ring
     std::size_t open_ = 0;
 };
 
