@@ -19,7 +19,8 @@
 // once it has read end of stream and written back everything before it (a shutdown, not a close: a registered
 // file stays open while the ring's table holds it).
 //
-// raw/liburing-fixed is the same program with the connections in the ring's file table (IOSQE_FIXED_FILE).
+// With TERN_BENCH_RAW_FIXED=1 in its environment, the same program puts the connections in the ring's file table
+// (IOSQE_FIXED_FILE), reported as the run's info "fixed_files".
 #include "raw_uring_loop.hpp"
 #include "../two_threads.hpp"
 #include "../../harness/traffic.hpp"
@@ -263,7 +264,7 @@ void sockets_echo_liburing(session& s) {
     auto block = static_cast<std::size_t>(s.param_int("blocksize"));
     auto sessions = static_cast<std::size_t>(s.param_int("sessions"));
     if (s.param_int("threads") != 1) throw bench_failure("sockets/echo runs one thread per side (threads=1)");
-    const bool fixed = s.request().impl == "raw/liburing-fixed";
+    const bool fixed = fixed_files_requested(s);
     auto pairs = connect_loopback_pairs(sessions);
     stream_pattern pattern(block, block);
     throughput_meter meter(s, "mib_per_s", 1024.0 * 1024.0);

@@ -19,7 +19,8 @@
 // A client that is finished (the meter is over and every reply is in) shuts down its sending side; its server
 // connection then reads end of stream, checks that no frame was left half received, and is done.
 //
-// raw/liburing-fixed is the same program with the connections in the ring's file table (IOSQE_FIXED_FILE).
+// With TERN_BENCH_RAW_FIXED=1 in its environment, the same program puts the connections in the ring's file table
+// (IOSQE_FIXED_FILE), reported as the run's info "fixed_files".
 #include "raw_uring_loop.hpp"
 #include "frames.hpp"
 #include "../two_threads.hpp"
@@ -223,7 +224,7 @@ private:
 
 void sockets_messages_liburing(session& s) {
     frames::messages_params p = frames::read_messages_params(s);
-    const bool fixed = s.request().impl == "raw/liburing-fixed";
+    const bool fixed = fixed_files_requested(s);
     codec c(p.shape);
     request_meter meter(s, "msg_per_s");
     auto pairs = connect_loopback_pairs(p.conns);

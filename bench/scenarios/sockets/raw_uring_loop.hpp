@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <vector>
 
@@ -154,6 +155,16 @@ private:
     unsigned in_ring_ = 0;
     unsigned pending_ = 0;
 };
+
+// Whether the run puts its connections in the ring's file table (TERN_BENCH_RAW_FIXED=1 in the environment): an
+// experiment, not a row of the report, since it measured within the noise (docs/benchmarks.md). Said in the run's
+// info either way.
+inline bool fixed_files_requested(session& s) {
+    const char* v = std::getenv("TERN_BENCH_RAW_FIXED");
+    const bool fixed = v != nullptr && v[0] == '1';
+    s.info("fixed_files", fixed ? "yes" : "no");
+    return fixed;
+}
 
 // Arms a multishot receive on `target` (an fd, or a slot when fixed) into buffers of `bufs`.
 inline void prep_recv_multishot(uring& ring, int target, bool fixed, const buffer_ring& bufs, std::uint64_t data) {
