@@ -13,6 +13,8 @@ constexpr std::array entries = {
     impl_entry{"sockets/pingpong_cross_thread", "raw/blocking", raw_impl::sockets_pingpong_cross_thread_blocking},
     impl_entry{"sockets/unidirectional", "raw/liburing", raw_impl::sockets_unidirectional_liburing},
     impl_entry{"sockets/bidirectional", "raw/liburing", raw_impl::sockets_bidirectional_liburing},
+    impl_entry{"sockets/echo", "raw/liburing", raw_impl::sockets_echo_liburing},
+    impl_entry{"sockets/messages", "raw/liburing", raw_impl::sockets_messages_liburing},
     impl_entry{"sockets/io_event", "raw/epoll", raw_impl::sockets_io_event_epoll},
     impl_entry{"files/random_read", "raw/liburing", raw_impl::files_read_liburing},
     impl_entry{"files/sequential_read", "raw/liburing", raw_impl::files_read_liburing},
