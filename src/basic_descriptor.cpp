@@ -3,6 +3,9 @@
 
 #include <unistd.h>
 
+#include "tern/detail/backend.hpp"
+#include "tern/error.hpp"
+
 #include "tern/detail/stream_ops.hpp"
 
 namespace tern {
@@ -18,6 +21,12 @@ basic_descriptor& basic_descriptor::operator=(basic_descriptor&& o) noexcept {
 
 void basic_descriptor::close() noexcept {
   if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
+}
+
+std::error_code basic_descriptor::register_descriptor() noexcept {
+  if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
+  if (ctx_->running_elsewhere()) return make_error_code(error::wrong_loop);
+  return ctx_->backend_impl().register_file(*desc_);
 }
 
 void basic_descriptor::cancel() noexcept { ctx_->cancel_pending(desc_); }

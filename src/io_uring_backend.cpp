@@ -43,7 +43,9 @@
 // buffer set asks for a slot, and the backend hands out slots from them (files one at a time from a free list,
 // buffer sets as runs of consecutive slots). Sparse tables let any number of files and buffer sets come and go
 // on one ring with one update call each, where registering a whole table would replace every other user's
-// entries. A full table is tern::error::table_full; the file or memory then works unregistered.
+// entries. A full table is tern::error::table_full; the file or memory then works unregistered. Any descriptor may
+// take a slot (basic_descriptor::register_descriptor): sockets name it in every operation, multishot ones too;
+// files in their reads, writes and syncs (statx refuses a registered file).
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -200,9 +202,12 @@ class io_uring_backend final : public backend {
                               static_cast<unsigned>(op.msg_flags | MSG_NOSIGNAL));
         break;
       case op_code::splice: {
+        // Named by fd: the descriptor may be either end, and the other end is not registered.
         auto& s = static_cast<splice_op&>(op);
         io_uring_prep_splice(sqe, s.fd_in, s.off_in, s.fd_out, -1, op.len, SPLICE_F_MOVE);
-        break;
+        io_uring_sqe_set_data(sqe, &op);
+        ++in_flight_;
+        return false;
       }
       case op_code::recvmmsg:
         // batch_now() found the socket empty, so the receive arms its poll first (no second failed attempt).
@@ -216,9 +221,19 @@ class io_uring_backend final : public backend {
       case op_code::sendfile: io_uring_prep_nop(sqe); break;  // epoll's; never started here
       default: io_uring_prep_nop(sqe); break;
     }
+    name_registered(sqe, *op.desc);
     io_uring_sqe_set_data(sqe, &op);
     ++in_flight_;
     return false;
+  }
+
+  // A registered descriptor (basic_descriptor::register_descriptor) is named by its slot in the ring's table of
+  // files: the kernel then takes no reference on the file and looks up no fd for the operation. After the prep,
+  // which clears the flags. Every socket operation takes a registered file; a nop ignores it.
+  static void name_registered(io_uring_sqe* sqe, const descriptor& d) noexcept {
+    if (d.fixed_slot < 0) return;
+    sqe->fd = d.fixed_slot;
+    sqe->flags |= IOSQE_FIXED_FILE;
   }
 
   void abandon(io_op& op) noexcept override {
@@ -483,6 +498,7 @@ class io_uring_backend final : public backend {
     if (pool.kernel_ring() != nullptr && (pool.in_ring() != 0 || pool.grow())) {
       io_uring_sqe* sqe = get_sqe();
       io_uring_prep_recv_multishot(sqe, d.fd, nullptr, 0, 0);
+      name_registered(sqe, d);
       sqe->flags |= IOSQE_BUFFER_SELECT;
       sqe->buf_group = pool.group();
       io_uring_sqe_set_data64(sqe, multishot_tag(d, recv_multishot_bit));
@@ -499,6 +515,7 @@ class io_uring_backend final : public backend {
     }
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_recv(sqe, d.fd, pool.address(id), static_cast<std::size_t>(pool.buffer_size()), 0);
+    name_registered(sqe, d);
     io_uring_sqe_set_data(sqe, &waiter);
     waiter.set_buffer(id);
     waiter.set_under_kernel(true);
@@ -592,6 +609,7 @@ class io_uring_backend final : public backend {
     }
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_multishot_accept(sqe, d.fd, nullptr, nullptr, SOCK_CLOEXEC);
+    name_registered(sqe, d);
     io_uring_sqe_set_data64(sqe, multishot_tag(d, accept_multishot_bit));
     d.rx_armed = true;
     ++in_flight_;
@@ -602,6 +620,7 @@ class io_uring_backend final : public backend {
   void submit_plain_accept(io_op& op) noexcept {
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_accept(sqe, op.desc->fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_CLOEXEC);
+    name_registered(sqe, *op.desc);
     io_uring_sqe_set_data(sqe, &op);
     op.aux = 1;
     ++in_flight_;

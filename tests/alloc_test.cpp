@@ -255,21 +255,29 @@ tern::task<void> receive_echo_server(tern::net::tcp_socket& s, std::size_t bytes
   }
 }
 
+// Then the same with both sockets registered (register_descriptor: under io_uring every operation names a slot).
 TEST_P(alloc_test, receive_echo_allocates_nothing) {
-  loop_result r;
-  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
-    auto [client, server] = co_await connected_pair(ctx);
-    CO_ASSERT(client.is_open() && server.is_open());
-    EXPECT_OK(client.set_no_delay(true));
-    EXPECT_OK(server.set_no_delay(true));
-    auto srv = tern::spawn(ctx, receive_echo_server(server, std::size_t{warmup + measured} * echo_size, r));
-    co_await echo_client(client, r);
-    co_await std::move(srv);
-  }(ctx, r));
-  EXPECT_TRUE(r.measured);
-  EXPECT_EQ(r.errors, 0);
-  EXPECT_EQ(r.mismatches, 0);
-  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " messages echoed through receive()";
+  for (bool registered : {false, true}) {
+    loop_result r;
+    run_bounded(ctx, [](tern::io_context& ctx, loop_result& r, bool registered) -> tern::task<void> {
+      auto [client, server] = co_await connected_pair(ctx);
+      CO_ASSERT(client.is_open() && server.is_open());
+      EXPECT_OK(client.set_no_delay(true));
+      EXPECT_OK(server.set_no_delay(true));
+      if (registered) {
+        CO_ASSERT_OK(client.register_descriptor());
+        CO_ASSERT_OK(server.register_descriptor());
+      }
+      auto srv = tern::spawn(ctx, receive_echo_server(server, std::size_t{warmup + measured} * echo_size, r));
+      co_await echo_client(client, r);
+      co_await std::move(srv);
+    }(ctx, r, registered));
+    EXPECT_TRUE(r.measured);
+    EXPECT_EQ(r.errors, 0);
+    EXPECT_EQ(r.mismatches, 0);
+    EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured << " messages echoed through receive()"
+                                 << (registered ? " on registered sockets" : "");
+  }
 }
 
 // A line protocol through buffered readers and writers on both sides: every line read with read_line and every

@@ -7,6 +7,14 @@
 // Which thread: the object belongs to the loop it was created on, and its operations are awaited by tasks that this
 // loop runs; an operation awaited on any other thread completes at once with tern::error::wrong_loop. close(),
 // cancel() and the destructor may run on any thread: away from a running loop they are handed to it.
+//
+// Registered descriptors (io_uring): register_descriptor() puts the descriptor in its loop's table of registered
+// files, and the operations that name it then name its slot (IOSQE_FIXED_FILE): the kernel skips the fd table
+// lookup and the file's reference count on each of them. The fd stays open beside the slot, for the calls that
+// have no io_uring form (socket options, endpoints, shutdown, the epoll fallback of a batch). Registering costs
+// one io_uring_register call, and closing one more, so it pays for a descriptor that lives for many operations,
+// not for a connection made for one request. The slot belongs to the loop's ring: release() and move_to() give
+// it back, and the descriptor arrives unregistered on the other side.
 #pragma once
 
 #include <system_error>
@@ -47,6 +55,15 @@ class basic_descriptor {
   int native_handle() const noexcept { return desc_ != nullptr ? desc_->fd : -1; }
   // The loop the object belongs to.
   io_context& context() const noexcept { return *ctx_; }
+
+  // Puts the descriptor in its loop's table of registered files (io_uring; see the note above). Idempotent;
+  // close(), release() and move_to() give the slot back. Errors: table_full when every slot is taken
+  // (io_context_options::registered_file_slots; the descriptor goes on working unregistered), bad_file_descriptor
+  // when closed, wrong_loop from a thread that does not run the loop while another does, the kernel's otherwise.
+  // Under epoll: does nothing, succeeds.
+  [[nodiscard]] std::error_code register_descriptor() noexcept;
+  // True while the descriptor holds a slot of its ring's table (never under epoll).
+  bool is_registered() const noexcept { return desc_ != nullptr && desc_->fixed_slot >= 0; }
 
   // Internal: the descriptor (null when closed).
   detail::descriptor* descriptor() const noexcept { return desc_; }

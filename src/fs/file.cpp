@@ -213,11 +213,7 @@ detail::open_awaiter file::open(io_context& ctx, const std::filesystem::path& pa
   return {ctx, path.c_str(), opts};
 }
 
-std::error_code file::register_file() noexcept {
-  if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
-  if (ctx_->running_elsewhere()) return make_error_code(error::wrong_loop);
-  return ctx_->backend_impl().register_file(*desc_);
-}
+std::error_code file::register_file() noexcept { return register_descriptor(); }
 
 io_result<file> file::adopt(io_context& ctx, unique_fd fd) noexcept {
   return adopt_as<file>(ctx, std::move(fd), false);

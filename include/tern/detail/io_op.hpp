@@ -164,8 +164,8 @@ struct descriptor {
   // support it).
   enum class cached_reads : std::uint8_t { unknown, tried, never };
   cached_reads cached = cached_reads::unknown;
-  // io_uring only: the descriptor's slot in the ring's table of registered files (fs::file::register_file), which
-  // its reads, writes and syncs name instead of the fd (IOSQE_FIXED_FILE); -1 when not registered. The fd stays
+  // io_uring only: the descriptor's slot in the ring's table of registered files (register_descriptor), which
+  // its operations name instead of the fd (IOSQE_FIXED_FILE); -1 when not registered. The fd stays
   // open beside it, for the calls that cannot take a registered file.
   std::int32_t fixed_slot = -1;
   // Bumped at every open, so that a cancel() handed over from another thread cannot reach the next socket that

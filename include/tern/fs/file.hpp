@@ -312,9 +312,8 @@ class file : public basic_descriptor {
   // table slot. Idempotent; close() (and release(), move_to()) gives the slot back. Errors: table_full when every
   // slot is taken (the file goes on working unregistered), bad_file_descriptor when closed, wrong_loop from a thread
   // that does not run the loop while another does, the kernel's otherwise. Under epoll: does nothing, succeeds.
+  // (basic_descriptor::register_descriptor under the name files have always had; is_registered() tells.)
   [[nodiscard]] std::error_code register_file() noexcept;
-  // True while the file holds a slot of its ring's table (never under epoll).
-  bool is_registered() const noexcept { return desc_ != nullptr && desc_->fixed_slot >= 0; }
 
   // Awaitable: fsync (data and metadata reach the device); yields std::error_code.
   detail::file_call_awaiter sync() noexcept { return call(detail::op_code::fsync, 0); }
