@@ -528,7 +528,7 @@ bool io_context::start(detail::io_op& op) noexcept {
 
 void io_context::complete(detail::io_op& op) noexcept {
   detail::descriptor* d = op.desc;
-  op.st = detail::io_op::state::done;
+  op.st = op.st == detail::io_op::state::cancelling ? detail::io_op::state::cancelled : detail::io_op::state::done;
   counters_.ops_completed[static_cast<std::size_t>(op.code)].add();
   --pending_ops_;
   run_queue_.push_back(&op);

@@ -61,7 +61,9 @@ bool transfer_awaiter::finish_piece() noexcept {
   }
   done_ += static_cast<std::size_t>(res);
   if (done_ == size_) return true;
-  if (canceled_) {
+  // A cancellation that reached the piece too late to stop it (it moved bytes) still ends the transfer; one made
+  // by close() (st cancelled) reaches only the op, not canceled_.
+  if (canceled_ || op_.st == io_op::state::cancelled) {
     ec_ = make_error_code(tern::error::operation_canceled);
     return true;
   }

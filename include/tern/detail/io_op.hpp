@@ -82,7 +82,10 @@ inline constexpr std::uint32_t max_op_len = 1u << 30;
 inline constexpr int wrong_loop_res = -(1 << 20);
 
 struct io_op : resume_item {
-  enum class state : std::uint8_t { idle, pending, cancelling, done };
+  // cancelled: done, after a cancellation was requested (by cancel(), or by close() through cancel_pending). Its
+  // result may still be a success, when the kernel had finished first: read_exact and write_all then stop there
+  // rather than start another piece on a descriptor that may be closed and reused.
+  enum class state : std::uint8_t { idle, pending, cancelling, done, cancelled };
 
   io_context* ctx = nullptr;
   descriptor* desc = nullptr;
