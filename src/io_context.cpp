@@ -99,6 +99,7 @@ io_context::io_context(io_context_options opts)
     }
   }
   kind_ = backend_->kind();
+  if (kind_ == backend_kind::io_uring) zero_copy_threshold_ = opts.zero_copy_send_threshold;
   stop_sources_.reserve(spare_stop_sources);
   lag_probe_.owner = this;
   lag_probe_.run = &lag_probe_ran;
