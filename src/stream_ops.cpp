@@ -37,19 +37,17 @@ bool transfer_awaiter::issue() noexcept {
   // Large writes go out in pieces: a bounded send keeps the data being copied in cache, and lets the reader of
   // a busy duplex connection run between pieces. Measured on the hand-written liburing floor of tern-bench:
   // 1 MiB bidirectional streams went from 3.0-3.3 to 4.7-5.0 GB/s with 64 KiB sends (Asio also sends at most
-  // 64 KiB per call). With zero-copy sends above that size (io_context_options::zero_copy_send_threshold), the
-  // pieces are of the threshold instead, or none of them would qualify; a zero-copy send copies nothing to keep
-  // in cache, and each piece pays a notification of its own.
+  // 64 KiB per call). With zero-copy sends above that size (io_context_options::zero_copy_send_threshold), a
+  // rest of at least the threshold goes out in pieces of the threshold instead, or none of them would qualify (a
+  // zero-copy send copies nothing to keep in cache, and each piece pays a notification of its own); a smaller
+  // rest keeps the plain 64 KiB pieces.
   constexpr std::size_t write_piece = 64 * 1024;
-  std::size_t limit = max_op_len;
-  if (op_.code == op_code::send) {
-    const std::size_t zero_copy = op_.ctx->zero_copy_threshold();
-    limit = zero_copy > write_piece ? std::min<std::size_t>(zero_copy, max_op_len) : write_piece;
-  } else if (op_.code == op_code::write) {
-    limit = write_piece;
-  }
+  const bool writing = op_.code == op_code::send || op_.code == op_code::write;
+  const std::size_t zero_copy = op_.code == op_code::send ? op_.ctx->zero_copy_threshold() : 0;
   for (;;) {
     const std::size_t rest = size_ - done_;
+    std::size_t limit = writing ? write_piece : max_op_len;
+    if (zero_copy > write_piece && rest >= zero_copy) limit = std::min<std::size_t>(zero_copy, max_op_len);
     op_.buf = base_ + done_;
     op_.len = static_cast<std::uint32_t>(rest < limit ? rest : limit);
     if (!op_.ctx->start(op_)) return false;  // pending, or queued for on_piece

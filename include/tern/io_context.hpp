@@ -86,11 +86,14 @@ struct io_context_options {
   // io_uring only: a send of a stream socket (write_some, and each kernel send of write_all) of at least this many
   // bytes is made zero-copy (IORING_OP_SEND_ZC): the kernel sends from the caller's pages instead of copying them
   // into the socket, and the send completes only once the kernel has let go of them (its notification), so the
-  // buffer is the caller's again when the awaiter resumes, as with any send. write_all sends in pieces of 64 KiB,
-  // or of this threshold when it is larger, so that its pieces qualify. A socket whose kernel refuses zero-copy
-  // sends (a Unix socket) falls back to plain sends. 0: off, the default, because it does not pay on loopback (the
-  // kernel copies looped-back data anyway, and each send costs a second completion): see docs/benchmarks.md. It
-  // can pay on a real NIC for sends of tens of KiB and more. epoll ignores it.
+  // buffer is the caller's again when the awaiter resumes, as with any send. write_all sends in pieces of 64 KiB;
+  // with a larger threshold, in pieces of the threshold while at least that much is left, so that they qualify.
+  // A send the kernel has taken in cannot be called back: cancelled (a timeout, a stop, close()), it ends once its
+  // bytes are acknowledged, so a peer that stops reading holds the writer until it reads or resets. A socket whose
+  // kernel refuses zero-copy sends (a Unix socket) falls back to plain sends; datagram sends stay plain. 0: off,
+  // the default, because it does not pay on loopback (the kernel copies looped-back data anyway, and each send
+  // costs a second completion): see docs/benchmarks.md. It can pay on a NIC that sends from user pages, for sends
+  // of tens of KiB and more. epoll ignores it.
   std::size_t zero_copy_send_threshold = 0;
 };
 
