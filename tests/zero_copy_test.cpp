@@ -246,7 +246,9 @@ TEST_P(zero_copy_test, a_cancelled_zero_copy_send_reports_only_what_the_peer_get
       EXPECT_EQ(first_difference(got, pattern), got.size()) << "the peer saw the overwritten buffer";
     }(zc, pattern, by_timeout), 30s);
   }
-  if (uring()) EXPECT_GT(started(zc, op_code::send_zc), 0u);
+  if (uring()) {
+    EXPECT_GT(started(zc, op_code::send_zc), 0u);
+  }
   EXPECT_EQ(completed(zc, op_code::send_zc), started(zc, op_code::send_zc));
 }
 
@@ -260,7 +262,9 @@ TEST_P(zero_copy_test, close_under_a_pending_zero_copy_send) {
     auto writer = tern::spawn(ctx, write_then_scribble(client, pattern, w, [](auto op) { return op; }));
     (void)co_await tern::sleep_for(100ms);
     EXPECT_FALSE(w.done) << "the write should be stalled on the full buffers";
-    if (uring) EXPECT_GT(started(ctx, op_code::send_zc), 0u);
+    if (uring) {
+      EXPECT_GT(started(ctx, op_code::send_zc), 0u);
+    }
     client.close();
     // The reader runs at once: bytes the kernel took before the close are still delivered (an orderly close),
     // and a zero-copy send holding its buffer ends when they are acknowledged.
@@ -294,7 +298,9 @@ TEST_P(zero_copy_test, a_reset_peer_under_a_pending_zero_copy_send) {
     EXPECT_TRUE(w.ec == std::errc::connection_reset || w.ec == std::errc::broken_pipe) << describe(w.ec);
     EXPECT_LT(w.written, pattern.size());
   }(zc, pattern), 30s);
-  if (uring()) EXPECT_GT(started(zc, op_code::send_zc), 0u);
+  if (uring()) {
+    EXPECT_GT(started(zc, op_code::send_zc), 0u);
+  }
   EXPECT_EQ(completed(zc, op_code::send_zc), started(zc, op_code::send_zc));
 }
 
