@@ -99,6 +99,7 @@ io_context::io_context(io_context_options opts)
     }
   }
   kind_ = backend_->kind();
+  if (kind_ == backend_kind::io_uring) zero_copy_threshold_ = opts.zero_copy_send_threshold;
   stop_sources_.reserve(spare_stop_sources);
   lag_probe_.owner = this;
   lag_probe_.run = &lag_probe_ran;
@@ -528,7 +529,7 @@ bool io_context::start(detail::io_op& op) noexcept {
 
 void io_context::complete(detail::io_op& op) noexcept {
   detail::descriptor* d = op.desc;
-  op.st = detail::io_op::state::done;
+  op.st = op.st == detail::io_op::state::cancelling ? detail::io_op::state::cancelled : detail::io_op::state::done;
   counters_.ops_completed[static_cast<std::size_t>(op.code)].add();
   --pending_ops_;
   run_queue_.push_back(&op);

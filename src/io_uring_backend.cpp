@@ -39,6 +39,19 @@
 // so the listener keeps working once fds are free. A kernel without multishot accept (before 5.19) refuses the
 // first one with EINVAL; the loop then submits one ACCEPT per accept().
 //
+// Zero-copy sends (io_context_options::zero_copy_send_threshold): a large enough send of a stream socket is a
+// SEND_ZC, which has two CQEs with the op's address: the result (IORING_CQE_F_MORE set when a notification
+// follows) and, once the kernel has let go of the pages (the data was acknowledged, or copied on the way), the
+// notification (IORING_CQE_F_NOTIF). The op completes only after both, or after the result alone when it says
+// no notification follows, so the awaiter never gets its buffer back while the kernel may still read it; until
+// then it stays pending (and in flight), so run() waits for it. A cancellation reaches the send while it waits in
+// the kernel; once its result is in, there is nothing left to cancel and the op ends with the notification, like a
+// plain send cancelled too late. A refusal (EOPNOTSUPP on a socket without zero-copy support, such as a Unix
+// socket; EINVAL) makes the same op a plain SEND, after the notification if one was announced (the op's address
+// must not name two requests in the ring), and the descriptor remembers it (descriptor::zero_copy_refused). The
+// sends ask the kernel to report whether it copied the pages after all (IORING_SEND_ZC_REPORT_USAGE, 6.2), which
+// loopback always does: counted as zero_copy_copied.
+//
 // Registered files and buffers: the ring's two tables are registered sparse, once, the first time a file or a
 // buffer set asks for a slot, and the backend hands out slots from them (files one at a time from a free list,
 // buffer sets as runs of consecutive slots). Sparse tables let any number of files and buffer sets come and go
@@ -89,13 +102,30 @@ std::uint64_t multishot_tag(const descriptor& d, std::uint64_t bit) noexcept {
   return reinterpret_cast<std::uintptr_t>(&d) | bit;
 }
 
+// Newer than liburing 2.3's headers (kernel 6.2): a SEND_ZC flag (in sqe->ioprio) asking the notification to report
+// whether the kernel copied the data after all, and the bit of the notification's res that says it did.
+#ifndef IORING_SEND_ZC_REPORT_USAGE
+#define IORING_SEND_ZC_REPORT_USAGE (1U << 3)
+#endif
+#ifndef IORING_NOTIF_USAGE_ZC_COPIED
+#define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
+#endif
+
+// The state of a zero-copy send, in io_op::aux beside send_plain_only: submitted as SEND_ZC; its result CQE has
+// arrived (in op.res); that CQE announced a notification; the notification has arrived.
+constexpr std::uint8_t zc_sent = 1;
+constexpr std::uint8_t zc_result = 2;
+constexpr std::uint8_t zc_more = 4;
+constexpr std::uint8_t zc_notified = 8;
+
 class io_uring_backend final : public backend {
  public:
   io_uring_backend(io_context& ctx, const io_context_options& opts)
       : ctx_(ctx),
         file_slots_(opts.registered_file_slots),
         buffer_slots_(opts.registered_buffer_slots),
-        accept_queue_(opts.accept_queue) {
+        accept_queue_(opts.accept_queue),
+        zero_copy_threshold_(opts.zero_copy_send_threshold) {
     const unsigned entries = opts.ring_entries;
     const unsigned tries[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED | IORING_SETUP_SUBMIT_ALL,
@@ -183,7 +213,7 @@ class io_uring_backend final : public backend {
         // and flagging those receives cost the 4 KiB streams 6-7%.
         if (op.desc->answer_awaited) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
         break;
-      case op_code::send: io_uring_prep_send(sqe, fd, op.buf, op.len, MSG_NOSIGNAL); break;
+      case op_code::send: prep_send(sqe, op); break;
       case op_code::accept:
         io_uring_prep_accept(sqe, fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_CLOEXEC);
         break;
@@ -582,6 +612,61 @@ class io_uring_backend final : public backend {
     ctx_.complete(r);
   }
 
+  // ---- zero-copy sends ----
+
+  // A send's SQE: zero-copy if it is large enough, may be, and the socket has not refused it before.
+  void prep_send(io_uring_sqe* sqe, io_op& op) noexcept {
+    op.aux &= send_plain_only;
+    if (zero_copy_threshold_ != 0 && op.len >= zero_copy_threshold_ && op.aux == 0 && !op.desc->zero_copy_refused) {
+      io_uring_prep_send_zc(sqe, op.desc->fd, op.buf, op.len, MSG_NOSIGNAL,
+                            report_usage_ ? IORING_SEND_ZC_REPORT_USAGE : 0);
+      op.aux = zc_sent;
+      ctx_.counters().ops_started[static_cast<std::size_t>(op_code::send_zc)].add();
+    } else {
+      io_uring_prep_send(sqe, op.desc->fd, op.buf, op.len, MSG_NOSIGNAL);
+    }
+  }
+
+  // A CQE of a zero-copy send: its result or its notification.
+  void zero_copy_arrived(io_op& op, int res, unsigned flags) noexcept {
+    if ((flags & IORING_CQE_F_NOTIF) != 0) {
+      if (report_usage_ && (static_cast<unsigned>(res) & IORING_NOTIF_USAGE_ZC_COPIED) != 0) {
+        ctx_.counters().zero_copy_copied.add();
+      }
+      op.aux |= zc_notified;
+    } else {
+      op.aux |= zc_result;
+      if ((flags & IORING_CQE_F_MORE) != 0) op.aux |= zc_more;
+      op.res = res;
+    }
+    // The kernel posts the result first; should the notification ever come first, the op waits for the result.
+    if ((op.aux & zc_result) == 0) return;
+    if ((op.aux & zc_more) != 0 && (op.aux & zc_notified) == 0) return;  // the kernel may still read the buffer
+    ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::send_zc)].add();
+    if (op.res == -EOPNOTSUPP || op.res == -EINVAL) {
+      if (op.st == io_op::state::cancelling) {
+        op.res = -ECANCELED;  // what the plain send would have reported; the refusal was tern's own attempt
+      } else {
+        // A kernel before 6.2 refuses the usage report with EINVAL: without it, zero copy may still work.
+        if (op.res == -EINVAL && report_usage_ && !zero_copy_seen_) {
+          report_usage_ = false;
+        } else {
+          op.desc->zero_copy_refused = true;
+        }
+        io_uring_sqe* sqe = get_sqe();
+        prep_send(sqe, op);
+        name_registered(sqe, *op.desc);
+        io_uring_sqe_set_data(sqe, &op);
+        return;  // still in flight
+      }
+    } else if (op.res >= 0) {
+      zero_copy_seen_ = true;
+    }
+    if (op.desc->recv_drained) op.desc->answer_awaited = true;  // as for a plain send (reap)
+    --in_flight_;
+    ctx_.complete(op);
+  }
+
   // ---- accept() ----
 
   // An accept: a socket the multishot queued, else wait for the multishot (arming it if it is not armed).
@@ -784,6 +869,10 @@ class io_uring_backend final : public backend {
         continue;
       }
       auto* op = reinterpret_cast<io_op*>(static_cast<std::uintptr_t>(ud));
+      if (op->code == op_code::send && (op->aux & zc_sent) != 0) {
+        zero_copy_arrived(*op, cqe->res, cqe->flags);
+        continue;
+      }
       op->res = cqe->res;
       if (op->code == op_code::receive) {
         plain_receive_done(static_cast<receive_op&>(*op));
@@ -827,6 +916,12 @@ class io_uring_backend final : public backend {
   unsigned accept_queue_;
   bool multishot_accept_ = true;
   bool multishot_accept_seen_ = false;
+  // Zero-copy sends: the threshold (0: off); whether notifications report copies (until a kernel without the
+  // report refuses it), and whether a zero-copy send has succeeded on this ring (after which EINVAL is a socket's
+  // own refusal).
+  std::size_t zero_copy_threshold_;
+  bool report_usage_ = true;
+  bool zero_copy_seen_ = false;
 };
 
 }  // namespace

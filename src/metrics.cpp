@@ -22,7 +22,7 @@ namespace {
 constexpr std::string_view kind_names[op_kind_count] = {
     "recv",     "send",      "accept",    "connect",        "read",             "write",   "poll_in",
     "poll_out", "recvmsg",   "sendmsg",   "splice",         "sendfile",         "recvmmsg", "sendmmsg",
-    "receive",  "recv_multishot", "accept_multishot", "read_at", "write_at",   "fsync",   "fallocate",
+    "receive",  "recv_multishot", "accept_multishot", "send_zc", "read_at", "write_at",   "fsync",   "fallocate",
     "ftruncate", "statx",    "openat",    "renameat",       "unlinkat",         "mkdirat",
 };
 }  // namespace
@@ -125,6 +125,7 @@ loop_snapshot& loop_snapshot::operator+=(const loop_snapshot& o) noexcept {
   inline_completions += o.inline_completions;
   receive_pool_dry += o.receive_pool_dry;
   receive_overflows += o.receive_overflows;
+  zero_copy_copied += o.zero_copy_copied;
   kernel_waits += o.kernel_waits;
   syscalls += o.syscalls;
   timers_armed += o.timers_armed;
@@ -166,6 +167,7 @@ loop_snapshot snapshot(const io_context& ctx) noexcept {
   s.inline_completions = c.inline_completions.get();
   s.receive_pool_dry = c.receive_pool_dry.get();
   s.receive_overflows = c.receive_overflows.get();
+  s.zero_copy_copied = c.zero_copy_copied.get();
   s.kernel_waits = c.kernel_waits.get();
   s.syscalls = c.syscalls.get();
   s.timers_armed = ctx.timers().armed();
@@ -335,6 +337,9 @@ const family families[] = {
     {"tern_loop_receive_overflows_total", "counter",
      "Receives that used an overflow buffer because the pool was at its maximum and empty.",
      scalar<&loop_snapshot::receive_overflows>},
+    {"tern_loop_zero_copy_copied_total", "counter",
+     "Zero-copy sends whose bytes the kernel copied after all (loopback, or a device without scatter-gather).",
+     scalar<&loop_snapshot::zero_copy_copied>},
     {"tern_loop_kernel_waits_total", "counter", "io_uring_enter calls that submit and reap, or epoll_wait calls.",
      scalar<&loop_snapshot::kernel_waits>},
     {"tern_loop_syscalls_total", "counter", "System calls made for I/O by the loop and its backend.",

@@ -280,6 +280,60 @@ TEST_P(alloc_test, receive_echo_allocates_nothing) {
   }
 }
 
+// Zero-copy sends (io_context_options::zero_copy_send_threshold, io_uring; epoll ignores it and runs the same
+// stream plainly): a one-way stream of 64 KiB write_all calls, every piece a SEND_ZC whose completion waits for
+// its notification. The state of a zero-copy send lives in its op, so the steady state allocates nothing.
+TEST_P(alloc_test, zero_copy_sends_allocate_nothing) {
+  constexpr std::size_t chunk = 64 * 1024;
+  constexpr int zc_warmup = 100;
+  constexpr int zc_measured = 1000;
+  tern::io_context_options o = options();
+  o.zero_copy_send_threshold = 16 * 1024;
+  tern::io_context zc(o);
+  loop_result r;
+  run_bounded(zc, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    auto reader = tern::spawn(ctx, [](tern::net::tcp_socket& s, loop_result& r) -> tern::task<void> {
+      std::vector<char> in(chunk);
+      for (int i = 0; i < zc_warmup + zc_measured; ++i) {
+        auto [ec, n] = co_await s.read_exact(tern::mutable_buffer(in.data(), in.size()));
+        if (ec) {
+          ++r.errors;
+          co_return;
+        }
+        if (in[0] != static_cast<char>(i) || in[chunk - 1] != static_cast<char>(i)) ++r.mismatches;
+      }
+    }(server, r));
+    std::vector<char> out(chunk);
+    for (int i = 0; i < zc_warmup + zc_measured; ++i) {
+      if (i == zc_warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      std::fill(out.begin(), out.end(), static_cast<char>(i));  // safe: the previous send let go of the buffer
+      auto [ec, n] = co_await client.write_all(tern::const_buffer(out.data(), out.size()));
+      if (ec || n != chunk) {
+        ++r.errors;
+        break;
+      }
+    }
+    r.allocations = stop_counting();
+    co_await std::move(reader);
+  }(zc, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << zc_measured << " 64 KiB zero-copy writes";
+  const tern::metrics::loop_snapshot snap = zc.metrics();
+  const auto& zc_ops = snap.ops[static_cast<std::size_t>(tern::detail::op_code::send_zc)];
+  if (GetParam() == tern::backend_kind::io_uring) {
+    EXPECT_GE(zc_ops.started, static_cast<std::uint64_t>(zc_warmup + zc_measured)) << "the sends were not zero-copy";
+  } else {
+    EXPECT_EQ(zc_ops.started, 0u);
+  }
+}
+
 // A line protocol through buffered readers and writers on both sides: every line read with read_line and every
 // answer written with write + flush. The buffers are allocated with the reader and the writer; their operations'
 // frames come from the pool, so the steady state allocates nothing.

@@ -10,6 +10,8 @@
 
 #include <tern/tern.hpp>
 
+#include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -31,16 +33,26 @@ inline bool latency_mode(const session& s) {
     return id == "tern/io_uring-latency" || id == "tern/epoll-latency";
 }
 
+// TERN_BENCH_ZERO_COPY=<bytes>: io_context_options::zero_copy_send_threshold for the contexts of the tern
+// scenarios (io_uring honours it, epoll ignores it), so that zero-copy sends can be measured against the default
+// without a build of their own. Unset or 0: the default (off).
+inline std::size_t zero_copy_threshold() {
+    const char* env = std::getenv("TERN_BENCH_ZERO_COPY");
+    return env != nullptr ? static_cast<std::size_t>(std::strtoull(env, nullptr, 10)) : 0;
+}
+
 inline tern::io_context_options options_for(const session& s) {
     tern::io_context_options o;
     o.backend = requested_backend(s);
     o.sqpoll = s.request().impl == "tern/io_uring-sqpoll";  // a kernel thread polls the submission queue
+    o.zero_copy_send_threshold = zero_copy_threshold();
     return o;
 }
 
 // Reports the resolved backend and refuses a context that is not on the one asked for.
 inline void announce(session& s, const tern::io_context& ctx) {
     s.info("backend", tern::to_string(ctx.backend()));
+    if (const std::size_t zc = zero_copy_threshold(); zc != 0) s.info("zero_copy_send_threshold", std::to_string(zc));
     if (ctx.backend() != requested_backend(s))
         throw bench_failure(std::string("asked for ") + s.request().impl + ", the context runs " +
                             tern::to_string(ctx.backend()));

@@ -83,6 +83,18 @@ struct io_context_options {
   // and further connections wait in the kernel's listen backlog until accept() is called again. 0: one ACCEPT per
   // accept(), with nothing accepted ahead. epoll accepts one connection per accept() either way.
   unsigned accept_queue = 64;
+  // io_uring only: a send of a stream socket (write_some, and each kernel send of write_all) of at least this many
+  // bytes is made zero-copy (IORING_OP_SEND_ZC): the kernel sends from the caller's pages instead of copying them
+  // into the socket, and the send completes only once the kernel has let go of them (its notification), so the
+  // buffer is the caller's again when the awaiter resumes, as with any send. write_all sends in pieces of 64 KiB;
+  // with a larger threshold, in pieces of the threshold while at least that much is left, so that they qualify.
+  // A send the kernel has taken in cannot be called back: cancelled (a timeout, a stop, close()), it ends once its
+  // bytes are acknowledged, so a peer that stops reading holds the writer until it reads or resets. A socket whose
+  // kernel refuses zero-copy sends (a Unix socket) falls back to plain sends; datagram sends stay plain. 0: off,
+  // the default, because it does not pay on loopback (the kernel copies looped-back data anyway, and each send
+  // costs a second completion): see docs/benchmarks.md. It can pay on a NIC that sends from user pages, for sends
+  // of tens of KiB and more. epoll ignores it.
+  std::size_t zero_copy_send_threshold = 0;
 };
 
 namespace detail {
@@ -398,6 +410,9 @@ class io_context {
   void drop_accepted(detail::descriptor* d) noexcept;
   // The loop's pool of receive buffers, made on first use (loop thread only).
   detail::receive_pool& receive_pool();
+  // io_context_options::zero_copy_send_threshold where the backend honours it (io_uring), else 0. write_all sizes
+  // its pieces by it (stream_ops.cpp).
+  std::size_t zero_copy_threshold() const noexcept { return zero_copy_threshold_; }
   // An op that was never completed is being destroyed with its frame (context teardown only).
   void forget(detail::io_op& op) noexcept;
   // Loop thread: takes w out of the inbox and the run queue if it is queued there.
@@ -625,6 +640,7 @@ class io_context {
   std::size_t receive_buffer_size_;
   unsigned receive_buffers_;
   unsigned receive_buffers_max_;
+  std::size_t zero_copy_threshold_ = 0;  // io_context_options::zero_copy_send_threshold, 0 under epoll
   detail::descriptor* free_descriptors_ = nullptr;  // loop thread only, inside run
   // Descriptors given up by other threads (or by this one outside run), taken back into free_descriptors_ when
   // that runs dry: a lock-free stack, so that no thread but the loop's ever touches the free list.

@@ -53,9 +53,14 @@ namespace tern::detail {
 // never receives): armed by the first accept(), it queues the connections it accepts while no accept() waits
 // (descriptor::accepted). An accept then waits for it (io_op::aux 0) or, where multishot accept is off or
 // unsupported, is a plain ACCEPT of its own (aux 1).
+//
+// send_zc counts the sends that io_uring made zero-copy (IORING_OP_SEND_ZC: io_context_options::
+// zero_copy_send_threshold); like recv_multishot it is never awaited under that name. Such a send is an
+// op_code::send, counted as one, and counted again under send_zc: started when its SQE is prepared, completed when
+// the kernel has let go of the buffer (or refused the zero-copy send, which is then made again as a plain one).
 enum class op_code : std::uint8_t {
   recv, send, accept, connect, read, write, poll_in, poll_out, recvmsg, sendmsg, splice, sendfile, recvmmsg,
-  sendmmsg, receive, recv_multishot, accept_multishot,
+  sendmmsg, receive, recv_multishot, accept_multishot, send_zc,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
 
@@ -82,7 +87,10 @@ inline constexpr std::uint32_t max_op_len = 1u << 30;
 inline constexpr int wrong_loop_res = -(1 << 20);
 
 struct io_op : resume_item {
-  enum class state : std::uint8_t { idle, pending, cancelling, done };
+  // cancelled: done, after a cancellation was requested (by cancel(), or by close() through cancel_pending). Its
+  // result may still be a success, when the kernel had finished first: read_exact and write_all then stop there
+  // rather than start another piece on a descriptor that may be closed and reused.
+  enum class state : std::uint8_t { idle, pending, cancelling, done, cancelled };
 
   io_context* ctx = nullptr;
   descriptor* desc = nullptr;
@@ -95,8 +103,13 @@ struct io_op : resume_item {
   int res = 0;
   op_code code = op_code::recv;
   state st = state::idle;
-  std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op, accept), in what would be padding
+  std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op, accept, send), in what would be padding
 };
+
+// aux of a send: send_plain_only, set by the awaiter, keeps the send plain whatever its size (a datagram socket's
+// send: zero-copy sends are for byte streams); the other bits are the io_uring backend's, the state of a
+// zero-copy send (io_uring_backend.cpp).
+inline constexpr std::uint8_t send_plain_only = 0x80;
 
 // A file operation: an io_op with what the file calls take besides a buffer. Path operations (openat, renameat,
 // unlinkat, mkdirat, statx of a path) have no descriptor (desc is null) and work relative to the current directory.
@@ -197,6 +210,9 @@ struct descriptor {
   // the loop's list of such descriptors and counted as the loop's work until the multishot's last CQE, so that
   // run() reaps it; a loop destroyed first frees them from that list.
   bool lingering = false;
+  // io_uring only: the kernel refused a zero-copy send on this socket (EOPNOTSUPP: a Unix socket; EINVAL), so its
+  // sends stay plain from then on. In what would be padding.
+  bool zero_copy_refused = false;
   io_context* ctx = nullptr;   // the loop the descriptor belongs to
   union {
     receive_pool::queue rx_queue{};

@@ -63,7 +63,7 @@ class gauge {
 #endif
 
 // Operation kinds, as detail::op_code numbers them (io_op.hpp); the names are in metrics.cpp.
-inline constexpr std::size_t op_kind_count = 27;
+inline constexpr std::size_t op_kind_count = 28;
 
 // The loop-lag histogram's buckets: bucket i counts lags below 2^i microseconds (bucket 0: below 1 us), the last
 // one everything from 2^(lag_buckets - 2) us (about 1 s) up.
@@ -86,6 +86,9 @@ struct loop_counters {
   // free buffer) and the pool grew or a receive fell back to an overflow buffer; and those fallbacks.
   counter receive_pool_dry;
   counter receive_overflows;
+  // Zero-copy sends (io_uring, io_context_options::zero_copy_send_threshold) whose bytes the kernel copied after
+  // all, as their notifications report: every one on loopback, where looped-back data is copied on delivery.
+  counter zero_copy_copied;
   std::array<counter, op_kind_count> ops_started;
   std::array<counter, op_kind_count> ops_completed;  // inline or from the kernel, cancelled ones included
   // The backends.

@@ -88,6 +88,7 @@ class [[nodiscard]] op_awaiter : public basic_op_awaiter<io_op> {
     op_.buf = o.op_.buf;
     op_.len = o.op_.len;
     op_.res = o.op_.res;
+    op_.aux = o.op_.aux;  // a send's send_plain_only (the backend resets its own bits at each start)
   }
 };
 static_assert(sizeof(op_awaiter) == sizeof(io_op));

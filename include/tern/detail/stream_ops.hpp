@@ -32,11 +32,15 @@ class [[nodiscard]] read_awaiter : public op_awaiter {
   }
 };
 
-// write_some: send on a socket (MSG_NOSIGNAL), write on anything else.
+// write_some: send on a socket (MSG_NOSIGNAL), write on anything else. aux: send_plain_only for a datagram
+// socket's send (io_op.hpp).
 class [[nodiscard]] write_awaiter : public op_awaiter {
  public:
-  write_awaiter(io_context& ctx, descriptor* d, const_buffer b, op_code code = op_code::send) noexcept
-      : op_awaiter(ctx, d, code, const_cast<void*>(b.data()), b.size()) {}
+  write_awaiter(io_context& ctx, descriptor* d, const_buffer b, op_code code = op_code::send,
+                std::uint8_t aux = 0) noexcept
+      : op_awaiter(ctx, d, code, const_cast<void*>(b.data()), b.size()) {
+    op_.aux = aux;
+  }
   io_result<std::size_t> await_resume() const noexcept {
     if (op_.res < 0) return {error(), 0};
     return {{}, static_cast<std::size_t>(op_.res)};

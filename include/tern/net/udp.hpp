@@ -56,7 +56,9 @@ class udp_socket : public basic_socket {
   // Awaitable (connected socket): the next datagram from the peer; yields io_result<size_t>.
   receive_awaiter receive(mutable_buffer b) noexcept { return {*ctx_, desc_, b}; }
   // Awaitable (connected socket): sends b as one datagram to the peer; yields io_result<size_t>.
-  detail::write_awaiter send(const_buffer b) noexcept { return {*ctx_, desc_, b}; }
+  detail::write_awaiter send(const_buffer b) noexcept {
+    return {*ctx_, desc_, b, tern::detail::op_code::send, tern::detail::send_plain_only};
+  }
 
   // Awaitable: the datagrams waiting, into the slots of batch (recvmmsg); yields io_result<size_t>, how many
   // arrived: at least one (it waits for the first), at most batch.capacity(). Each slot has its own size, sender and

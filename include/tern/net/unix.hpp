@@ -164,7 +164,9 @@ class unix_datagram_socket : public basic_socket {
     return {*ctx_, desc_, b};
   }
   // Awaitable (connected): sends b as one datagram; yields io_result<size_t>.
-  detail::write_awaiter send(const_buffer b) noexcept { return {*ctx_, desc_, b}; }
+  detail::write_awaiter send(const_buffer b) noexcept {
+    return {*ctx_, desc_, b, tern::detail::op_code::send, tern::detail::send_plain_only};
+  }
   // Descriptor passing, as on a stream socket (connected sockets).
   detail::send_fds_awaiter send_fds(const_buffer b, std::span<const int> fds) noexcept {
     return {*ctx_, desc_, b, fds};
