@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tern_bench::raw_impl {
 
@@ -36,9 +38,9 @@ struct loopback_fds {
     fd_owner server{-1};
 };
 
-// Blocking setup before the loop: listen on an ephemeral loopback port, connect (completes from the backlog),
-// accept; TCP_NODELAY on both ends.
-inline loopback_fds connect_loopback() {
+// n connected loopback pairs through one listener, set up with blocking calls before anything is measured:
+// each connect() completes from the backlog, then its accept() takes it. TCP_NODELAY on both ends.
+inline std::vector<loopback_fds> connect_loopback_pairs(std::size_t n) {
     fd_owner listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (listener.fd < 0) fail_errno("socket", errno);
     sockaddr_in addr{};
@@ -46,18 +48,23 @@ inline loopback_fds connect_loopback() {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
     if (::bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail_errno("bind", errno);
-    if (::listen(listener.fd, 1) != 0) fail_errno("listen", errno);
+    if (::listen(listener.fd, 16) != 0) fail_errno("listen", errno);
     if (::getsockname(listener.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) fail_errno("getsockname", errno);
-    loopback_fds fds;
-    fds.client.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fds.client.fd < 0) fail_errno("socket", errno);
-    if (::connect(fds.client.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail_errno("connect", errno);
-    fds.server.fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fds.server.fd < 0) fail_errno("accept", errno);
+    std::vector<loopback_fds> out(n);
     int one = 1;
-    for (int fd : {fds.client.fd, fds.server.fd})
-        if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail_errno("TCP_NODELAY", errno);
-    return fds;
+    for (auto& p : out) {
+        p.client.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (p.client.fd < 0) fail_errno("socket", errno);
+        if (::connect(p.client.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail_errno("connect", errno);
+        p.server.fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (p.server.fd < 0) fail_errno("accept", errno);
+        for (int fd : {p.client.fd, p.server.fd})
+            if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail_errno("TCP_NODELAY", errno);
+    }
+    return out;
 }
+
+// One connected pair (connect_loopback_pairs above).
+inline loopback_fds connect_loopback() { return std::move(connect_loopback_pairs(1).front()); }
 
 }  // namespace tern_bench::raw_impl

@@ -183,32 +183,6 @@ inline void prep_send(uring& ring, int target, bool fixed, const void* p, std::s
     io_uring_sqe_set_data64(e, data);
 }
 
-// n connected loopback pairs through one listener, set up with blocking calls before anything is measured:
-// each connect() completes from the backlog, then its accept() takes it. TCP_NODELAY on both ends.
-inline std::vector<loopback_fds> connect_loopback_pairs(std::size_t n) {
-    fd_owner listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (listener.fd < 0) fail_errno("socket", errno);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail_errno("bind", errno);
-    if (::listen(listener.fd, 16) != 0) fail_errno("listen", errno);
-    if (::getsockname(listener.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) fail_errno("getsockname", errno);
-    std::vector<loopback_fds> out(n);
-    int one = 1;
-    for (auto& p : out) {
-        p.client.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (p.client.fd < 0) fail_errno("socket", errno);
-        if (::connect(p.client.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail_errno("connect", errno);
-        p.server.fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (p.server.fd < 0) fail_errno("accept", errno);
-        for (int fd : {p.client.fd, p.server.fd})
-            if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail_errno("TCP_NODELAY", errno);
-    }
-    return out;
-}
-
 // Ends every connection at once (both directions): the stop of a two-thread run when one side failed. Each side's
 // loop then sees end of stream or an error on its receives and returns, so neither waits for a peer that is gone.
 inline void shut_all(const std::vector<loopback_fds>& pairs) {
