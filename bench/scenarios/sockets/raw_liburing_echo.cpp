@@ -128,7 +128,7 @@ private:
             return;
         }
         if (res == -ENOBUFS) {
-            starved_.push_back(i);  // armed again once buffers come back
+            starved_.wait(i);  // armed again once buffers come back
             return;
         }
         if (res < 0) fail_errno(client_ ? "client receive" : "server receive", -res);
@@ -190,8 +190,8 @@ private:
         prep_send(ring_, target(i), fixed_, pattern_.at(c.sent), pattern_.period() - c.sent, tag(i, op_send));
     }
 
-    // The meter's last phase is over: this session echoes no more. Its queued buffers go back to the ring, and
-    // its sending side is shut down now, or once the send in flight is done.
+    // The meter's last phase is over: the connection's echo stops. Its queued buffers go back to the ring, and its
+    // sending side is shut down now, or once the send in flight is done.
     void stop_echoing(conn& c) {
         c.echoing = false;
         if (!c.sending) {
@@ -234,15 +234,10 @@ private:
     }
 
     void rearm_or_wait(std::size_t i) {
-        if (bufs_.in_ring() > 0)
-            arm(i);
-        else
-            starved_.push_back(i);
+        starved_.rearm_or_wait(bufs_, i, [this](std::size_t k) { arm(k); });
     }
     void rearm_starved() {
-        if (starved_.empty() || bufs_.in_ring() == 0) return;
-        for (std::size_t i : starved_) arm(i);
-        starved_.clear();
+        starved_.rearm(bufs_, [this](std::size_t k) { arm(k); });
     }
 
     uring ring_;
@@ -254,7 +249,7 @@ private:
     std::vector<std::uint32_t> next_;  // per buffer: the next one in its connection's queue
     std::vector<std::uint32_t> len_;   // per buffer: the bytes it holds
     std::vector<conn> conns_;
-    std::vector<std::size_t> starved_;  // connections whose multishot receive ended on an empty ring
+    starved_connections starved_;
     std::size_t open_ = 0;
 };
 

@@ -149,7 +149,7 @@ private:
             return;
         }
         if (res == -ENOBUFS) {
-            if (!c.done) starved_.push_back(i);
+            if (!c.done) starved_.wait(i);
             return;
         }
         if (res < 0) fail_errno(c.client ? "client receive" : "server receive", -res);
@@ -197,16 +197,12 @@ private:
     }
 
     void rearm_or_wait(std::size_t i) {
-        if (bufs_.in_ring() > 0)
-            arm(i);
-        else
-            starved_.push_back(i);
+        starved_.rearm_or_wait(bufs_, i, [this](std::size_t k) { arm(k); });
     }
     void rearm_starved() {
-        if (starved_.empty() || bufs_.in_ring() == 0) return;
-        for (std::size_t i : starved_)
-            if (!conns_[i].done) arm(i);
-        starved_.clear();
+        starved_.rearm(bufs_, [this](std::size_t k) {
+            if (!conns_[k].done) arm(k);
+        });
     }
 
     uring ring_;
@@ -216,7 +212,7 @@ private:
     std::vector<frames::client_connection> clients_;
     std::vector<frames::server_connection> servers_;
     std::vector<conn> conns_;
-    std::vector<std::size_t> starved_;
+    starved_connections starved_;
     std::size_t open_ = 0;
 };
 

@@ -167,6 +167,31 @@ inline bool fixed_files_requested(session& s) {
 }
 
 // Arms a multishot receive on `target` (an fd, or a slot when fixed) into buffers of `bufs`.
+// The connections whose multishot receive ended on an empty buffer ring (ENOBUFS): armed again at the end of a
+// turn that gave buffers back, since arming on an empty ring would only end again at once.
+class starved_connections {
+public:
+    // A multishot receive of connection i ended: arm(i) now if the ring has a buffer, else remember i.
+    template <class Arm>
+    void rearm_or_wait(const buffer_ring& bufs, std::size_t i, Arm&& arm) {
+        if (bufs.in_ring() > 0)
+            arm(i);
+        else
+            ids_.push_back(i);
+    }
+    void wait(std::size_t i) { ids_.push_back(i); }
+    // End of a turn: arm(i) for each remembered connection once the ring has buffers again.
+    template <class Arm>
+    void rearm(const buffer_ring& bufs, Arm&& arm) {
+        if (ids_.empty() || bufs.in_ring() == 0) return;
+        for (std::size_t i : ids_) arm(i);
+        ids_.clear();
+    }
+
+private:
+    std::vector<std::size_t> ids_;
+};
+
 inline void prep_recv_multishot(uring& ring, int target, bool fixed, const buffer_ring& bufs, std::uint64_t data) {
     io_uring_sqe* e = ring.sqe();
     io_uring_prep_recv_multishot(e, target, nullptr, 0, 0);
