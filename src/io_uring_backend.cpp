@@ -29,7 +29,10 @@
 // next receive() takes it without entering the kernel. The multishot ends on eof, an error, a cancellation, or an
 // empty ring (ENOBUFS): the pool then grows by a chunk and the receive is re-armed if someone waits; at the pool's
 // maximum, a waiting receive is submitted as a plain RECV into a heap overflow buffer instead (counted), so an
-// exhausted pool slows a socket down but never leaves it waiting for a buffer.
+// exhausted pool slows a socket down but never leaves it waiting for a buffer. Where the kernel has bundles
+// (IORING_FEAT_RECVSEND_BUNDLE, 6.10) the multishot receive is a bundled one: a completion fills as many ring
+// buffers as the waiting bytes need, names the first, and the pool knows the rest by the ring's order
+// (receive_pool::ring_next); each is queued or handed out on its own, as if it had come in a completion of its own.
 //
 // accept() on a listener works the same way: its first accept arms a multishot ACCEPT (the descriptor's too),
 // whose CQEs complete the accept that waits, oldest first, or queue the new socket on the descriptor for the next
@@ -95,6 +98,9 @@ constexpr std::uint64_t message_tag = 2;  // a wake-up message received from ano
 constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
 // A descriptor's multishot receive or accept: the descriptor's address with one of these low bits (addresses of
 // descriptors and io_ops are 8-byte aligned; the reserved values above are smaller than any address).
+// Newer than liburing 2.3's header: a bundled send or receive (sqe->ioprio), and the kernel's feature bit for it.
+constexpr unsigned recvsend_bundle = 1U << 4;
+constexpr unsigned feat_recvsend_bundle = 1U << 14;
 constexpr std::uint64_t recv_multishot_bit = 1;
 constexpr std::uint64_t accept_multishot_bit = 2;
 constexpr std::uint64_t multishot_bits = recv_multishot_bit | accept_multishot_bit;
@@ -125,7 +131,8 @@ class io_uring_backend final : public backend {
         file_slots_(opts.registered_file_slots),
         buffer_slots_(opts.registered_buffer_slots),
         accept_queue_(opts.accept_queue),
-        zero_copy_threshold_(opts.zero_copy_send_threshold) {
+        zero_copy_threshold_(opts.zero_copy_send_threshold),
+        bundles_wanted_(opts.receive_bundles) {
     const unsigned entries = opts.ring_entries;
     const unsigned tries[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED | IORING_SETUP_SUBMIT_ALL,
@@ -148,6 +155,7 @@ class io_uring_backend final : public backend {
       if (opts.sqpoll) p.sq_thread_idle = static_cast<unsigned>(std::max<std::int64_t>(1, opts.sqpoll_idle.count()));
       rc = io_uring_queue_init_params(entries, &ring_, &p);
       if (rc == 0) {
+        bundles_ = bundles_wanted_ && (p.features & feat_recvsend_bundle) != 0;
         disabled_ = (flags & IORING_SETUP_R_DISABLED) != 0;
         enabled_.store(!disabled_, std::memory_order_relaxed);
         break;
@@ -529,6 +537,7 @@ class io_uring_backend final : public backend {
       io_uring_sqe* sqe = get_sqe();
       io_uring_prep_recv_multishot(sqe, d.fd, nullptr, 0, 0);
       name_registered(sqe, d);
+      if (bundles_) sqe->ioprio |= recvsend_bundle;
       sqe->flags |= IOSQE_BUFFER_SELECT;
       sqe->buf_group = pool.group();
       io_uring_sqe_set_data64(sqe, multishot_tag(d, recv_multishot_bit));
@@ -563,24 +572,52 @@ class io_uring_backend final : public backend {
     }
   }
 
+  // len bytes in buffer id for d: to the receive waiting for them, else onto d's queue.
+  void deliver(descriptor& d, std::uint32_t id, std::uint32_t len) noexcept {
+    if (io_op* w = std::exchange(d.rx_waiter, nullptr)) {
+      auto& r = static_cast<receive_op&>(*w);
+      r.res = static_cast<int>(len);
+      r.set_buffer(id);
+      ctx_.complete(r);
+    } else {
+      pool_->push(d.rx_queue, id, len);
+    }
+  }
+
   // A CQE of d's multishot receive.
   void multishot_arrived(descriptor& d, int res, unsigned flags) noexcept {
     receive_pool& pool = *pool_;
     const bool open = !d.closing;
     if ((flags & IORING_CQE_F_BUFFER) != 0) {
-      const auto id = static_cast<std::uint32_t>(flags >> IORING_CQE_BUFFER_SHIFT);
-      pool.kernel_took();
-      if (res > 0 && open) {
-        if (io_op* w = std::exchange(d.rx_waiter, nullptr)) {
-          auto& r = static_cast<receive_op&>(*w);
-          r.res = res;
-          r.set_buffer(id);
-          ctx_.complete(r);
+      auto id = static_cast<std::uint32_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+      if (!bundles_) {
+        pool.kernel_took();
+        if (res > 0 && open) {
+          deliver(d, id, static_cast<std::uint32_t>(res));
         } else {
-          pool.push(d.rx_queue, id, static_cast<std::uint32_t>(res));
+          pool.recycle(id);
         }
-      } else {
-        pool.recycle(id);
+      } else if (res > 0) {
+        // A bundle: the buffers from id on in the ring's order, each filled to its entry's length but the last
+        // (the first entry may have been cut short; the others are whole). Without bytes it took none (the
+        // kernel commits a bundle's buffers by the bytes it put in them), whatever the flag says.
+        const std::size_t size = pool.buffer_size();
+        auto left = static_cast<std::size_t>(res);
+        const std::size_t first = pool.ring_length(id);
+        const auto n = static_cast<std::uint32_t>(left <= first ? 1 : 1 + (left - first + size - 1) / size);
+        pool.kernel_took(n);
+        if (n > 1) ctx_.counters().receive_bundles.add();
+        for (std::uint32_t i = 0; i < n && id != receive_pool::none; ++i) {
+          const std::uint32_t next = pool.ring_next(id);  // before deliver() links id into a socket queue
+          const std::size_t len = std::min(left, i == 0 ? first : size);
+          left -= len;
+          if (open) {
+            deliver(d, id, static_cast<std::uint32_t>(len));
+          } else {
+            pool.recycle(id);
+          }
+          id = next;
+        }
       }
     } else if (res == -ENOBUFS) {
       // The ring ran dry: every buffer is queued on some socket or leased. Grow the pool; the re-arm below (or
@@ -591,6 +628,11 @@ class io_uring_backend final : public backend {
       d.rx_end = res;  // 0: eof; else an error, reported after the queued buffers
     }
     if ((flags & IORING_CQE_F_MORE) != 0) return;
+    if (bundles_ && res > 0 && pool.in_ring() == 0) {
+      // A bundled receive that emptied the ring ends here, with its bytes, instead of with ENOBUFS next time.
+      ctx_.counters().receive_pool_dry.add();
+      (void)pool.grow();
+    }
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::recv_multishot)].add();
     --in_flight_;
     ctx_.end_multishot(&d);  // may recycle d if it was closed
@@ -922,6 +964,9 @@ class io_uring_backend final : public backend {
   std::size_t zero_copy_threshold_;
   bool report_usage_ = true;
   bool zero_copy_seen_ = false;
+  // Bundled multishot receives: asked for (io_context_options::receive_bundles), and the kernel has them.
+  bool bundles_wanted_;
+  bool bundles_ = false;
 };
 
 }  // namespace

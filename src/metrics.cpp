@@ -125,6 +125,7 @@ loop_snapshot& loop_snapshot::operator+=(const loop_snapshot& o) noexcept {
   inline_completions += o.inline_completions;
   receive_pool_dry += o.receive_pool_dry;
   receive_overflows += o.receive_overflows;
+  receive_bundles += o.receive_bundles;
   zero_copy_copied += o.zero_copy_copied;
   kernel_waits += o.kernel_waits;
   syscalls += o.syscalls;
@@ -167,6 +168,7 @@ loop_snapshot snapshot(const io_context& ctx) noexcept {
   s.inline_completions = c.inline_completions.get();
   s.receive_pool_dry = c.receive_pool_dry.get();
   s.receive_overflows = c.receive_overflows.get();
+  s.receive_bundles = c.receive_bundles.get();
   s.zero_copy_copied = c.zero_copy_copied.get();
   s.kernel_waits = c.kernel_waits.get();
   s.syscalls = c.syscalls.get();
@@ -337,6 +339,9 @@ const family families[] = {
     {"tern_loop_receive_overflows_total", "counter",
      "Receives that used an overflow buffer because the pool was at its maximum and empty.",
      scalar<&loop_snapshot::receive_overflows>},
+    {"tern_loop_receive_bundles_total", "counter",
+     "Receive completions that filled more than one pool buffer at once (io_uring bundles).",
+     scalar<&loop_snapshot::receive_bundles>},
     {"tern_loop_zero_copy_copied_total", "counter",
      "Zero-copy sends whose bytes the kernel copied after all (loopback, or a device without scatter-gather).",
      scalar<&loop_snapshot::zero_copy_copied>},

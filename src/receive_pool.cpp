@@ -88,11 +88,22 @@ void receive_pool::feed_kernel_ring(void* ring, std::uint32_t entries, std::uint
 
 void receive_pool::add_to_ring(std::uint32_t id) noexcept {
   auto* br = static_cast<io_uring_buf_ring*>(kernel_ring_);
+  const int mask = io_uring_buf_ring_mask(ring_entries_);
   // One entry, published at once: the tail store is a release, so the kernel sees the entry whole.
-  io_uring_buf_ring_add(br, address(id), static_cast<unsigned>(size_), static_cast<unsigned short>(id),
-                        io_uring_buf_ring_mask(ring_entries_), 0);
+  meta_[id].ring_index = static_cast<std::uint32_t>(br->tail & mask);
+  io_uring_buf_ring_add(br, address(id), static_cast<unsigned>(size_), static_cast<unsigned short>(id), mask, 0);
   io_uring_buf_ring_advance(br, 1);
   ++in_ring_;
+  meta_[id].ring_next = none;
+  if (ring_last_ != none) meta_[ring_last_].ring_next = id;
+  ring_last_ = id;
+}
+
+std::size_t receive_pool::ring_length(std::uint32_t id) const noexcept {
+  const auto* br = static_cast<const io_uring_buf_ring*>(kernel_ring_);
+  const io_uring_buf& entry = br->bufs[meta_[id].ring_index];
+  // The entry is the kernel's no more (it took the buffer), and ours only once id is added again.
+  return entry.bid == id && entry.len != 0 ? std::min<std::size_t>(entry.len, size_) : size_;
 }
 
 void receive_pool::give_back(std::uint32_t id) noexcept {

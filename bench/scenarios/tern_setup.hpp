@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -41,11 +42,19 @@ inline std::size_t zero_copy_threshold() {
     return env != nullptr ? static_cast<std::size_t>(std::strtoull(env, nullptr, 10)) : 0;
 }
 
+// TERN_BENCH_BUNDLES=0: io_context_options::receive_bundles off (one pool buffer per receive completion), to
+// measure the bundled receives against single ones without a build of their own. Unset: the default (on).
+inline bool receive_bundles() {
+    const char* env = std::getenv("TERN_BENCH_BUNDLES");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
 inline tern::io_context_options options_for(const session& s) {
     tern::io_context_options o;
     o.backend = requested_backend(s);
     o.sqpoll = s.request().impl == "tern/io_uring-sqpoll";  // a kernel thread polls the submission queue
     o.zero_copy_send_threshold = zero_copy_threshold();
+    o.receive_bundles = receive_bundles();
     return o;
 }
 
@@ -53,6 +62,7 @@ inline tern::io_context_options options_for(const session& s) {
 inline void announce(session& s, const tern::io_context& ctx) {
     s.info("backend", tern::to_string(ctx.backend()));
     if (const std::size_t zc = zero_copy_threshold(); zc != 0) s.info("zero_copy_send_threshold", std::to_string(zc));
+    if (!receive_bundles()) s.info("receive_bundles", "off");
     if (ctx.backend() != requested_backend(s))
         throw bench_failure(std::string("asked for ") + s.request().impl + ", the context runs " +
                             tern::to_string(ctx.backend()));

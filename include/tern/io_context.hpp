@@ -77,6 +77,11 @@ struct io_context_options {
   std::size_t receive_buffer_size = 16384;
   unsigned receive_buffers = 64;
   unsigned receive_buffers_max = 4096;
+  // io_uring, kernel 6.10 and later (detected when the loop starts): a socket's multishot receive takes as many
+  // pool buffers as the bytes waiting fill in one completion (IORING_RECVSEND_BUNDLE) instead of one completion
+  // per buffer; receive() still hands them out one buffer at a time, in order. Fewer completions when a peer sends
+  // faster than the reader, nothing different otherwise. false: one buffer per completion.
+  bool receive_bundles = true;
   // io_uring: a listener keeps one multishot accept armed from its first accept() on, so that a stream of accepts
   // costs no submission each. Connections it accepts while no accept() waits are queued for the next ones, up to
   // accept_queue of them (a few more may land while the multishot is being stopped); the multishot is then stopped

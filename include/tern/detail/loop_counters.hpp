@@ -86,6 +86,8 @@ struct loop_counters {
   // free buffer) and the pool grew or a receive fell back to an overflow buffer; and those fallbacks.
   counter receive_pool_dry;
   counter receive_overflows;
+  // io_uring's bundled receives (io_context_options::receive_bundles): completions that filled more than one buffer.
+  counter receive_bundles;
   // Zero-copy sends (io_uring, io_context_options::zero_copy_send_threshold) whose bytes the kernel copied after
   // all, as their notifications report: every one on loopback, where looped-back data is copied on delivery.
   counter zero_copy_copied;

@@ -18,6 +18,12 @@
 // (filled by a multishot receive before anyone asked for it: linked through next_ in arrival order), leased to a
 // caller, or being filled. recycle() puts one back; from a thread that does not run the loop it is posted there.
 //
+// The kernel takes buffers from its ring in the order they were added, and a bundled receive (io_uring's
+// IORING_RECVSEND_BUNDLE) fills several in one completion that names only the first. So the pool remembers the
+// ring's order: each buffer added links to the one added after it (ring_next), and a completion's buffers are its
+// first one and those that follow it. The link of a buffer is only rewritten when it is added again, which needs
+// the completion that took it to have been handled first, so completions handled out of order still find theirs.
+//
 // Loop thread only, except recycle().
 #pragma once
 
@@ -74,8 +80,14 @@ class receive_pool {
   void* kernel_ring() const noexcept { return kernel_ring_; }
   std::uint32_t kernel_ring_entries() const noexcept { return ring_entries_; }
   std::uint16_t group() const noexcept { return group_; }
-  // The kernel took a buffer from the ring (a CQE named it).
-  void kernel_took() noexcept { --in_ring_; }
+  // The kernel took n buffers from the ring (a CQE named the first).
+  void kernel_took(std::uint32_t n = 1) noexcept { in_ring_ -= n; }
+  // The buffer the kernel's ring held after id (none if nothing was added after it yet).
+  std::uint32_t ring_next(std::uint32_t id) const noexcept { return meta_[id].ring_next; }
+  // The length of id's entry in the kernel's ring as the kernel left it: buffer_size(), or less where the kernel
+  // cut the entry at the ring's head to the bytes it expected (a bundled receive may; only the first buffer of
+  // a completion can have been cut). Valid once the kernel has taken id, until id is added again.
+  std::size_t ring_length(std::uint32_t id) const noexcept;
   // Buffers waiting in the kernel's ring.
   std::uint32_t in_ring() const noexcept { return in_ring_; }
   // Maps one more chunk (its buffers join the ring or the stack); false at max_buffers or if mmap refuses.
@@ -95,8 +107,10 @@ class receive_pool {
 
  private:
   struct slot {
-    std::uint32_t next = none;
-    std::uint32_t len = 0;
+    std::uint32_t next = none;       // the next buffer of the socket queue it is on
+    std::uint32_t len = 0;           // its bytes, while queued
+    std::uint32_t ring_next = none;  // the buffer added to the kernel's ring after it
+    std::uint32_t ring_index = 0;    // its entry in the kernel's ring
   };
   slot& meta(std::uint32_t id) noexcept {
     return id >= overflow_base ? overflow_meta_[id - overflow_base] : meta_[id];
@@ -119,6 +133,7 @@ class receive_pool {
   void* kernel_ring_ = nullptr;
   std::uint32_t ring_entries_ = 0;
   std::uint32_t in_ring_ = 0;
+  std::uint32_t ring_last_ = none;  // the buffer added to the ring last
   std::uint16_t group_ = 0;
 };
 
