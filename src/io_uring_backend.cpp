@@ -96,11 +96,11 @@ constexpr std::uint64_t wake_tag = 1;
 constexpr std::uint64_t message_tag = 2;  // a wake-up message received from another loop's ring
 // The sender's own completion of a wake-up message: this bit plus a sequence number. No io_op address has it.
 constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
-// A descriptor's multishot receive or accept: the descriptor's address with one of these low bits (addresses of
-// descriptors and io_ops are 8-byte aligned; the reserved values above are smaller than any address).
 // Newer than liburing 2.3's header: a bundled send or receive (sqe->ioprio), and the kernel's feature bit for it.
 constexpr unsigned recvsend_bundle = 1U << 4;
 constexpr unsigned feat_recvsend_bundle = 1U << 14;
+// A descriptor's multishot receive or accept: the descriptor's address with one of these low bits (addresses of
+// descriptors and io_ops are 8-byte aligned; the reserved values above are smaller than any address).
 constexpr std::uint64_t recv_multishot_bit = 1;
 constexpr std::uint64_t accept_multishot_bit = 2;
 constexpr std::uint64_t multishot_bits = recv_multishot_bit | accept_multishot_bit;

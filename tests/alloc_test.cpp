@@ -280,6 +280,58 @@ TEST_P(alloc_test, receive_echo_allocates_nothing) {
   }
 }
 
+// A one-way stream of 64 KiB writes read with receive(), so that under io_uring (6.10+) most completions are
+// bundles of several pool buffers: handing a bundle's buffers out one lease at a time allocates nothing either.
+TEST_P(alloc_test, bundled_receives_allocate_nothing) {
+  constexpr std::size_t chunk = 64 * 1024;
+  constexpr int b_warmup = 100;
+  constexpr int b_measured = 1000;
+  loop_result r;
+  run_bounded(ctx, [](tern::io_context& ctx, loop_result& r) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    auto reader = tern::spawn(ctx, [](tern::net::tcp_socket& s, loop_result& r) -> tern::task<void> {
+      std::size_t at = 0;  // bytes of the stream received so far; byte k of the stream is chunk number k / chunk
+      while (at < chunk * (b_warmup + b_measured)) {
+        auto [ec, lease] = co_await s.receive();
+        if (ec) {
+          ++r.errors;
+          co_return;
+        }
+        for (std::size_t k = 0; k < lease.size(); ++k) {
+          if (lease.data()[k] != static_cast<char>((at + k) / chunk)) {
+            ++r.mismatches;
+            break;
+          }
+        }
+        at += lease.size();
+      }
+    }(server, r));
+    std::vector<char> out(chunk);
+    for (int i = 0; i < b_warmup + b_measured; ++i) {
+      if (i == b_warmup) {
+        start_counting();
+        r.measured = true;
+      }
+      std::fill(out.begin(), out.end(), static_cast<char>(i));
+      auto [ec, n] = co_await client.write_all(tern::const_buffer(out.data(), out.size()));
+      if (ec || n != chunk) {
+        ++r.errors;
+        break;
+      }
+    }
+    co_await std::move(reader);
+    r.allocations = stop_counting();
+  }(ctx, r));
+  EXPECT_TRUE(r.measured);
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.mismatches, 0);
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << b_measured << " 64 KiB writes read with receive()";
+  if (GetParam() == tern::backend_kind::io_uring && kernel_at_least(6, 10)) {
+    EXPECT_GT(ctx.metrics().receive_bundles, 0u) << "no completion filled more than one buffer";
+  }
+}
+
 // Zero-copy sends (io_context_options::zero_copy_send_threshold, io_uring; epoll ignores it and runs the same
 // stream plainly): a one-way stream of 64 KiB write_all calls, every piece a SEND_ZC whose completion waits for
 // its notification. The state of a zero-copy send lives in its op, so the steady state allocates nothing.

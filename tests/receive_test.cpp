@@ -7,9 +7,6 @@
 #include "net_support.hpp"
 
 #include <sys/socket.h>
-#include <sys/utsname.h>
-
-#include <cstdio>
 
 #include <algorithm>
 #include <cerrno>
@@ -310,15 +307,6 @@ TEST_P(small_pool_test, a_held_lease_does_not_stall_other_sockets) {
   EXPECT_EQ(ctx.metrics().receive_overflows, overflows_before) << "closed sockets kept their queued buffers";
 }
 
-// Whether this kernel has bundled receives (IORING_FEAT_RECVSEND_BUNDLE, Linux 6.10).
-bool kernel_has_bundles() {
-  utsname u{};
-  if (::uname(&u) != 0) return false;
-  int major = 0, minor = 0;
-  if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
-  return major > 6 || (major == 6 && minor >= 10);
-}
-
 // A burst that waits in the socket while the reader sleeps: under io_uring with bundles, one completion fills
 // several buffers, and receive() still hands them out one at a time, in order; turned off (or under epoll), no
 // completion fills more than one. Either way every byte arrives in order and no lease is larger than a buffer.
@@ -374,7 +362,7 @@ TEST_P(bundle_test, a_burst_fills_several_buffers_per_completion_and_arrives_in_
     EXPECT_TRUE(got == payload) << "bytes lost, duplicated or reordered";
   }(ctx), 60s);
   const auto bundled = ctx.metrics().receive_bundles;
-  if (kind() == tern::backend_kind::io_uring && bundles() && kernel_has_bundles()) {
+  if (kind() == tern::backend_kind::io_uring && bundles() && kernel_at_least(6, 10)) {
     EXPECT_GT(bundled, 0u) << "no completion filled more than one buffer";
   } else {
     EXPECT_EQ(bundled, 0u);

@@ -15,11 +15,13 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sys/utsname.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <exception>
@@ -44,6 +46,15 @@ inline std::string backend_label(tern::backend_kind kind) {
     case tern::backend_kind::epoll: return "epoll";
     default: return "automatic";
   }
+}
+
+// Whether the running kernel is at least major.minor (for features the kernel reports only by working).
+inline bool kernel_at_least(int major, int minor) {
+  utsname u{};
+  if (::uname(&u) != 0) return false;
+  int ma = 0, mi = 0;
+  if (std::sscanf(u.release, "%d.%d", &ma, &mi) != 2) return false;
+  return ma > major || (ma == major && mi >= minor);
 }
 
 struct backend_name {
