@@ -1,6 +1,7 @@
 // tern against peers it did not write, on both backends: Python's socket module as a UDP echo server, as the
-// other end of a Unix socket that passes descriptors both ways (socket.send_fds / recv_fds), and as a TCP client
-// whose stream tern reads with receive().
+// other end of a Unix socket that passes descriptors both ways (socket.send_fds / recv_fds), as a TCP client
+// whose stream tern reads with receive(), and as a TCP client that checks a stream tern sends from a registered
+// socket with zero-copy sends.
 #include "fs_support.hpp"
 #include "net_support.hpp"
 
@@ -226,6 +227,84 @@ if reply != expected:
   }(ctx, peer), 60s);
   ASSERT_TRUE(peer.has_value());
   EXPECT_EQ(peer->wait(), 0) << "the peer did not get back the length and checksum of what it sent";
+}
+
+// The other way, on a registered socket (every io_uring operation names its slot) of a loop that sends
+// zero-copy from 16 KiB: tern writes a few MiB of make_pattern's bytes in writes of uneven sizes, many of them
+// SEND_ZC, then shuts its write side down; Python's socket module receives them, checks every byte against the same
+// pattern, and answers with the length and Adler-32 of what it received, which tern reads with receive() and checks.
+TEST_P(real_peer_test, a_registered_zero_copy_sender_reaches_python_whole_and_in_order) {
+  tern::io_context_options o = options();
+  o.zero_copy_send_threshold = 16 * 1024;
+  tern::io_context zc(o);
+  std::optional<python_peer> peer;
+  run_bounded(zc, [](tern::io_context& ctx, std::optional<python_peer>& peer) -> tern::task<void> {
+    constexpr std::size_t size = 3u << 20;
+    constexpr std::uint64_t seed = 43;
+    tern::net::tcp_acceptor acceptor(ctx);
+    const tern::net::endpoint ep = listen_loopback(acceptor);
+    peer.emplace(R"(
+import socket, sys, zlib
+N = )" + std::to_string(size) + R"(
+c = socket.create_connection(("127.0.0.1", )" + std::to_string(ep.port()) + R"(), timeout=20)
+print("connected")
+expected = bytearray(N)
+x = )" + std::to_string(seed) + R"(
+for i in range(N):
+    x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
+    expected[i] = x >> 56
+got = bytearray()
+while True:
+    part = c.recv(1 << 16)
+    if not part:
+        break
+    got += part
+if got != expected:
+    wrong = next((i for i in range(min(len(got), N)) if got[i] != expected[i]), min(len(got), N))
+    print("received %d bytes, first difference at %d" % (len(got), wrong), file=sys.stderr)
+    sys.exit(1)
+c.sendall(("%d %08x" % (len(got), zlib.adler32(got))).encode())
+c.close()
+)");
+    CO_ASSERT(peer->first_line() == "connected");
+    auto [aec, s] = co_await tern::with_timeout(acceptor.accept(), 10s);
+    CO_ASSERT_OK(aec);
+    CO_ASSERT_OK(s.register_descriptor());
+    const std::vector<char> payload = make_pattern(size, seed);
+    std::size_t at = 0;
+    for (std::size_t step = 1000; at < size; step = step * 7 % 200003 + 1) {
+      const std::size_t n = std::min(step, size - at);
+      auto [wec, wn] = co_await tern::with_timeout(s.write_all(tern::const_buffer(payload.data() + at, n)), 20s);
+      CO_ASSERT_OK(wec);
+      at += wn;
+    }
+    EXPECT_OK(s.shutdown());
+    std::uint32_t a = 1, b = 0;
+    for (const char c : payload) {
+      a = (a + static_cast<unsigned char>(c)) % 65521;
+      b = (b + a) % 65521;
+    }
+    char expected[64];
+    std::snprintf(expected, sizeof expected, "%zu %08x", size, (b << 16) | a);
+    std::string reply;
+    for (;;) {
+      auto [ec, lease] = co_await tern::with_timeout(s.receive(), 20s);
+      if (ec) {
+        EXPECT_EC(ec, tern::net::error::eof);
+        break;
+      }
+      reply += lease.view();
+    }
+    EXPECT_EQ(reply, expected) << "Python received other bytes than tern sent";
+  }(zc, peer), 60s);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->wait(), 0) << "the peer saw bytes lost, duplicated or out of order";
+  const auto& zc_ops = zc.metrics().ops[static_cast<std::size_t>(tern::detail::op_code::send_zc)];
+  if (GetParam() == tern::backend_kind::io_uring) {
+    EXPECT_GT(zc_ops.started, 0u) << "no send was zero-copy";
+  } else {
+    EXPECT_EQ(zc_ops.started, 0u);
+  }
 }
 
 }  // namespace
