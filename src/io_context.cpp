@@ -82,6 +82,9 @@ io_context::io_context(io_context_options opts)
       loop_time_ns_(now_ns()),
       tsc_(detail::tsc_calibration()),
       spin_ns_(opts.spin_before_park.count() > 0 ? static_cast<std::uint64_t>(opts.spin_before_park.count()) : 0),
+      submit_within_ns_(opts.submit_within.count() > 0
+                            ? static_cast<std::uint64_t>(opts.submit_within.count()) * 1000
+                            : 0),
       receive_buffer_size_(opts.receive_buffer_size),
       receive_buffers_(opts.receive_buffers),
       receive_buffers_max_(opts.receive_buffers_max) {
@@ -257,6 +260,8 @@ std::size_t io_context::run_loop(const bool* done) {
       ++ran;
       run_item(w);
       if (stopped() || *done || poll_due_) break;
+      // Submissions waiting behind long handlers go now, not at the end of the turn (submit_within).
+      if (unsubmitted_since_ != 0 && deadline_now_ns() - unsubmitted_since_ >= submit_within_ns_) backend_->flush();
     }
     n += ran;
     counters_.items_run.add(ran);

@@ -7,8 +7,11 @@
 // thread and run on another; the ring fd is registered on that thread too, which saves an fd lookup per enter.
 //
 // Operations get one SQE each, prepared in start() and submitted together by poll(): one io_uring_enter per loop
-// turn both submits and reaps. A CQE's user_data is the io_op itself; reserved values mark the cancel requests
-// (whose own completions carry no information), the wake-up poll on an eventfd, and wake-up messages.
+// turn both submits and reaps. A turn whose handlers run long submits early (io_context_options::submit_within:
+// the loop calls flush() between handlers once the oldest SQE has waited that long), so that a send is not held
+// back behind another connection's CPU work. A CQE's user_data is the io_op itself; reserved values mark the
+// cancel requests (whose own completions carry no information), the wake-up poll on an eventfd, and wake-up
+// messages.
 //
 // Waking a parked loop: from another io_uring loop's thread, a MSG_RING message from the poster's ring lands
 // straight in the parked ring's completion queue (the parked thread then has no eventfd to read and re-arm); from
@@ -350,6 +353,7 @@ class io_uring_backend final : public backend {
       rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
     (void)rc;  // -ETIME and -EINTR only mean there may be nothing to reap; real CQEs are reaped either way
+    ctx_.note_submitted();
     ctx_.counters().kernel_waits.add();
     ctx_.counters().syscalls.add();
     reap();
@@ -867,9 +871,13 @@ class io_uring_backend final : public backend {
   void submit() noexcept {
     enable();
     if (io_uring_submit(&ring_) > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
+    ctx_.note_submitted();
   }
 
+  void flush() noexcept override { submit(); }
+
   io_uring_sqe* get_sqe() noexcept {
+    ctx_.note_unsubmitted();
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {  // queue full: flush it to the kernel and take a fresh entry
       submit();

@@ -66,6 +66,12 @@ struct io_context_options {
   // parked thread costs tens of microseconds on a VM, so a loop that expects work from another thread or a peer
   // soon trades CPU for latency here. 0 parks at once.
   std::chrono::nanoseconds spin_before_park{0};
+  // io_uring: the operations that a turn of the loop starts are submitted together when the turn ends, one
+  // io_uring_enter for all of them. A turn whose handlers run long (a TLS handshake's public-key work, a parser
+  // over a large body) would hold back a send that an earlier handler started, and its peer with it; so once the
+  // first operation not yet submitted has waited submit_within, they are submitted before the next handler runs.
+  // 0: before every handler that follows one which started an operation. epoll makes its calls at once anyway.
+  std::chrono::microseconds submit_within{50};
   // io_uring only: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL) and sleeps after sqpoll_idle
   // without submissions. The loop's constructor throws std::system_error if the kernel refuses it.
   bool sqpoll = false;
@@ -470,6 +476,12 @@ class io_context {
 
   detail::timer_wheel& timers() noexcept { return timers_; }
   const detail::timer_wheel& timers() const noexcept { return timers_; }
+  // The backend queued a submission that the kernel has not seen yet (io_uring), and it submitted them all.
+  // run_loop submits them before the next item once the first has waited submit_within (io_context_options).
+  void note_unsubmitted() noexcept {
+    if (unsubmitted_since_ == 0) unsubmitted_since_ = deadline_now_ns();
+  }
+  void note_submitted() noexcept { unsubmitted_since_ = 0; }
   // The clock as last read by the loop (at most one turn old; never ahead of the real clock).
   std::uint64_t loop_time_ns() const noexcept { return loop_time_ns_; }
   detail::backend& backend_impl() noexcept { return *backend_; }
@@ -642,6 +654,8 @@ class io_context {
   std::uint64_t tsc_base_ = 0;
   std::uint64_t ns_base_ = 0;
   std::uint64_t spin_ns_;
+  std::uint64_t submit_within_ns_;
+  std::uint64_t unsubmitted_since_ = 0;  // deadline_now_ns() when the oldest unsubmitted submission was queued
   std::size_t receive_buffer_size_;
   unsigned receive_buffers_;
   unsigned receive_buffers_max_;

@@ -71,6 +71,9 @@ class backend {
   virtual void attach_pool(receive_pool& pool) noexcept { (void)pool; }
   // Cancels d's multishot receive or accept (io_uring; none elsewhere). Its last CQE ends it.
   virtual void cancel_multishot(descriptor& d) noexcept { (void)d; }
+  // Hands the kernel what start() and cancel() queued, without waiting or reaping (io_uring; nothing to do where
+  // every call is made at once).
+  virtual void flush() noexcept {}
 };
 
 }  // namespace tern::detail
