@@ -69,6 +69,18 @@ class python_peer {
   std::string first_line_;
 };
 
+// Python lines that connect to 127.0.0.1:port, print "connected" (python_peer waits for that line: the kernel
+// completes the connect without accept()), and build make_pattern(n, seed) (tests/net_support.hpp: the top byte
+// of each step of a 64-bit LCG) as the bytearray `name`, with N = n.
+std::string python_pattern_client(std::size_t n, std::uint64_t seed, std::uint16_t port, const char* name) {
+  return "import socket, sys, zlib\nN = " + std::to_string(n) +
+         "\nc = socket.create_connection((\"127.0.0.1\", " + std::to_string(port) + "), timeout=20)\n"
+         "print(\"connected\")\n" + name + " = bytearray(N)\nx = " + std::to_string(seed) +
+         "\nfor i in range(N):\n"
+         "    x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF\n"
+         "    " + name + "[i] = x >> 56\n";
+}
+
 TEST_P(real_peer_test, udp_exchange_with_python) {
   python_peer peer(R"(
 import socket, sys
@@ -164,19 +176,7 @@ TEST_P(real_peer_test, receive_reads_a_python_stream_whole_and_in_order) {
     constexpr std::uint64_t seed = 41;
     tern::net::tcp_acceptor acceptor(ctx);
     const tern::net::endpoint ep = listen_loopback(acceptor);
-    // python_peer blocks the loop until the peer's first line, printed once it has connected: the kernel completes
-    // the connect without accept().
-    peer.emplace(R"(
-import socket, sys, zlib
-N = )" + std::to_string(size) + R"(
-c = socket.create_connection(("127.0.0.1", )" + std::to_string(ep.port()) + R"(), timeout=20)
-print("connected")
-# make_pattern (tests/net_support.hpp): the top byte of each step of a 64-bit LCG.
-data = bytearray(N)
-x = )" + std::to_string(seed) + R"(
-for i in range(N):
-    x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
-    data[i] = x >> 56
+    peer.emplace(python_pattern_client(size, seed, ep.port(), "data") + R"(
 view = memoryview(data)
 at, step = 0, 1
 while at < N:
@@ -243,16 +243,7 @@ TEST_P(real_peer_test, a_registered_zero_copy_sender_reaches_python_whole_and_in
     constexpr std::uint64_t seed = 43;
     tern::net::tcp_acceptor acceptor(ctx);
     const tern::net::endpoint ep = listen_loopback(acceptor);
-    peer.emplace(R"(
-import socket, sys, zlib
-N = )" + std::to_string(size) + R"(
-c = socket.create_connection(("127.0.0.1", )" + std::to_string(ep.port()) + R"(), timeout=20)
-print("connected")
-expected = bytearray(N)
-x = )" + std::to_string(seed) + R"(
-for i in range(N):
-    x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
-    expected[i] = x >> 56
+    peer.emplace(python_pattern_client(size, seed, ep.port(), "expected") + R"(
 got = bytearray()
 while True:
     part = c.recv(1 << 16)
