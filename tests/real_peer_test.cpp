@@ -290,7 +290,8 @@ c.close()
   }(zc, peer), 60s);
   ASSERT_TRUE(peer.has_value());
   EXPECT_EQ(peer->wait(), 0) << "the peer saw bytes lost, duplicated or out of order";
-  const auto& zc_ops = zc.metrics().ops[static_cast<std::size_t>(tern::detail::op_code::send_zc)];
+  const tern::metrics::loop_snapshot snap = zc.metrics();
+  const auto& zc_ops = snap.ops[static_cast<std::size_t>(tern::detail::op_code::send_zc)];
   if (GetParam() == tern::backend_kind::io_uring) {
     EXPECT_GT(zc_ops.started, 0u) << "no send was zero-copy";
   } else {
