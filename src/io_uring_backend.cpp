@@ -134,8 +134,7 @@ class io_uring_backend final : public backend {
         file_slots_(opts.registered_file_slots),
         buffer_slots_(opts.registered_buffer_slots),
         accept_queue_(opts.accept_queue),
-        zero_copy_threshold_(opts.zero_copy_send_threshold),
-        bundles_wanted_(opts.receive_bundles) {
+        zero_copy_threshold_(opts.zero_copy_send_threshold) {
     const unsigned entries = opts.ring_entries;
     const unsigned tries[] = {
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED | IORING_SETUP_SUBMIT_ALL,
@@ -158,7 +157,7 @@ class io_uring_backend final : public backend {
       if (opts.sqpoll) p.sq_thread_idle = static_cast<unsigned>(std::max<std::int64_t>(1, opts.sqpoll_idle.count()));
       rc = io_uring_queue_init_params(entries, &ring_, &p);
       if (rc == 0) {
-        bundles_ = bundles_wanted_ && (p.features & feat_recvsend_bundle) != 0;
+        bundles_ = opts.receive_bundles && (p.features & feat_recvsend_bundle) != 0;
         disabled_ = (flags & IORING_SETUP_R_DISABLED) != 0;
         enabled_.store(!disabled_, std::memory_order_relaxed);
         break;
@@ -973,7 +972,6 @@ class io_uring_backend final : public backend {
   bool report_usage_ = true;
   bool zero_copy_seen_ = false;
   // Bundled multishot receives: asked for (io_context_options::receive_bundles), and the kernel has them.
-  bool bundles_wanted_;
   bool bundles_ = false;
 };
 
