@@ -59,10 +59,23 @@ else
 fi
 backends=(io_uring epoll)
 
+# ---- the other checks: one file each in scripts/reliability/ ---------------------------------------------------------
+# Each part file, sourced here, sets its loads from $mode, may add CMake targets to build_targets, and appends the
+# name of a function to parts; that function runs after the checks below (for each backend itself, where a loop is
+# involved) with everything this script defines: selected, record, figure, single_check, run_pair, the echo server's
+# helpers, $tool, $logs, $proc_timeout, backends_available.
+build_targets=(reliability_tool echo_server)
+parts=()
+for part_file in "$repo"/scripts/reliability/*.sh; do
+  [[ -e $part_file ]] || continue
+  # shellcheck source=/dev/null
+  source "$part_file"
+done
+
 # ---- build ------------------------------------------------------------------------------------------------------------
 bash scripts/setup-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j2 --target reliability_tool echo_server
+cmake --build --preset release -j2 --target "${build_targets[@]}"
 tool="$repo/build/release/tests/reliability/reliability_tool"
 echo_server="$repo/build/release/examples/echo_server"
 out="$repo/build/reliability"
@@ -78,8 +91,10 @@ ns_client="tern-rel-$$-cli"
 veth_server="trel$$s"
 veth_client="trel$$c"
 netns_made=0
+cleanup_hooks=()  # functions of the part files that undo what they set up (mounts, sysctls), run on every exit
 cleanup() {
-  local p
+  local p h
+  for h in "${cleanup_hooks[@]}"; do "$h" || true; done
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if ((netns_made)); then
@@ -471,6 +486,11 @@ for backend in "${backends[@]}"; do
   single_check fault/cancel-storm "$backend" "$storm_count timeouts + 2000 socket reads at once" \
     "every wait under a 300 ms deadline completes with timed_out, soon after it is due" \
     -- cancel-storm --count "$storm_count" --sockets 1000
+done
+
+# ---- 5. the checks of scripts/reliability/*.sh ----
+for part in "${parts[@]}"; do
+  "$part"
 done
 
 # ---- the report -------------------------------------------------------------------------------------------------------

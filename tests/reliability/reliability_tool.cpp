@@ -12,6 +12,9 @@
 //   slow-reader     [--conns C] [--stall-ms T]            writers to peers that stop reading
 //   cancel-storm    [--count N]                           N timeouts firing at once
 //
+// Other checks keep their subcommands in source files of their own beside this one; each registers itself with
+// TERN_RELIABILITY_COMMAND (tool.hpp), and `reliability_tool` without arguments lists them all.
+//
 // Design: every byte a check sends is a deterministic pseudo-random stream (splitmix64 of a seed and the byte's
 // position), so the receiver checks each byte against the stream it expects, at whatever split the network
 // delivered it, and names the first offset that differs. Each subcommand prints what it did and ends with one
@@ -20,329 +23,13 @@
 // to its start), no operation is pending on its loop (the loop's metrics: every operation started has completed)
 // and no task it spawned is still alive (a counter every task holds). Every operation that waits on the network
 // has a deadline (with_timeout), so a lost byte shows up as a named failure, never as a hang.
-#include <tern/tern.hpp>
+#include "tool.hpp"
 
-#include <dirent.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <csignal>
-#include <atomic>
-#include <chrono>
-#include <cinttypes>
-#include <cstdarg>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <map>
-#include <memory>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <vector>
 
-namespace net = tern::net;
-using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
+using namespace reltool;
 
 namespace {
-
-// ---- failures and the end-state checks ----------------------------------------------------------------------------
-
-std::string g_failure;  // the first failure; later ones are printed only
-std::uint64_t g_live_tasks = 0;  // tasks of this tool still running (one loop per process: no atomics needed)
-
-void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void fail(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "failure: %s\n", buf);
-  if (g_failure.empty()) g_failure = buf;
-}
-bool failed() { return !g_failure.empty(); }
-
-// Held by every task the tool spawns, so that the end can tell whether one is stuck.
-struct live_task {
-  live_task() { ++g_live_tasks; }
-  ~live_task() { --g_live_tasks; }
-  live_task(const live_task&) = delete;
-  live_task& operator=(const live_task&) = delete;
-};
-
-int count_fds() {
-  DIR* d = ::opendir("/proc/self/fd");
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  ::closedir(d);
-  return n - 1;  // the directory's own descriptor
-}
-
-// VmRSS of a process in KiB (0 when unreadable).
-long rss_kib(long pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%ld/status", pid);
-  std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  long kib = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
-  }
-  std::fclose(f);
-  return kib;
-}
-
-// utime + stime of a process, in clock ticks (-1 when unreadable).
-long cpu_ticks(long pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return -1;
-  char buf[2048];
-  std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = 0;
-  // The command name may hold spaces and parentheses: the fields start after the last ')'.
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return -1;
-  unsigned long utime = 0, stime = 0;
-  // Fields 3.. after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2) return -1;
-  return static_cast<long>(utime + stime);
-}
-
-std::uint64_t pending_ops(const tern::io_context& ctx) {
-  auto s = tern::metrics::snapshot(ctx);
-  std::uint64_t started = 0, completed = 0;
-  for (const auto& o : s.ops) {
-    started += o.started;
-    completed += o.completed;
-  }
-  return started - completed;
-}
-
-// The end-state checks every subcommand shares; prints the RESULT line and gives the exit status.
-int finish(tern::io_context& ctx, int fds_at_start, const std::string& summary) {
-  // Closes handed to the loop complete on its next turns: let it run them before counting.
-  ctx.block_on([]() -> tern::task<> { co_await tern::sleep_for(50ms); }());
-  int fds = count_fds();
-  if (fds != fds_at_start) fail("descriptors: %d open at the start, %d at the end", fds_at_start, fds);
-  if (g_live_tasks != 0) fail("%" PRIu64 " tasks still alive at the end", g_live_tasks);
-  if (auto p = pending_ops(ctx); p != 0) fail("%" PRIu64 " operations still pending at the end", p);
-  if (failed()) {
-    std::printf("RESULT fail %s\n", g_failure.c_str());
-    return 1;
-  }
-  std::printf("RESULT ok backend=%s fds=%d->%d tasks_left=0 pending_ops=0 %s\n", tern::to_string(ctx.backend()),
-              fds_at_start, fds, summary.c_str());
-  return 0;
-}
-
-// ---- the byte streams ------------------------------------------------------------------------------------------------
-
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Bytes [pos, pos + out.size()) of the stream named seed: byte i is byte i % 8 of splitmix(seed-mix + i / 8).
-void fill_pattern(std::uint64_t seed, std::uint64_t pos, char* out, std::size_t n) {
-  const std::uint64_t base = splitmix(seed) * 0x2545F4914F6CDD1Dull;
-  std::size_t i = 0;
-  while (i < n) {
-    std::uint64_t word = splitmix(base + (pos + i) / 8);
-    std::size_t from = (pos + i) % 8;
-    std::size_t take = std::min<std::size_t>(8 - from, n - i);
-    std::memcpy(out + i, reinterpret_cast<const char*>(&word) + from, take);
-    i += take;
-  }
-}
-
-// Checks data against bytes [pos, pos + n) of the stream; the stream offset of the first difference, if any.
-std::optional<std::uint64_t> check_pattern(std::uint64_t seed, std::uint64_t pos, const char* data, std::size_t n) {
-  char expected[4096];
-  for (std::size_t done = 0; done < n;) {
-    std::size_t k = std::min(sizeof expected, n - done);
-    fill_pattern(seed, pos + done, expected, k);
-    if (std::memcmp(expected, data + done, k) != 0) {
-      for (std::size_t j = 0; j < k; ++j) {
-        if (expected[j] != data[done + j]) return pos + done + j;
-      }
-    }
-    done += k;
-  }
-  return std::nullopt;
-}
-
-// ---- arguments -------------------------------------------------------------------------------------------------------
-
-struct args {
-  std::map<std::string, std::string, std::less<>> values;
-  std::string get(std::string_view key, std::string_view fallback = {}) const {
-    auto it = values.find(key);
-    return it == values.end() ? std::string(fallback) : it->second;
-  }
-  std::uint64_t num(std::string_view key, std::uint64_t fallback) const {
-    auto it = values.find(key);
-    if (it == values.end()) return fallback;
-    char* end = nullptr;
-    std::uint64_t v = std::strtoull(it->second.c_str(), &end, 10);
-    if (end == it->second.c_str() || *end != 0) {
-      std::fprintf(stderr, "--%s: '%s' is not a number\n", it->first.c_str(), it->second.c_str());
-      std::exit(2);
-    }
-    return v;
-  }
-  net::endpoint endpoint(std::string_view key) const {
-    auto it = values.find(key);
-    if (it == values.end()) {
-      std::fprintf(stderr, "--%.*s is required\n", static_cast<int>(key.size()), key.data());
-      std::exit(2);
-    }
-    auto ep = net::endpoint::parse(it->second);
-    if (!ep) {
-      std::fprintf(stderr, "--%s: '%s' is not HOST:PORT\n", it->first.c_str(), it->second.c_str());
-      std::exit(2);
-    }
-    return *ep;
-  }
-};
-
-// The deadline of every wait on the network: long enough for TCP to retransmit through 5% loss many times over,
-// short enough that a lost byte ends the run with a reason instead of a hang.
-constexpr auto io_deadline = 60s;
-
-const char* ec_text(std::error_code ec) {
-  static thread_local std::string s;
-  s = ec.message();
-  return s.c_str();
-}
-
-// Reads exactly b.size() bytes with the deadline; false (with the failure recorded) otherwise.
-template <class Socket>
-tern::task<bool> read_fully(Socket& s, tern::mutable_buffer b, const char* what) {
-  auto [ec, n] = co_await tern::with_timeout(s.read_exact(b), io_deadline);
-  if (ec) {
-    fail("%s: read %zu of %zu bytes: %s", what, n, b.size(), ec_text(ec));
-    co_return false;
-  }
-  co_return true;
-}
-
-template <class Socket>
-tern::task<bool> write_fully(Socket& s, tern::const_buffer b, const char* what) {
-  auto [ec, n] = co_await tern::with_timeout(s.write_all(b), io_deadline);
-  if (ec) {
-    fail("%s: wrote %zu of %zu bytes: %s", what, n, b.size(), ec_text(ec));
-    co_return false;
-  }
-  co_return true;
-}
-
-tern::task<std::optional<net::tcp_socket>> connect_to(tern::io_context& ctx, net::endpoint ep, const char* what) {
-  net::tcp_socket s(ctx);
-  auto ec = co_await tern::with_timeout(s.connect(ep), io_deadline);
-  if (ec) {
-    fail("%s: connect to %s: %s", what, ep.to_string().c_str(), ec_text(ec));
-    co_return std::nullopt;
-  }
-  co_return std::optional<net::tcp_socket>(std::move(s));
-}
-
-std::optional<net::tcp_acceptor> listen_on(tern::io_context& ctx, net::endpoint ep) {
-  net::tcp_acceptor a(ctx);
-  if (auto ec = a.listen(ep)) {
-    fail("listen on %s: %s", ep.to_string().c_str(), ec_text(ec));
-    return std::nullopt;
-  }
-  auto [ec, local] = a.local_endpoint();
-  std::printf("listening on %s (%s)\n", ec ? ep.to_string().c_str() : local.to_string().c_str(),
-              tern::to_string(ctx.backend()));
-  std::fflush(stdout);
-  return a;
-}
-
-// Accepts k connections and runs handler(socket) for each as a child of one group; returns when all have ended.
-template <class Handler>
-tern::task<> serve_k(tern::io_context& ctx, net::tcp_acceptor& acceptor, std::uint64_t k, Handler handler) {
-  co_await tern::task_group::run(ctx, [&](tern::task_group& g) -> tern::task<> {
-    for (std::uint64_t i = 0; i < k && !failed(); ++i) {
-      // No deadline: the client may start late; the script's timeout bounds the whole run.
-      auto [ec, s] = co_await acceptor.accept();
-      if (ec) {
-        fail("accept: %s", ec_text(ec));
-        co_return;
-      }
-      (void)s.set_no_delay(true);
-      g.spawn(handler, std::move(s));
-    }
-  });
-}
-
-// ---- stream: N bytes each way on one connection, every byte checked ---------------------------------------------------
-
-struct stream_header {
-  std::uint32_t magic = 0x5354524d;  // "STRM"
-  std::uint32_t reserved = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t seed = 0;
-};
-
-// Receives `bytes` bytes of stream seed on s, checking each, then expects the peer's end of stream.
-tern::task<bool> receive_stream(net::tcp_socket& s, std::uint64_t seed, std::uint64_t bytes, const char* who) {
-  std::vector<char> buf(256 * 1024);
-  std::uint64_t got = 0;
-  while (got < bytes) {
-    std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), bytes - got));
-    auto [ec, n] = co_await tern::with_timeout(s.read_some(tern::mutable_buffer(buf.data(), want)), io_deadline);
-    if (ec) {
-      fail("%s: stream read after %" PRIu64 " of %" PRIu64 " bytes: %s", who, got, bytes, ec_text(ec));
-      co_return false;
-    }
-    if (auto bad = check_pattern(seed, got, buf.data(), n)) {
-      fail("%s: stream byte %" PRIu64 " differs from what was sent", who, *bad);
-      co_return false;
-    }
-    got += n;
-  }
-  char extra;
-  auto [ec, n] = co_await tern::with_timeout(s.read_some(tern::mutable_buffer(&extra, 1)), io_deadline);
-  if (ec != net::error::eof) {
-    fail("%s: after %" PRIu64 " bytes expected the end of the stream, got %s", who, bytes,
-         ec ? ec_text(ec) : "more bytes");
-    co_return false;
-  }
-  co_return true;
-}
-
-// Sends `bytes` bytes of stream seed, then shuts the sending side.
-tern::task<bool> send_stream(net::tcp_socket& s, std::uint64_t seed, std::uint64_t bytes, const char* who) {
-  std::vector<char> buf(256 * 1024);
-  std::uint64_t sent = 0;
-  while (sent < bytes) {
-    std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), bytes - sent));
-    fill_pattern(seed, sent, buf.data(), k);
-    if (!co_await write_fully(s, tern::const_buffer(buf.data(), k), who)) co_return false;
-    sent += k;
-  }
-  if (auto ec = s.shutdown(net::shutdown_how::send)) {
-    fail("%s: shutdown: %s", who, ec_text(ec));
-    co_return false;
-  }
-  co_return true;
-}
-
 std::uint64_t g_stream_bytes = 0;
 
 tern::task<> stream_serve_one(net::tcp_socket s) {
@@ -1130,11 +817,26 @@ int cancel_storm(const args& a) {
   return finish(ctx, fds, summary);
 }
 
+}  // namespace
+
+TERN_RELIABILITY_COMMAND("stream-server", stream_server, "--listen EP --conns K   accept K streams, verify and answer each");
+TERN_RELIABILITY_COMMAND("stream-client", stream_client, "--connect EP --bytes N [--conns C]   C streams of N bytes each way");
+TERN_RELIABILITY_COMMAND("exchange-server", exchange_server, "--listen EP --conns K   answer request/response exchanges");
+TERN_RELIABILITY_COMMAND("exchange-client", exchange_client,
+                         "--connect EP --count N [--conns C] [--max-len B] [--deadline-every D]");
+TERN_RELIABILITY_COMMAND("proxy", proxy, "--listen EP --upstream EP --conns K [--delay-ms 50] [--slice 1]");
+TERN_RELIABILITY_COMMAND("hold-client", hold_client, "--connect EP --conns N [--hold-ms T] [--size S]");
+TERN_RELIABILITY_COMMAND("emfile-client", emfile_client, "--connect EP --pid PID --conns M [--window-ms W]");
+TERN_RELIABILITY_COMMAND("reset", reset, "[--rounds R]   peers that reset mid-read and mid-write");
+TERN_RELIABILITY_COMMAND("refused", refused, "   connect to a port nobody listens on");
+TERN_RELIABILITY_COMMAND("slow-reader", slow_reader, "[--conns C] [--stall-ms T]   writers to peers that stop reading");
+TERN_RELIABILITY_COMMAND("cancel-storm", cancel_storm, "[--count N]   N timeouts firing at once");
+
+namespace {
+
 int usage() {
-  std::fprintf(stderr,
-               "usage: reliability_tool SUBCOMMAND [--key value]...\n"
-               "  stream-server stream-client exchange-server exchange-client proxy hold-client emfile-client\n"
-               "  reset refused slow-reader cancel-storm   (see the top of tests/reliability/reliability_tool.cpp)\n");
+  std::fprintf(stderr, "usage: reliability_tool SUBCOMMAND [--key value]...\n");
+  for (const auto& [name, entry] : commands()) std::fprintf(stderr, "  %s %s\n", name.c_str(), entry.usage);
   return 2;
 }
 
@@ -1162,15 +864,10 @@ int main(int argc, char** argv) {
   }
   // Peers reset connections on purpose: a write to one must be an error code, never a SIGPIPE.
   ::signal(SIGPIPE, SIG_DFL);
-  static const std::map<std::string_view, int (*)(const args&)> commands = {
-      {"stream-server", stream_server}, {"stream-client", stream_client}, {"exchange-server", exchange_server},
-      {"exchange-client", exchange_client}, {"proxy", proxy}, {"hold-client", hold_client},
-      {"emfile-client", emfile_client}, {"reset", reset}, {"refused", refused}, {"slow-reader", slow_reader},
-      {"cancel-storm", cancel_storm}};
-  auto it = commands.find(cmd);
-  if (it == commands.end()) return usage();
+  auto it = commands().find(cmd);
+  if (it == commands().end()) return usage();
   try {
-    return it->second(a);
+    return it->second.fn(a);
   } catch (const std::exception& e) {
     std::printf("RESULT fail exception: %s\n", e.what());
     return 1;
