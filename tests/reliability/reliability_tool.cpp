@@ -264,7 +264,9 @@ tern::task<> proxy_read(net::tcp_socket& from, tern::sync::channel<chunk>& line,
       fail("proxy %s: read: %s", dir, ec_text(ec));
       break;
     }
-    if (auto sec = co_await line.send(chunk{steady::now(), std::string(buf.data(), n)}); sec) break;
+    // Named before the send: g++ 12 relocates a braced aggregate temporary in a co_await operand bitwise.
+    chunk c{steady::now(), std::string(buf.data(), n)};
+    if (auto sec = co_await line.send(std::move(c)); sec) break;
   }
   line.close();
 }
