@@ -64,12 +64,16 @@ class spawn_state final : public root_hook, public spawn_link {
   // Set on the home loop's thread when the task has finished; what block_on watches.
   const bool* done_flag() const noexcept { return &finished_; }
 
-  // The handle is going away without having taken the result.
-  void detach() noexcept {
+  // The handle is going away without having taken the result. True if this call freed the state (the task had
+  // finished). Not void: a void member of one pointer argument, of a template instantiated with a type of internal
+  // linkage, is the shape clang 16 mistakes for a resume inside a coroutine (docs/design.md, "Coroutines").
+  bool detach() noexcept {
     if (bits_.fetch_or(detached_bit, std::memory_order_acq_rel) & done_bit) {
       report_unobserved();
       release();
+      return true;
     }
+    return false;
   }
 
   // A join is waiting on the calling thread's loop; returns false if the task has finished meanwhile.
@@ -199,7 +203,9 @@ class [[nodiscard]] join_handle {
   }
   join_handle(const join_handle&) = delete;
   join_handle& operator=(const join_handle&) = delete;
-  ~join_handle() { detach(); }
+  // Inlined always, like detach(): both are void members of one pointer argument, the shape clang 16 may take for
+  // a resume when a coroutine calls it out of line with T of internal linkage (docs/design.md, "Coroutines").
+  [[gnu::always_inline]] ~join_handle() { detach(); }
 
   // True once the task has finished.
   bool done() const noexcept { return s_ != nullptr && s_->done(); }
@@ -207,7 +213,7 @@ class [[nodiscard]] join_handle {
   bool valid() const noexcept { return s_ != nullptr; }
 
   // Lets the task run on its own; its exception, if any, goes to the loop's exception handler.
-  void detach() noexcept {
+  [[gnu::always_inline]] void detach() noexcept {
     if (s_ != nullptr) std::exchange(s_, nullptr)->detach();
   }
 
