@@ -66,6 +66,7 @@ backends=(io_uring epoll)
 # helpers, $tool, $logs, $proc_timeout, backends_available.
 build_targets=(reliability_tool echo_server)
 parts=()
+cleanup_hooks=()  # functions of the part files that undo what they set up (mounts, sysctls), run on every exit
 for part_file in "$repo"/scripts/reliability/*.sh; do
   [[ -e $part_file ]] || continue
   # shellcheck source=/dev/null
@@ -91,7 +92,6 @@ ns_client="tern-rel-$$-cli"
 veth_server="trel$$s"
 veth_client="trel$$c"
 netns_made=0
-cleanup_hooks=()  # functions of the part files that undo what they set up (mounts, sysctls), run on every exit
 cleanup() {
   local p h
   for h in "${cleanup_hooks[@]}"; do "$h" || true; done
