@@ -285,10 +285,13 @@ tern::task<> ring_serve_one(ring_counts& counts, net::tcp_socket s) {
   counts.bytes_verified += got;
 }
 
-// Request/response on one connection, each lease given back at once: a pool whose buffers all came back serves it
-// without running dry again.
-tern::task<> ring_echo_one(ring_counts& counts, net::tcp_socket s) {
+// Request/response on one connection, holding up to `hold` leases at once (each request fits one buffer): with
+// `hold` the whole pool, a buffer that did not come back after the streams makes the pool run dry again. The held
+// leases are given back before the answer that fills the group is written, so the next request never finds them
+// out.
+tern::task<> ring_echo_one(ring_counts& counts, net::tcp_socket s, std::size_t hold) {
   live_task live;
+  std::vector<tern::leased_buffer> held;
   for (;;) {
     auto [ec, lease] = co_await tern::with_timeout(s.receive(), io_deadline);
     if (ec == net::error::eof) co_return;
@@ -296,7 +299,10 @@ tern::task<> ring_echo_one(ring_counts& counts, net::tcp_socket s) {
       fail("ring-dry: echo receive: %s", ec_text(ec));
       co_return;
     }
+    bool last_of_group = held.size() + 1 >= hold;
+    if (last_of_group) held.clear();
     if (!co_await write_fully(s, lease.buffer(), "ring-dry echo")) co_return;
+    if (!last_of_group) held.push_back(std::move(lease));
     ++counts.exchanges;
   }
 }
@@ -343,6 +349,9 @@ int ring_dry(const args& a) {
     }));
     storm = ctx.metrics();
     note_fds();
+    // Under io_uring a bundled receive that takes the ring's last buffer counts as running dry, so there the
+    // exchanges hold one buffer less than the whole pool; under epoll the stack's last buffer may be taken.
+    std::size_t hold = ctx.receive_pool().kernel_ring() != nullptr ? ring_buffers_max - 1 : ring_buffers_max;
     // 2. The pool after the storm: one connection of request/response exchanges.
     ctx.block_on(tern::task_group::run(ctx, [&](tern::task_group& g) -> tern::task<> {
       g.spawn([&]() -> tern::task<> {
@@ -352,7 +361,7 @@ int ring_dry(const args& a) {
           fail("ring-dry: accept: %s", ec_text(ec));
           co_return;
         }
-        co_await ring_echo_one(counts, std::move(s));
+        co_await ring_echo_one(counts, std::move(s), hold);
       });
       g.spawn([&]() -> tern::task<> {
         live_task live;
@@ -427,16 +436,20 @@ struct disk_file {
   bool full = false;          // the last write ended with no_space_on_device
 };
 
-// Writes stream `seed` to f from `from` in 64 KiB write_all_at calls, until `until` bytes or an error. Returns the
-// error (no_space_on_device expected when the disk fills) and adds the bytes reported written to `written`.
+std::uint64_t g_short_writes = 0;  // write_all_at calls that wrote part of their bytes and then met ENOSPC
+
+// Writes stream `seed` to f from `written` on, in write_all_at calls of 63 KiB + 24 bytes (not a multiple of a
+// page, so that the disk fills in the middle of a call as well as between calls), until `until` bytes or an error.
+// Returns the error (no_space_on_device expected when the disk fills) and adds the bytes reported written.
 tern::task<std::error_code> write_stream(tern::fs::file& f, std::uint64_t seed, std::uint64_t& written,
                                          std::uint64_t until) {
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(63 * 1024 + 24);
   while (written < until) {
     std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), until - written));
     fill_pattern(seed, written, buf.data(), k);
     auto [ec, n] = co_await f.write_all_at(tern::const_buffer(buf.data(), k), written);
     written += n;
+    if (ec == std::errc::no_space_on_device && n != 0) ++g_short_writes;
     if (ec) co_return ec;
     if (n != k) co_return std::make_error_code(std::errc::io_error);  // write_all_at: all, or an error
   }
@@ -597,9 +610,11 @@ int full_disk(const args& a) {
               first_total, nfiles, enospc_text.c_str(), allocate_text.c_str(), freed, resumed);
   char summary[400];
   std::snprintf(summary, sizeof summary,
-                "files=%" PRIu64 " written_until_enospc=%" PRIu64 " error='%s' allocate_on_full='%s' freed=%" PRIu64
-                " written_after_freeing=%" PRIu64 " bytes_read_back_verified=%" PRIu64,
-                nfiles, first_total, enospc_text.c_str(), allocate_text.c_str(), freed, resumed, verified);
+                "files=%" PRIu64 " written_until_enospc=%" PRIu64 " error='%s' partial_writes_then_enospc=%" PRIu64
+                " allocate_on_full='%s' freed=%" PRIu64 " written_after_freeing=%" PRIu64
+                " bytes_read_back_verified=%" PRIu64,
+                nfiles, first_total, enospc_text.c_str(), g_short_writes, allocate_text.c_str(), freed, resumed,
+                verified);
   return finish(ctx, fds, summary);
 }
 
@@ -671,6 +686,8 @@ int close_pending(const args& a) {
   close_state st;
   for (auto& r : st.results) r.resize(n);
   std::uint64_t good_during = 0, good_after = 0, early_connects = 0, refused_after = 0, write_taken = 0;
+  bool storm_done = false;
+  std::uint64_t canceled = 0, total = 0;
   std::uint64_t write_verified = 0;
   int fds_before = 0, fds_closed = 0, fds_expected_closed = 0;
   double settle_ms = 0;
@@ -687,16 +704,18 @@ int close_pending(const args& a) {
       co_return;
     }
     top.spawn(good_echo_server, std::move(good_peer));
-    bool stop_good = false;
-    bool good_running = true;
-    top.spawn([&]() -> tern::task<> {
+    // The client owns its socket, and the flags it reads live outside this body, so that an early return here
+    // (after a failure) leaves it nothing dangling: it stops on the failure.
+    top.spawn([&](net::tcp_socket s) -> tern::task<> {
       live_task live;
-      for (std::uint64_t r = 0; !stop_good && !failed(); ++r) {
-        if (!co_await good_round(*good, r)) break;
+      for (std::uint64_t r = 0; !storm_done && !failed(); ++r) {
+        if (!co_await good_round(s, r)) co_return;
         ++good_during;
       }
-      good_running = false;
-    });
+      for (std::uint64_t r = 0; r < 20 && !failed(); ++r) {
+        if (co_await good_round(s, 1000 + r)) ++good_after;
+      }
+    }, std::move(*good));  // closed at the end: its server sees the end of the stream and ends
     fds_before = count_fds();
 
     // The sockets: for reads, receives, partial reads and blocked writes, connected pairs (the peer end is ours
@@ -826,11 +845,40 @@ int close_pending(const args& a) {
       co_return;
     });
     settle_ms = std::chrono::duration<double, std::milli>(st.last_completion - st.closed_at).count();
+    early_connects = st.completed_early[k_connect];
+    // Every pending operation completed once, with operation_canceled (the partial read with the bytes that had
+    // arrived, the blocked write with those the kernel took).
+    if (!failed()) {
+      for (int k = 0; k < kinds && !failed(); ++k) {
+        for (std::uint64_t i = 0; i < n && !failed(); ++i) {
+          const auto& r = st.results[k][i];
+          if (k == k_connect && st.completed_early[k] != 0 && r.completions == 1 && !r.ec) continue;  // got through
+          ++total;
+          if (r.completions != 1) {
+            fail("close-pending: %s %" PRIu64 " completed %d times", kind_names[k], i, r.completions);
+          } else if (r.ec != tern::error::operation_canceled) {
+            fail("close-pending: %s %" PRIu64 " closed under it completed with '%s', not operation_canceled",
+                 kind_names[k], i, r.ec ? ec_text(r.ec) : "success");
+          } else if (k == k_read_partial && r.n != partial) {
+            fail("close-pending: read_exact %" PRIu64 " reported %zu bytes read, %zu had arrived", i, r.n, partial);
+          } else if ((k == k_read || k == k_read_beside_write || k == k_receive) && r.n != 0) {
+            fail("close-pending: %s %" PRIu64 " reported %zu bytes", kind_names[k], i, r.n);
+          } else if (k == k_write_blocked && r.n >= blocked_write) {
+            fail("close-pending: write_all %" PRIu64 " was not blocked (all %zu bytes taken)", i, r.n);
+          } else {
+            ++canceled;
+          }
+        }
+        if (k != k_connect && st.completed_early[k] != 0 && !failed()) {
+          fail("close-pending: %" PRIu64 " %s operations completed before the close", st.completed_early[k],
+               kind_names[k]);
+        }
+      }
+    }
     if (failed()) co_return;
 
     // The closed descriptors are free now: every one of them, and no other (the peers, fillers and the listener
     // are still open).
-    early_connects = st.completed_early[k_connect];
     for (auto& s : socks[k_connect]) {
       if (s.is_open()) ++fds_expected_closed;  // connected early: still open, closed below
     }
@@ -860,53 +908,16 @@ int close_pending(const args& a) {
       }
     }
     for (auto& r : st.results[k_write_blocked]) write_taken += r.n;
-    // The good client must still be served after the storm.
-    stop_good = true;
-    while (good_running) co_await tern::sleep_for(5ms);
-    for (std::uint64_t r = 0; r < 20 && !failed(); ++r) {
-      if (co_await good_round(*good, 1000 + r)) ++good_after;
-    }
-    good->close();  // its server sees the end of the stream and ends
+    storm_done = true;  // the good client does its rounds "after" now
   }));
   main_acceptor.reset();
-
-  // Every pending operation completed once, with operation_canceled (the partial read with the bytes that had
-  // arrived, the blocked write with those the kernel took).
-  std::uint64_t canceled = 0, total = 0;
-  if (!failed()) {
-    for (int k = 0; k < kinds && !failed(); ++k) {
-      for (std::uint64_t i = 0; i < n && !failed(); ++i) {
-        const auto& r = st.results[k][i];
-        if (k == k_connect && st.completed_early[k] != 0 && r.completions == 1 && !r.ec) continue;  // got through
-        ++total;
-        if (r.completions != 1) {
-          fail("close-pending: %s %" PRIu64 " completed %d times", kind_names[k], i, r.completions);
-        } else if (r.ec != tern::error::operation_canceled) {
-          fail("close-pending: %s %" PRIu64 " closed under it completed with '%s', not operation_canceled",
-               kind_names[k], i, r.ec ? ec_text(r.ec) : "success");
-        } else if (k == k_read_partial && r.n != partial) {
-          fail("close-pending: read_exact %" PRIu64 " reported %zu bytes read, %zu had arrived", i, r.n, partial);
-        } else if ((k == k_read || k == k_read_beside_write || k == k_receive) && r.n != 0) {
-          fail("close-pending: %s %" PRIu64 " reported %zu bytes", kind_names[k], i, r.n);
-        } else if (k == k_write_blocked && r.n >= blocked_write) {
-          fail("close-pending: write_all %" PRIu64 " was not blocked (all %zu bytes taken)", i, r.n);
-        } else {
-          ++canceled;
-        }
-      }
-      if (k != k_connect && st.completed_early[k] != 0 && !failed()) {
-        fail("close-pending: %" PRIu64 " %s operations completed before the close", st.completed_early[k],
-             kind_names[k]);
-      }
-    }
-    if (!failed() && early_connects > 4) {
-      fail("close-pending: %" PRIu64 " of %" PRIu64 " connects to the full listener got through: the test's "
-           "premise (SYNs dropped) does not hold", early_connects, n);
-    }
-    if (!failed() && write_verified != write_taken) fail("close-pending: blocked writers' bytes verified short");
-    if (!failed() && good_during == 0) fail("close-pending: the good client was not served during the closes");
-    if (!failed() && good_after != 20) fail("close-pending: the good client was not served after the closes");
+  if (!failed() && early_connects > 4) {
+    fail("close-pending: %" PRIu64 " of %" PRIu64 " connects to the full listener got through: the test's "
+         "premise (SYNs dropped) does not hold", early_connects, n);
   }
+  if (!failed() && write_verified != write_taken) fail("close-pending: blocked writers' bytes verified short");
+  if (!failed() && good_during == 0) fail("close-pending: the good client was not served during the closes");
+  if (!failed() && good_after != 20) fail("close-pending: the good client was not served after the closes");
   char summary[400];
   std::snprintf(summary, sizeof summary,
                 "per_kind=%" PRIu64 " kinds=%d completed_canceled=%" PRIu64 "/%" PRIu64
