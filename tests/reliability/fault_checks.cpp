@@ -342,6 +342,7 @@ int ring_dry(const args& a) {
           h.bytes = bytes;
           h.seed = 500 + c;
           if (!co_await write_fully(*s, tern::const_buffer(&h, sizeof h), "ring-dry client header")) co_return;
+          note_fds();  // the connections open up front and stay open while they stream: the peak is among these
           if (!co_await send_stream(*s, h.seed, bytes, "ring-dry client")) co_return;
           char extra;
           auto [ec, n] = co_await tern::with_timeout(s->read_some(tern::mutable_buffer(&extra, 1)), io_deadline);
@@ -529,6 +530,7 @@ int full_disk(const args& a) {
       }
       handles.push_back(std::move(f));
     }
+    note_fds();
     // 1. Every file written at once until the file system is full (under epoll, several writes on the blocking
     //    pool at a time).
     co_await tern::task_group::run(ctx, [&](tern::task_group& g) -> tern::task<> {
