@@ -1,6 +1,6 @@
 # The faults of the system's limits (sourced by scripts/reliability.sh; docs/reliability.md, "Faults: the system's
 # limits", says what each check verifies and why):
-#   fault/enfile         the system-wide file table full under examples/echo_server (fs.file-max lowered for ~2 s)
+#   fault/enfile         the system-wide file table full under examples/echo_server (fs.file-max lowered for ~3 s)
 #   fault/ring-dry       the receive pool running dry under many streams into receive()
 #   fault/full-disk      file writes to a small tmpfs until ENOSPC, read back, then written again after freeing
 #   fault/close-pending  sockets and acceptors closed by another task under pending operations
@@ -49,8 +49,8 @@ faults_enfile_check() {
   local backend=$1 log="$logs/enfile.$backend.server.log" clog="$logs/enfile.$backend.client.log" start
   local conns=$faults_enfile_conns status=0 r why="" fd0
   local proc_timeout=60  # the client's whole run, fs.file-max lowered for 2-3 s of it: never left low for long
-  local load="echo_server without CAP_SYS_ADMIN, fs.file-max at half the use, $conns conns"
-  local verified="accept fails with ENFILE; old connections served and server CPU low meanwhile; all $conns served once restored"
+  local load="echo_server without CAP_SYS_ADMIN, fs.file-max below the use, $conns conns"
+  local verified="accept fails with ENFILE; old connections served, server CPU low meanwhile; all $conns served after"
   start=$(now)
   if [[ $(id -u) != 0 ]]; then
     record fault/enfile "$backend" "$load" "$start" "skipped: needs root (fs.file-max)" "$verified"
@@ -68,7 +68,8 @@ faults_enfile_check() {
   fi
   if faults_has_sys_admin "$echo_prog"; then
     stop_echo_server
-    record fault/enfile "$backend" "$load" "$start" "skipped: setpriv could not drop CAP_SYS_ADMIN from the server" "$verified"
+    record fault/enfile "$backend" "$load" "$start" "skipped: setpriv could not drop the server's CAP_SYS_ADMIN" \
+      "$verified"
     return 0
   fi
   sleep 0.2
@@ -92,41 +93,48 @@ faults_enfile_check() {
   local result=passed
   [[ -n $why ]] && result="FAILED: $why"
   record fault/enfile "$backend" "$load" "$start" "$result" "$verified"
-  figure fault/enfile "$backend" "${r#ok }; ENFILE reports in the server's log: $(grep -c 'Too many open files in system' "$log")"
+  figure fault/enfile "$backend" \
+    "${r#ok }; ENFILE reports in the server's log: $(grep -c 'Too many open files in system' "$log")"
 }
 
 faults_full_disk_check() {
   local backend=$1 start
   local load="tmpfs of $faults_disk_mib MiB, 4 files written at once"
-  local verified="ENOSPC as no_space_on_device with the bytes written; all of them read back; writes succeed after freeing"
+  local verified="ENOSPC as no_space_on_device with the bytes written; all read back; writes succeed after freeing"
   start=$(now)
   if [[ $(id -u) != 0 ]]; then
     record fault/full-disk "$backend" "$load" "$start" "skipped: needs root (mount)" "$verified"
     return 0
   fi
   faults_mount=$(mktemp -d /tmp/tern-rel-full.XXXXXX)
-  if ! mount -t tmpfs -o "size=${faults_disk_mib}m,mode=0700" tern-rel-full "$faults_mount" 2>"$logs/full-disk.$backend.mount.log"; then
+  local mlog="$logs/full-disk.$backend.mount.log"
+  if ! mount -t tmpfs -o "size=${faults_disk_mib}m,mode=0700" tern-rel-full "$faults_mount" 2>"$mlog"; then
     rmdir "$faults_mount"
     faults_mount=""
-    record fault/full-disk "$backend" "$load" "$start" "skipped: mount -t tmpfs refused: $(head -n 1 "$logs/full-disk.$backend.mount.log")" "$verified"
+    record fault/full-disk "$backend" "$load" "$start" "skipped: mount -t tmpfs refused: $(head -n 1 "$mlog")" \
+      "$verified"
     return 0
   fi
-  single_check fault/full-disk "$backend" "$load" "$verified" -- full-disk --dir "$faults_mount" --files 4 --cap-mib $((faults_disk_mib * 2))
+  single_check fault/full-disk "$backend" "$load" "$verified" -- \
+    full-disk --dir "$faults_mount" --files 4 --cap-mib $((faults_disk_mib * 2))
   faults_unmount
 }
 
 faults_part() {
   local backend
-  # Registered here too: reliability.sh may reset the list of hooks after sourcing this file.
+  # Registered here too, before anything is changed: reliability.sh sets cleanup_hooks=() after it sources the
+  # part files, which empties the list the line after faults_cleanup's definition appended to.
   [[ " ${cleanup_hooks[*]} " == *" faults_cleanup "* ]] || cleanup_hooks+=(faults_cleanup)
   for backend in "${backends[@]}"; do
     [[ " ${backends_available[*]} " == *" $backend "* ]] || continue
     if selected fault/enfile; then faults_enfile_check "$backend"; fi
-    single_check fault/ring-dry "$backend" "$faults_ring_conns streams of $(human_bytes "$faults_ring_bytes"), pool of 4-16 x 4 KiB" \
+    single_check fault/ring-dry "$backend" \
+      "$faults_ring_conns streams of $(human_bytes "$faults_ring_bytes"), pool of 4-16 x 4 KiB" \
       "every byte checked; the pool runs dry, grows to its maximum, overflows to the heap; every buffer back after" \
       -- ring-dry --conns "$faults_ring_conns" --bytes "$faults_ring_bytes"
     if selected fault/full-disk; then faults_full_disk_check "$backend"; fi
-    single_check fault/close-pending "$backend" "$faults_close_count each of 7 pending operation kinds, closed at once" \
+    single_check fault/close-pending "$backend" \
+      "$faults_close_count each of 7 pending operation kinds, closed at once" \
       "each completes once with operation_canceled (with the bytes moved); fds freed; a good client served throughout" \
       -- close-pending --count "$faults_close_count"
   done
