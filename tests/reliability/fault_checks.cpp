@@ -2,7 +2,7 @@
 //
 //   enfile-client  --connect EP --pid PID [--conns M] [--before B] [--window-ms W]
 //                  the system-wide file table full (fs.file-max lowered for a moment) under an echo server
-//   ring-dry       [--conns C] [--bytes N]     C streams into receive() with a receive pool of 16 buffers
+//   ring-dry       [--conns C] [--bytes N]     C streams into receive() with a pool of 4 to 16 buffers
 //   full-disk      --dir D [--files F]         writes to a small file system until ENOSPC, then after freeing space
 //   close-pending  [--count N]                 sockets closed by another task under pending operations
 //
