@@ -17,7 +17,7 @@ packages=(
   libasio-dev
   libboost-dev libhttp-parser-dev libsimdjson-dev wrk
   curl
-  iptables iproute2 procps ethtool
+  iptables iproute2 procps ethtool util-linux
   libgtest-dev libgmock-dev
   python3 python3-matplotlib python3-websockets
 )

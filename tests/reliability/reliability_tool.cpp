@@ -536,6 +536,7 @@ tern::task<> reset_accept_loop(tern::io_context& ctx, net::tcp_acceptor& accepto
         co_return;
       }
       ++accepted;
+      note_fds();  // the peak is somewhere among the accepts (150 samples of a few hundred entries: cheap)
       g.spawn(reset_echo, std::move(s), std::ref(counts));
     }
   });
@@ -689,6 +690,7 @@ int slow_reader(const args& a) {
       readers.push_back(std::move(r));
     }
   }());
+  note_fds();  // every connection open: the peak
   acceptor->close();
   if (!failed()) {
     ctx.block_on(tern::task_group::run(ctx, [&](tern::task_group& g) -> tern::task<> {
@@ -794,6 +796,7 @@ int cancel_storm(const args& a) {
       ends.push_back(std::move(pair.first));
       ends.push_back(std::move(pair.second));
     }
+    note_fds();  // every socket pair open: the peak
     for (auto& s : ends) {
       g.spawn([&]() -> tern::task<> {
         live_task live;
