@@ -122,9 +122,6 @@ faults_full_disk_check() {
 
 faults_part() {
   local backend
-  # Registered here too, before anything is changed: reliability.sh sets cleanup_hooks=() after it sources the
-  # part files, which empties the list the line after faults_cleanup's definition appended to.
-  [[ " ${cleanup_hooks[*]} " == *" faults_cleanup "* ]] || cleanup_hooks+=(faults_cleanup)
   for backend in "${backends[@]}"; do
     [[ " ${backends_available[*]} " == *" $backend "* ]] || continue
     if selected fault/enfile; then faults_enfile_check "$backend"; fi
