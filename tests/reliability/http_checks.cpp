@@ -340,10 +340,11 @@ tern::task<> slowloris_one(tern::io_context& ctx, net::endpoint ep, std::chrono:
       fail("slowloris: after %.1f s expected 408, got %s %d %s", secs, got_name(r.what), r.status, r.why.c_str());
       co_return;
     }
-    // The deadline runs from the first byte (or the accept, a moment before it); the loop's timers are not late by
-    // more than the load of this machine explains.
+    // The deadline runs from the first byte (or the accept, a moment before it). The upper bound leaves room for a
+    // loaded machine (timers fire late, thousands of connections are accepted at once) but not for another timeout:
+    // 1.5 times the header timeout, plus half a second.
     const double want = std::chrono::duration<double>(header_timeout).count();
-    if (secs < want - 0.25 || secs > want + 3.0) {
+    if (secs < want - 0.25 || secs > want * 1.5 + 0.5) {
       fail("slowloris: 408 after %.2f s, the header timeout is %.2f s", secs, want);
       co_return;
     }
@@ -396,7 +397,8 @@ tern::task<> flood_no_read(tern::io_context& ctx, net::endpoint ep, std::chrono:
   std::string block;
   for (int i = 0; i < 8192; ++i) block += ping_request(static_cast<std::uint64_t>(i));
   const auto t0 = steady::now();
-  const auto limit = t0 + write_timeout + 30s;
+  // Filling the buffers takes well under a second on loopback; then the write timeout runs.
+  const auto limit = t0 + write_timeout + 10s;
   std::uint64_t sent = 0;
   for (;;) {
     auto [ec, n] = co_await tern::with_deadline(s->write_all(tern::const_buffer(block.data(), block.size())), limit);
@@ -511,7 +513,8 @@ constexpr std::size_t echo_size = 4096;
 
 tern::task<> shutdown_http_one(net::tcp_socket& s, std::uint64_t conn) {
   std::string buf;
-  for (std::uint64_t k = 0;; ++k) {
+  // After a failure elsewhere the connections stop, so that the client ends (and says why) without the signal.
+  for (std::uint64_t k = 0; !failed(); ++k) {
     const std::uint64_t seq = (conn << 32) | k;
     const std::string req = ping_request(seq);
     // Odd connections send each request in two parts, 30 ms apart, the body cut in the middle: the server is then
@@ -556,7 +559,7 @@ tern::task<> shutdown_http_one(net::tcp_socket& s, std::uint64_t conn) {
 
 tern::task<> shutdown_echo_one(net::tcp_socket& s, std::uint64_t conn) {
   std::vector<char> out(echo_size), in(echo_size);
-  for (std::uint64_t k = 0;; ++k) {
+  for (std::uint64_t k = 0; !failed(); ++k) {
     const std::uint64_t seed = (conn << 32) | k;
     fill_pattern(seed, 0, out.data(), echo_size);
     auto [wec, wn] = co_await tern::with_timeout(s.write_all(tern::const_buffer(out.data(), echo_size)), 20s);
