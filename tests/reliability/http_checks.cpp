@@ -188,7 +188,7 @@ std::string ping_request(std::uint64_t sequence, bool close = false) {
 
 std::string ping_answer(std::uint64_t sequence) { return "{\"sequence\":" + std::to_string(sequence) + "}"; }
 
-// ---- http-attack ------------------------------------------------------------------------------------------------------
+// ---- http-attack ----------------------------------------------------------------------------------------------------
 
 struct attack {
   const char* name;
@@ -221,8 +221,8 @@ std::vector<attack> attacks(std::uint64_t max_body) {
     for (std::uint64_t sent = 0; sent <= max_body; sent += data.size()) big += size + data + "\r\n";
     v.push_back({"chunked body over max_body", big + "0\r\n\r\n", {413}});
   }
-  v.push_back({"chunk size not hex", "POST /ping HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
-               {400}});
+  v.push_back({"chunk size not hex",
+               "POST /ping HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", {400}});
   v.push_back({"chunk data longer than its size",
                "POST /ping HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n5\r\nhelloXX\r\n0\r\n\r\n", {400}});
   v.push_back({"chunk size overflowing 64 bits",
@@ -241,10 +241,10 @@ std::vector<attack> attacks(std::uint64_t max_body) {
   v.push_back({"bare LF ending a line", "GET / HTTP/1.1\nHost: rel\r\n\r\n" + smuggled, {400}});
   v.push_back({"space before the colon", "GET / HTTP/1.1\r\nHost : rel\r\n\r\n" + smuggled, {400}});
   v.push_back({"Transfer-Encoding not ending in chunked",
-               "POST /ping HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n" + smuggled, {400}});
-  v.push_back({"Transfer-Encoding gzip", "POST /ping HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" +
-                                             smuggled,
-               {501}});
+               "POST /ping HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n" + smuggled,
+               {400}});
+  v.push_back({"Transfer-Encoding gzip",
+               "POST /ping HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" + smuggled, {501}});
   v.push_back({"two Host fields", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n" + smuggled, {400}});
   return v;
 }
@@ -497,7 +497,7 @@ int http_attack(const args& a) {
   return finish(ctx, fds, summary);
 }
 
-// ---- shutdown-client --------------------------------------------------------------------------------------------------
+// ---- shutdown-client ------------------------------------------------------------------------------------------------
 
 struct shutdown_counts {
   std::uint64_t answered = 0;        // requests answered whole and verified
@@ -569,7 +569,8 @@ tern::task<> shutdown_echo_one(net::tcp_socket& s, std::uint64_t conn) {
     }
     std::size_t have = 0;
     while (have < echo_size) {
-      auto [ec, n] = co_await tern::with_timeout(s.read_some(tern::mutable_buffer(in.data() + have, echo_size - have)), 20s);
+      auto [ec, n] =
+          co_await tern::with_timeout(s.read_some(tern::mutable_buffer(in.data() + have, echo_size - have)), 20s);
       if (ec == net::error::eof || is_reset(ec)) break;
       if (ec) {
         fail("shutdown-client: connection %" PRIu64 ": read: %s", conn, ec_text(ec));
@@ -639,19 +640,22 @@ int shutdown_client(const args& a) {
     std::fflush(stdout);
   }));
   const std::uint64_t clean = g_shut.close_answered + g_shut.closed_idle + g_shut.reset_idle + g_shut.cut_mid_echo;
-  if (!failed() && g_shut.ended != conns) fail("shutdown-client: %" PRIu64 " of %" PRIu64 " connections ended", g_shut.ended, conns);
+  if (!failed() && g_shut.ended != conns) {
+    fail("shutdown-client: %" PRIu64 " of %" PRIu64 " connections ended", g_shut.ended, conns);
+  }
   // A connection inside a request when the server stops must be answered, with Connection: close.
   if (!failed() && http && g_shut.close_answered == 0) {
     fail("shutdown-client: no connection got its request in progress answered with Connection: close");
   }
   if (!failed() && clean != conns) {
-    fail("shutdown-client: %" PRIu64 " of %" PRIu64 " connections ended by a close the client recognises", clean, conns);
+    fail("shutdown-client: %" PRIu64 " of %" PRIu64 " connections ended by a close the client recognises", clean,
+         conns);
   }
   char summary[512];
   std::snprintf(summary, sizeof summary,
                 "proto=%s connections=%" PRIu64 " answered_verified=%" PRIu64 " (%" PRIu64 " when the traffic ran) "
-                "closed_after_close_answer=%" PRIu64 " closed_between_requests=%" PRIu64 " reset_between_requests=%" PRIu64
-                " cut_mid_echo=%" PRIu64,
+                "closed_after_close_answer=%" PRIu64 " closed_between_requests=%" PRIu64
+                " reset_between_requests=%" PRIu64 " cut_mid_echo=%" PRIu64,
                 proto.c_str(), conns, g_shut.answered, answered_at_running, g_shut.close_answered, g_shut.closed_idle,
                 g_shut.reset_idle, g_shut.cut_mid_echo);
   return finish(ctx, fds, summary);
