@@ -503,8 +503,11 @@ struct shutdown_counts {
   std::uint64_t answered = 0;        // requests answered whole and verified
   std::uint64_t close_answered = 0;  // connections whose last answer said Connection: close, then closed
   std::uint64_t closed_idle = 0;     // connections closed (FIN) with a request unanswered and no byte of its answer
-  std::uint64_t reset_idle = 0;      // the same with a reset (the request reached a socket the server had closed)
+  std::uint64_t reset_idle = 0;      // the same with a reset: the server closed with the request in its socket, or
+                                     // the request reached a socket already closed
   std::uint64_t cut_mid_echo = 0;    // echo only: the stream ended inside an echo (its bytes checked as far as they go)
+  std::uint64_t split_unanswered = 0;  // of the closes without an answer, those on connections that split requests
+  std::uint64_t split_mid_request = 0; // ... with the first part of the request sent before the close
   std::uint64_t ended = 0;
   std::uint64_t connections_done_running = 0;
 };
@@ -517,13 +520,17 @@ tern::task<> shutdown_http_one(net::tcp_socket& s, std::uint64_t conn) {
   for (std::uint64_t k = 0; !failed(); ++k) {
     const std::uint64_t seq = (conn << 32) | k;
     const std::string req = ping_request(seq);
-    // Odd connections send each request in two parts, 30 ms apart, the body cut in the middle: the server is then
-    // inside a request on them most of the time (not idle), and the SIGTERM finds some there, to be answered with
-    // Connection: close. Even connections send whole requests back to back.
+    // Odd connections send each request in two parts, 50 to 250 ms apart, the body cut short: the server is then
+    // inside a request on them nearly all the time (not idle), and the SIGTERM finds them there, to be answered with
+    // Connection: close. The pauses differ from request to request, so that these connections do not fall into step
+    // (in step, their answers and next requests come in bursts, and a signal in a burst finds them all between two
+    // requests). Even connections send whole requests back to back.
     const std::size_t split = conn % 2 == 1 ? req.size() - 4 : req.size();
     auto [wec, wn] = co_await tern::with_timeout(s.write_all(tern::const_buffer(req.data(), split)), 20s);
+    bool mid_request = false;
     if (!wec && split != req.size()) {
-      co_await tern::sleep_for(30ms);
+      co_await tern::sleep_for(std::chrono::milliseconds(50 + splitmix(seq) % 200));
+      mid_request = true;
       auto [wec2, wn2] =
           co_await tern::with_timeout(s.write_all(tern::const_buffer(req.data() + split, req.size() - split)), 20s);
       wec = wec2;
@@ -547,8 +554,13 @@ tern::task<> shutdown_http_one(net::tcp_socket& s, std::uint64_t conn) {
           co_return;
         }
         continue;
-      case got::closed: ++g_shut.closed_idle; co_return;
-      case got::reset: ++g_shut.reset_idle; co_return;
+      case got::closed:
+      case got::reset:
+        ++(r.what == got::closed ? g_shut.closed_idle : g_shut.reset_idle);
+        if (split != req.size()) ++g_shut.split_unanswered;
+        // The second part refused: the server closed with the first part in its socket, unread (its view: idle).
+        if (mid_request && is_reset(wec)) ++g_shut.split_mid_request;
+        co_return;
       default:
         fail("shutdown-client: connection %" PRIu64 ": request %" PRIu64 ": %s %s (%zu bytes of an answer)", conn, k,
              got_name(r.what), r.why.c_str(), buf.size());
@@ -655,9 +667,11 @@ int shutdown_client(const args& a) {
   std::snprintf(summary, sizeof summary,
                 "proto=%s connections=%" PRIu64 " answered_verified=%" PRIu64 " (%" PRIu64 " when the traffic ran) "
                 "closed_after_close_answer=%" PRIu64 " closed_between_requests=%" PRIu64
-                " reset_between_requests=%" PRIu64 " cut_mid_echo=%" PRIu64,
+                " reset_between_requests=%" PRIu64 " (on split-request connections %" PRIu64
+                ", the second part refused in %" PRIu64 ")"
+                " cut_mid_echo=%" PRIu64,
                 proto.c_str(), conns, g_shut.answered, answered_at_running, g_shut.close_answered, g_shut.closed_idle,
-                g_shut.reset_idle, g_shut.cut_mid_echo);
+                g_shut.reset_idle, g_shut.split_unanswered, g_shut.split_mid_request, g_shut.cut_mid_echo);
   return finish(ctx, fds, summary);
 }
 
