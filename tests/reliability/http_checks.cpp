@@ -429,13 +429,17 @@ int http_attack(const args& a) {
   const auto t0 = steady::now();
   const auto until = t0 + duration;
   ctx.block_on(tern::task_group::run(ctx, [&](tern::task_group& g) -> tern::task<> {
-    // Each slowloris slot opens its next connection as soon as the server has cut the last, until the end.
+    // Each slowloris slot opens its next connection as soon as the server has cut the last, until the end. The
+    // slots start spread over the first second, as independent attackers would: started together, all of them
+    // would send their byte in the same instant every second and be cut in the same instant, and the check would
+    // measure how long the server takes for bursts of thousands of events, not how it holds slow connections.
     for (std::uint64_t i = 0; i < slowloris; ++i) {
-      g.spawn([](tern::io_context& ctx, net::endpoint ep, std::chrono::milliseconds ht,
-                 steady::time_point until) -> tern::task<> {
+      g.spawn([](tern::io_context& ctx, net::endpoint ep, std::chrono::milliseconds ht, steady::time_point until,
+                 std::chrono::microseconds offset) -> tern::task<> {
         live_task live;
+        co_await tern::sleep_for(offset);
         while (steady::now() < until && !failed()) co_await slowloris_one(ctx, ep, ht);
-      }(ctx, ep, header_timeout, until));
+      }(ctx, ep, header_timeout, until, std::chrono::microseconds(i * 1'000'000 / slowloris)));
     }
     // The malformed requests one after the other on a new connection each, two loops at once.
     for (int k = 0; k < 2; ++k) {
