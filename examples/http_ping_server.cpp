@@ -7,10 +7,18 @@
 // "listening on ADDRESS:PORT" once it serves; SIGINT or SIGTERM shut it down gracefully (requests in flight are
 // answered, for up to two seconds). GET /metrics answers with the loops' counters in Prometheus's text format
 // (tern/metrics.hpp), one series per worker.
+//
+// The server's limits and timeouts (http::server_options) can be set from the environment, for tests that need them
+// short (scripts/reliability.sh: the hostile-client check); unset, the library's defaults hold:
+//   TERN_HTTP_HEADER_TIMEOUT_MS, TERN_HTTP_IDLE_TIMEOUT_MS, TERN_HTTP_BODY_TIMEOUT_MS, TERN_HTTP_WRITE_TIMEOUT_MS,
+//   TERN_HTTP_MIN_BODY_RATE (bytes per second), TERN_HTTP_MAX_CONNECTIONS, TERN_HTTP_MAX_BODY,
+//   TERN_HTTP_MAX_HEADER_BYTES, TERN_HTTP_MAX_REQUEST_LINE
 #include <tern/http/server.hpp>
 #include <tern/tern.hpp>
 
 #include <csignal>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -23,6 +31,35 @@ namespace http = tern::http;
 namespace net = tern::net;
 
 namespace {
+
+// The value of the environment variable name as a number, or fallback when it is unset or not a number.
+template <class T>
+T from_env(const char* name, T fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == 0) return fallback;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end != 0) {
+    std::fprintf(stderr, "http_ping_server: %s='%s' is not a number; ignored\n", name, v);
+    return fallback;
+  }
+  return static_cast<T>(n);
+}
+
+http::server_options options_from_env() {
+  http::server_options o;
+  using ms = std::chrono::milliseconds;
+  o.header_timeout = ms(from_env<long long>("TERN_HTTP_HEADER_TIMEOUT_MS", o.header_timeout.count()));
+  o.idle_timeout = ms(from_env<long long>("TERN_HTTP_IDLE_TIMEOUT_MS", o.idle_timeout.count()));
+  o.body_timeout = ms(from_env<long long>("TERN_HTTP_BODY_TIMEOUT_MS", o.body_timeout.count()));
+  o.write_timeout = ms(from_env<long long>("TERN_HTTP_WRITE_TIMEOUT_MS", o.write_timeout.count()));
+  o.min_body_rate = from_env<std::size_t>("TERN_HTTP_MIN_BODY_RATE", o.min_body_rate);
+  o.max_connections = from_env<std::size_t>("TERN_HTTP_MAX_CONNECTIONS", o.max_connections);
+  o.limits.max_body = from_env<std::uint64_t>("TERN_HTTP_MAX_BODY", o.limits.max_body);
+  o.limits.max_header_bytes = from_env<std::size_t>("TERN_HTTP_MAX_HEADER_BYTES", o.limits.max_header_bytes);
+  o.limits.max_request_line = from_env<std::size_t>("TERN_HTTP_MAX_REQUEST_LINE", o.limits.max_request_line);
+  return o;
+}
 
 // The /ping service, and GET /metrics with what exposition() writes.
 std::shared_ptr<const http::router> routes(std::function<std::string()> exposition) {
@@ -39,7 +76,7 @@ tern::task<int> serve_one(tern::io_context& ctx, net::endpoint where) {
     std::string text;
     tern::metrics::write_prometheus(ctx.metrics(), text);
     return text;
-  }));
+  }), options_from_env());
   if (auto ec = server.listen(where)) {
     std::fprintf(stderr, "http_ping_server: listen on %s: %s\n", where.to_string().c_str(), ec.message().c_str());
     co_return 1;
@@ -81,7 +118,7 @@ int main(int argc, char** argv) {
     tern::metrics::write_prometheus(rt.metrics(), text);
     return text;
   };
-  auto done = rt.spawn_on(0, http::serve(rt, routes(exposition), *where, {}, std::chrono::seconds(2),
+  auto done = rt.spawn_on(0, http::serve(rt, routes(exposition), *where, options_from_env(), std::chrono::seconds(2),
                                          [](const net::endpoint& ep) {
                                            std::printf("listening on %s\n", ep.to_string().c_str());
                                            std::fflush(stdout);
