@@ -220,18 +220,17 @@ cpu_share() {  # cpu_share TICKS_BEFORE TICKS_AFTER SECONDS: percent of one CPU
   awk -v a="$1" -v b="$2" -v t="$ticks_per_s" -v d="$3" 'BEGIN { printf "%.0f%%", (d > 0 ? 100 * (b - a) / t / d : 0) }'
 }
 
-http_hostile_check() {  # http_hostile_check BACKEND
+# One measurement of the hostile check; sets hostile_why (empty when it passed), hostile_fig and hostile_ratio_only
+# (1 when the only failure is the good client's p99 ratio).
+http_hostile_attempt() {  # http_hostile_attempt BACKEND
   local backend=$1 log="$logs/hostile_http.$backend.server.log" start why="" status=0 astatus=0 apid aprog r=""
   local tag="$logs/hostile_http.$backend" p99_b1 p99_a p99_b2 s0 s1 s2 s3 a1 a2 t1 t2 fig="" rss_before rss_after
-  local load="$http_slowloris slowloris + malformed + floods, wrk $http_good_conns conns ${http_attack_secs} s"
-  local verified="each attack refused with its status and closed, slowloris cut by 408 at the header timeout;"
-  verified+=" good client verified, its p99 within 2x"
-  start=$(now)
+  hostile_ratio_only=0
   if ! start_http_server "$backend" "$log" TERN_HTTP_HEADER_TIMEOUT_MS=$http_header_timeout_ms \
     TERN_HTTP_BODY_TIMEOUT_MS=2000 TERN_HTTP_IDLE_TIMEOUT_MS=5000 TERN_HTTP_WRITE_TIMEOUT_MS=2000 \
     TERN_HTTP_MAX_BODY=$http_max_body; then
-    record hostile/http "$backend" "$load" "$start" "FAILED: http_ping_server did not start: $(tail -n 1 "$log")" \
-      "$verified"
+    hostile_why="http_ping_server did not start: $(tail -n 1 "$log")"
+    hostile_fig=$hostile_why
     return 0
   fi
   # The good client without the attack, under it, and without it again: the same wrk each time. The machine's other
@@ -278,6 +277,7 @@ http_hostile_check() {  # http_hostile_check BACKEND
     if ((p99_a > 2 * worse)); then
       why="the good client's p99 was $p99_a us under the attack, $p99_b1 us before it and $p99_b2 us after"
       why+=" (more than 2x)"
+      hostile_ratio_only=1
     fi
     fig="good client p99 $p99_b1 us ($(wrk_field LATENCY rps "$tag.wrk-before.log") per s) before the attack,"
     fig+=" $p99_a us ($(wrk_field LATENCY rps "$tag.wrk-attacked.log") per s) under it,"
@@ -289,11 +289,32 @@ http_hostile_check() {  # http_hostile_check BACKEND
     fig+=" $rss_after KiB at its end; attacker: ${r#ok }"
   fi
   stop_http_server
-  if [[ -z $why && $http_status != 0 ]]; then why="http_ping_server exited with status $http_status after SIGTERM"; fi
+  if [[ $http_status != 0 ]]; then
+    [[ -z $why ]] && why="http_ping_server exited with status $http_status after SIGTERM"
+    hostile_ratio_only=0
+  fi
+  hostile_why=$why
+  hostile_fig=${fig:-$why}
+}
+
+# The p99 ratio is a timing on a shared two-CPU machine: a ratio over the bound is measured once more, and the row
+# reports both. Every other failure (a wrong answer, an attack not cut off, a server that does not exit) fails at once.
+http_hostile_check() {  # http_hostile_check BACKEND
+  local backend=$1 start first_fig
+  local load="$http_slowloris slowloris + malformed + floods, wrk $http_good_conns conns ${http_attack_secs} s"
+  local verified="each attack refused with its status and closed, slowloris cut by 408 at the header timeout;"
+  verified+=" good client verified, its p99 within 2x"
+  start=$(now)
+  http_hostile_attempt "$backend"
+  if [[ -n $hostile_why && $hostile_ratio_only == 1 ]]; then
+    first_fig=$hostile_fig
+    http_hostile_attempt "$backend"
+    hostile_fig="measured twice, the first over 2x ($first_fig); second: $hostile_fig"
+  fi
   local result=passed
-  [[ -n $why ]] && result="FAILED: $why"
+  [[ -n $hostile_why ]] && result="FAILED: $hostile_why"
   record hostile/http "$backend" "$load" "$start" "$result" "$verified"
-  figure hostile/http "$backend" "${fig:-$why}"
+  figure hostile/http "$backend" "$hostile_fig"
 }
 
 # ---- shutdown/http, shutdown/echo ------------------------------------------------------------------------------------

@@ -83,6 +83,9 @@ class connection {
   std::string body_;        // a body that did not come whole with its head
   std::string out_;         // responses not yet written
   std::uint64_t requests_ = 0;
+  // Requests answered since the last read, and how many the connection answers before it lets others run.
+  static constexpr std::uint32_t pipelined_burst = 16;
+  std::uint32_t served_since_read_ = 0;
   clock::time_point body_start_{};
   // The streaming form's body state: its framing, and the Content-Length bytes still to read.
   body_framing framing_ = body_framing::none;
