@@ -108,6 +108,39 @@ TEST_P(http_server_test, pipelined_requests_are_answered_in_order) {
   EXPECT_EQ(c.read_response().body, "user 3");
 }
 
+// What the pipelining test below uses: how many requests the connection had answered when another task of the loop,
+// queued by the first request's handler, got to run.
+struct burst_probe {
+  int handled = 0;
+  int handled_when_other_ran = -1;
+};
+
+tern::task<void> note_turn(burst_probe* p) {
+  p->handled_when_other_ran = p->handled;
+  co_return;
+}
+
+TEST_P(http_server_test, a_pipelining_client_lets_the_loops_other_tasks_run) {
+  // 200 pipelined requests in one write arrive in one read or a few. The connection answers a few of them and then
+  // lets the loop's queue run: a task queued by the first handler runs long before the last request is answered
+  // (answering all of a read's requests in a row kept every other connection of the loop waiting).
+  burst_probe probe;
+  http::router r;
+  r.get("/n", [&probe](http::request&) -> tern::task<http::response> {
+    if (probe.handled++ == 0) tern::spawn(*tern::io_context::current(), note_turn(&probe)).detach();
+    co_return http::response(200, "n");
+  });
+  server_thread s(GetParam(), std::move(r));
+  raw_client c(s.port());
+  std::string batch;
+  for (int i = 0; i < 200; ++i) batch += get("/n");
+  c.send(batch);
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(c.read_response().body, "n") << "answer " << i;
+  EXPECT_EQ(probe.handled, 200);
+  EXPECT_GE(probe.handled_when_other_ran, 1);
+  EXPECT_LE(probe.handled_when_other_ran, 17) << "the queued task waited for that many answers";
+}
+
 TEST_P(http_server_test, bodies_split_anywhere) {
   server_thread s(GetParam(), test_routes());
   std::string body(100000, 'x');
