@@ -2,7 +2,7 @@
 #
 #   --soak-minutes M   soak M minutes per backend, sampled every 10 s after a 60 s warm-up (the run: 10)
 #
-# Without it: --quick soaks 75 s per backend, sampled every 2.5 s after a 15 s warm-up (too short for 10 s samples:
+# Without it: --quick soaks 60 s per backend, sampled every second after a 10 s warm-up (too short for 10 s samples:
 # the thirds compared would hold two samples each); --full soaks 22 minutes per backend (about 45 in all), sampled
 # every 10 s after 60 s. The traffic, the figures and the judgement are the `soak` subcommand's
 # (tests/reliability/soak.cpp); docs/reliability.md, "Soak", says why these durations.
@@ -14,7 +14,7 @@ if [[ -n $soak_minutes ]]; then
   fi
   soak_seconds=$((soak_minutes * 60)); soak_sample_ms=10000; soak_warmup_ms=60000
 elif [[ $mode == quick ]]; then
-  soak_seconds=75; soak_sample_ms=2500; soak_warmup_ms=15000
+  soak_seconds=60; soak_sample_ms=1000; soak_warmup_ms=10000
 else
   soak_seconds=1320; soak_sample_ms=10000; soak_warmup_ms=60000
 fi

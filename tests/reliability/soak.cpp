@@ -10,7 +10,8 @@
 //   as ECONNRESET, and nothing else);
 // - http: a tern::http server on each worker and H client loops over an http::client per worker: POST /echo with a
 //   verified body up to 64 KiB, GET /blob/{seed}/{len} verified, one request in 20 with "Connection: close", and one
-//   in 100 to a handler that answers after 300 ms, under a 100 ms deadline (an injected timeout);
+//   in 200 to a handler that answers after 300 ms, under a 100 ms deadline (an injected timeout: most must time
+//   out; one the late deadline let through must be that slow answer);
 // - timers: T loops of sleeps of 1 to 20 ms (each must last at least its duration), one in 10 an hour-long sleep
 //   under a deadline of that length, which must expire;
 // - posts: each worker posts batches of 16 handlers to the other (runtime::post_to) every millisecond or so, each
@@ -86,7 +87,7 @@ struct soak_task {
 
 struct counters {
   std::atomic<std::uint64_t> echo_rounds{0}, echo_conns{0}, resets_injected{0}, resets_seen{0};
-  std::atomic<std::uint64_t> http_requests{0}, http_timeouts{0}, http_closes{0};
+  std::atomic<std::uint64_t> http_requests{0}, http_timeouts{0}, http_late{0}, http_closes{0};
   std::atomic<std::uint64_t> timers{0}, timer_deadlines{0};
   std::atomic<std::uint64_t> posts{0};
   std::atomic<std::uint64_t> messages{0};
@@ -216,15 +217,23 @@ tern::task<> http_client_loop(http::client& c, std::uint16_t port, std::uint64_t
   soak_task live;
   std::uint64_t rng = splitmix(id * 104729);
   for (std::uint64_t n = 0; !stop.stop_requested() && !soak_failed(); ++n) {
-    if (n % 100 == 99) {
-      // The injected fault: a request given up on (its task cancelled) while the server still works on it.
+    if (n % 200 == 199) {
+      // The injected fault: a request given up on (its task cancelled) while the server still works on it. On a
+      // loaded machine the deadline may fire after the answer came (with_timeout then returns the answer): that
+      // answer must then be the slow one, whole, and not have come sooner than the server gives it (a response
+      // left over from an earlier request on a pooled connection would).
+      auto t0 = steady::now();
       auto [ec, r] = co_await tern::with_timeout(c.get("http://127.0.0.1:" + std::to_string(port) + "/slow"), 100ms);
-      if (ec != tern::error::timed_out) {
-        soak_fail("http client %" PRIu64 ": GET /slow under a 100 ms deadline gave '%s'", id,
-                  ec ? ec_text(ec) : "a response");
+      if (ec == tern::error::timed_out) {
+        g.http_timeouts.fetch_add(1);
+      } else if (!ec && r.status == 200 && r.body == "late" && steady::now() - t0 >= 300ms) {
+        g.http_late.fetch_add(1);
+      } else {
+        soak_fail("http client %" PRIu64 ": GET /slow under a 100 ms deadline gave '%s' after %.0f ms", id,
+                  ec ? ec_text(ec) : "a response",
+                  std::chrono::duration<double, std::milli>(steady::now() - t0).count());
         co_return;
       }
-      g.http_timeouts.fetch_add(1);
       continue;
     }
     std::uint64_t seed = (id << 40) ^ n;
@@ -577,6 +586,10 @@ int soak(const args& a) {
     if (!rt.shutdown(5s)) soak_fail("the runtime did not run out of work within 5 s of its shutdown");
   }
   if (auto n = g_soak_tasks.load(); n != 0) soak_fail("%" PRId64 " tasks still alive at the end", n);
+  if (g.http_late.load() > g.http_timeouts.load()) {
+    soak_fail("GET /slow under a 100 ms deadline: %" PRIu64 " timed out, %" PRIu64 " answered (after 300 ms) first",
+              g.http_timeouts.load(), g.http_late.load());
+  }
   if (g.resets_seen.load() != g.resets_injected.load()) {
     soak_fail("the echo server saw %" PRIu64 " resets, %" PRIu64 " were injected", g.resets_seen.load(),
               g.resets_injected.load());
@@ -620,10 +633,10 @@ int soak(const args& a) {
                 "seconds=%lld samples=%zu after_warmup=%zu rss_kib_first_third=%.0f last_third=%.0f "
                 "fds_first_third=%.1f last_third=%.1f echoes=%" PRIu64 " echo_conns=%" PRIu64 " http=%" PRIu64
                 " timers=%" PRIu64 " posts=%" PRIu64 " messages=%" PRIu64 " injected: resets=%" PRIu64
-                " http_timeouts=%" PRIu64 " timer_deadlines=%" PRIu64,
+                " http_timeouts=%" PRIu64 " (answered_first=%" PRIu64 ") timer_deadlines=%" PRIu64,
                 static_cast<long long>(seconds.count()), samples.size(), n, rss_a, rss_b, fds_a, fds_b, t[0],
                 g.echo_conns.load(), t[1], g.timers.load(), t[3], t[4], g.resets_injected.load(),
-                g.http_timeouts.load(), g.timer_deadlines.load());
+                g.http_timeouts.load(), g.http_late.load(), g.timer_deadlines.load());
   return finish(ctx, fds, summary);
 }
 
