@@ -1,7 +1,7 @@
 # Part of scripts/reliability.sh (sourced by it, see there): the sanitizer pass. Checks already run above are run
 # again with their programs built under AddressSanitizer + UndefinedBehaviorSanitizer (preset asan, build/asan) and
 # under ThreadSanitizer (preset tsan, build/tsan), with smaller loads; their rows are named "asan:loss/stream",
-# "tsan:many/echo", ... ('--only asan:*' runs one pass alone).
+# "tsan:many/echo", ... ('--only asan:*' runs one pass alone). The loads are those of --quick.
 #
 #   --sanitizers      run the pass (what --full does)
 #   --no-sanitizers   do not run it in --full
@@ -85,15 +85,16 @@ sanitizer_part() {
       continue
     fi
     figure "$san:build" "-" "built ${targets[*]} in $(elapsed "$start") (an incremental build when build/$san existed)"
-    # The programs of this build in place of the release ones, and loads a sanitized program runs in time: ASan
-    # costs about 2x, TSan 5-15x, and what is looked for (a bad access, a race) needs the paths, not the volume.
+    # The programs of this build in place of the release ones, with the loads of --quick (those of reliability.sh's
+    # loads section, also in --full): what is looked for, a bad access or a race, needs the paths, not the volume,
+    # and ASan (about 2x) and TSan (5-15x) run them in seconds here.
     saved=()
     for var in "${sanitizer_vars[@]}"; do
       saved+=("${!var:-}")
       [[ -n ${!var:-} ]] && printf -v "$var" '%s' "${!var/\/build\/release\//\/build\/$san\/}"
     done
-    loss_stream_bytes=$((8 << 20)); loss_exchanges=500; loss_conns=8
-    many_conns=300; hold_ms=1000
+    loss_stream_bytes=$((64 << 20)); loss_exchanges=2000; loss_conns=16
+    many_conns=2000; hold_ms=3000
     proc_timeout=600
     export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

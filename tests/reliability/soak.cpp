@@ -469,7 +469,7 @@ tern::task<> release_on(tern::runtime& rt, std::size_t i, worker_servers& s) {
 struct sample {
   double t;
   long rss_kib;
-  int fds;
+  double fds;  // the mean of 10 counts spread over the interval
   std::array<double, kinds> rate;  // operations per second of each kind over the interval
   double cpu;                      // CPU time of the process over the interval, in CPUs (1.0: one CPU all along)
 };
@@ -539,16 +539,22 @@ int soak(const args& a) {
       long last_ticks = cpu_ticks(::getpid());
       const double tick = 1.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
       for (auto next_t = t0 + sample_every; next_t <= t0 + seconds && !soak_failed(); next_t += sample_every) {
-        std::this_thread::sleep_until(next_t);
+        // The descriptor count moves with the connections opened and closed at the moment it is read (each lives
+        // for a few hundred ms): ten reads spread over the interval, averaged, keep that out of the comparison.
+        double fds_sum = 0;
+        for (int r = 1; r <= 10; ++r) {
+          std::this_thread::sleep_until(next_t - sample_every + sample_every * r / 10);
+          fds_sum += count_fds();
+        }
         auto now = steady::now();
         auto cur = totals();
         double dt = std::chrono::duration<double>(now - last_t).count();
         long ticks = cpu_ticks(::getpid());
-        sample s{std::chrono::duration<double>(now - t0).count(), rss_kib(::getpid()), count_fds(), {},
+        sample s{std::chrono::duration<double>(now - t0).count(), rss_kib(::getpid()), fds_sum / 10, {},
                  static_cast<double>(ticks - last_ticks) * tick / dt};
         last_ticks = ticks;
         char line[512];
-        int len = std::snprintf(line, sizeof line, "sample t=%.1f rss_kib=%ld fds=%d cpu=%.2f", s.t, s.rss_kib, s.fds,
+        int len = std::snprintf(line, sizeof line, "sample t=%.1f rss_kib=%ld fds=%.1f cpu=%.2f", s.t, s.rss_kib, s.fds,
                                 s.cpu);
         for (int k = 0; k < kinds; ++k) {
           s.rate[k] = static_cast<double>(cur[k] - last[k]) / dt;
