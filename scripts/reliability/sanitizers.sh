@@ -24,7 +24,7 @@ else
   sanitizer_pass=0
 fi
 sanitizer_builds=(asan tsan)
-sanitizer_checks+=(loss_check many_check:many/echo http_shutdown_check)
+sanitizer_checks+=(loss_check many_check:many/echo http_shutdown_check:shutdown/http echo_shutdown_check:shutdown/echo)
 sanitizer_vars+=(tool echo_server http_server)
 parts+=(sanitizer_part)
 
