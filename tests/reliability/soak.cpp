@@ -21,7 +21,7 @@
 // The main thread (not a worker) samples every M ms: the RSS, the descriptor count and each kind's operations in the
 // interval, printed as one "sample" line. At the end the traffic stops, the servers shut down, and the judgement is:
 // - after the warm-up W, the last third of the samples' mean RSS and mean descriptor count must not exceed the first
-//   third's by more than 5%;
+//   third's by more than 5% (and, for the descriptors, by more than 4: see the judgement below);
 // - every kind of traffic must go on in every sample after the warm-up, each sample's rate of each kind at least a
 //   factor F (default 4) of that kind's median: a stall or a collapse fails. Not tighter, and no upper bound: the
 //   paced rates still follow the CPU the machine leaves to the process (measured on 2 CPUs with builds beside it:
@@ -624,7 +624,10 @@ int soak(const args& a) {
     if (rss_b > rss_a * 1.05) {
       soak_fail("RSS grew from %.0f KiB (mean of the first third) to %.0f KiB (last third): +%.1f%%", rss_a, rss_b,
                 100 * (rss_b / rss_a - 1));
-    } else if (fds_b > fds_a * 1.05) {
+    } else if (fds_b > fds_a * 1.05 && fds_b > fds_a + 4) {
+      // The count also wanders by a few with the HTTP clients' pools and the answers still on their way to a
+      // client that gave up (measured: the means of two thirds up to 2.7 apart, 4.5% of 60, with no leak); a leak
+      // keeps growing, so past 5% it passes 4 descriptors within seconds too.
       soak_fail("descriptors grew from %.1f (mean of the first third) to %.1f (last third)", fds_a, fds_b);
     }
     for (int k = 0; k < kinds && !soak_failed(); ++k) {
