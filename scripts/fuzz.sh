@@ -3,16 +3,19 @@
 # for a given time on its committed corpus (tests/fuzz/corpus/<target>/, read only) plus a working corpus that
 # grows from run to run (build/fuzz/corpus-<target>/), with its dictionary.
 #
-#   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build] [target...] [-- libFuzzer flags...]
+#   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build] [--logs DIR] [target...] [-- libFuzzer flags...]
 #
 #   --seconds N   fuzzing time per target (default 600)
 #   --jobs J      targets run at the same time (default 1; each uses one core)
 #   --no-build    run what build/fuzz holds, without configuring or building
+#   --logs DIR    where the logs go (default build/fuzz/logs; scripts/reliability.sh keeps its own, so that the
+#                 logs of the last long run stay where they are)
 #   target        request_parser, response_parser, chunked_decoder, tls_record, ws_frame (default: all)
 #
 # Prints libFuzzer's progress (its cov:/ft: lines) and a summary per target: executions, coverage, corpus, and
 # whether it crashed (or violated an invariant, or hung, or ran out of memory). A crash input is written to
-# build/fuzz/crashes-<target>/ and shown hex-escaped; the exit status is then 1. Full logs: build/fuzz/logs/.
+# build/fuzz/crashes-<target>/ and shown hex-escaped; the exit status is then 1. Full logs: build/fuzz/logs/
+# (or --logs DIR), with a file "run" that says when and for how long.
 # Lower its priority on a shared machine: nice -n 10 scripts/fuzz.sh
 set -euo pipefail
 
@@ -26,6 +29,7 @@ main() {
   seconds=600
   jobs=1
   build=1
+  logdir=build/fuzz/logs
   targets=()
   extra=()
   while (($#)); do
@@ -35,6 +39,7 @@ main() {
       --jobs) jobs=${2:?--jobs needs a value}; shift 2 ;;
       --jobs=*) jobs=${1#*=}; shift ;;
       --no-build) build=0; shift ;;
+      --logs) logdir=${2:?--logs needs a directory}; shift 2 ;;
       -h | --help) usage; exit 0 ;;
       --) shift; extra=("$@"); break ;;
       -*) echo "fuzz.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -67,7 +72,7 @@ main() {
   export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:print_stacktrace=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
-  mkdir -p "$out/logs"
+  mkdir -p "$logdir"
   # What of libFuzzer's output is shown as it runs (all of it is in the log): progress, and anything gone wrong.
   shown='INITED|pulse|DONE|ERROR|SUMMARY|invariant violated|runtime error|Test unit written|^stat::'
   shown+='|^whole input|^fed |^the |^with |^reference|^chunked_decoder:'  # the targets' own reports
@@ -75,12 +80,12 @@ main() {
   run() {
     local t=$1
     local bin="$out/tests/fuzz/fuzz_$t" work="$out/corpus-$t" crashes="$out/crashes-$t"
-    local log="$out/logs/$t.log"
+    local log="$logdir/$t.log"
     mkdir -p "$work" "$crashes"
-    rm -f "$out/logs/$t.status"
+    rm -f "$logdir/$t.status"
     if [[ ! -x $bin ]]; then
       echo "fuzz.sh: $bin is not built" >&2
-      echo 127 >"$out/logs/$t.status"
+      echo 127 >"$logdir/$t.status"
       return
     fi
     local flags=(-max_total_time="$seconds" -timeout=30 -print_final_stats=1 -artifact_prefix="$crashes/")
@@ -89,11 +94,12 @@ main() {
     set +e
     "$bin" "${flags[@]}" "${extra[@]}" "$work" "tests/fuzz/corpus/$t" 2>&1 | tee "$log" |
       { grep --line-buffered -E "$shown" || true; } | sed -u "s/^/[$t] /"
-    echo "${PIPESTATUS[0]}" >"$out/logs/$t.status"
+    echo "${PIPESTATUS[0]}" >"$logdir/$t.status"
     set -e
   }
 
   echo "fuzz.sh: ${targets[*]}: ${seconds} s each, ${jobs} at a time"
+  echo "started=$(date -u '+%Y-%m-%d %H:%M UTC') seconds=$seconds jobs=$jobs targets=${targets[*]}" >"$logdir/run"
   running=0
   for t in "${targets[@]}"; do
     if ((running == jobs)); then
@@ -112,8 +118,8 @@ main() {
   echo
   printf '%-18s %-8s %12s %8s %6s %7s %14s %6s %8s\n' target result executions exec/s cov ft corpus new rss_mb
   for t in "${targets[@]}"; do
-    log="$out/logs/$t.log"
-    status=$(cat "$out/logs/$t.status" 2>/dev/null || echo 127)
+    log="$logdir/$t.log"
+    status=$(cat "$logdir/$t.status" 2>/dev/null || echo 127)
     last=$(grep -E '^#[0-9]+.* cov: ' "$log" 2>/dev/null | tail -n 1 || true)
     execs=$(final_stat number_of_executed_units "$log")
     [[ -n $execs ]] || execs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
@@ -134,9 +140,9 @@ main() {
   fi
 
   for t in "${failed[@]}"; do
-    log="$out/logs/$t.log"
+    log="$logdir/$t.log"
     echo
-    echo "== $t failed (exit status $(cat "$out/logs/$t.status" 2>/dev/null)); log: $log"
+    echo "== $t failed (exit status $(cat "$logdir/$t.status" 2>/dev/null)); log: $log"
     grep -E 'invariant violated|ERROR:|SUMMARY:|runtime error' "$log" | head -n 5 || true
     grep -oE 'Test unit written to [^ ]+' "$log" | sed 's/Test unit written to //' | while read -r input; do
       [[ -f $input ]] || continue
