@@ -171,7 +171,7 @@ result_of() {  # result_of LOG STATUS
 wait_listening() {  # wait_listening LOG PID
   local ep
   for _ in $(seq 200); do
-    ep=$(sed -n 's/^listening on \([^ ]*\).*/\1/p' "$1" | head -n 1)
+    ep=$(sed -n 's/^listening on \([^ ]*\).*/\1/p' "$1" 2>/dev/null | head -n 1)  # the log may not exist yet
     if [[ -n $ep ]]; then echo "$ep"; return 0; fi
     kill -0 "$2" 2>/dev/null || break
     sleep 0.05

@@ -49,15 +49,20 @@ fi
 
 # The reliability suite's quick run (scripts/reliability.sh: packet loss through network namespaces, a slicing
 # proxy, thousands of connections, faults; both backends; a few minutes). It builds the release preset's targets it
-# needs; TERN_TEST_RELIABILITY=0 leaves it out. --no-doc: a test run does not rewrite docs/reliability.md.
+# needs; TERN_TEST_RELIABILITY=0 leaves it out. --no-doc: a test run does not rewrite docs/reliability.md. When the
+# asan and tsan presets were built above, the suite's sanitizer pass runs too (packet loss, many connections and
+# shutdown under load with the programs of those builds): their programs are already built, so it costs the checks'
+# minute or two, not two more builds.
 reliability=${TERN_TEST_RELIABILITY:-1}
 if [[ $reliability != 0 ]]; then
+  reliability_args=(--quick --no-doc)
+  if [[ " ${presets[*]} " == *" asan "* && " ${presets[*]} " == *" tsan "* ]]; then reliability_args+=(--sanitizers); fi
   echo
   echo "================================================================================"
-  echo "== tern reliability suite: --quick"
+  echo "== tern reliability suite: ${reliability_args[*]}"
   echo "================================================================================"
   start=$SECONDS
-  bash scripts/reliability.sh --quick --no-doc
+  bash scripts/reliability.sh "${reliability_args[@]}"
   echo "== reliability suite passed in $((SECONDS - start)) s"
 fi
 

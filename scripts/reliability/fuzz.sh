@@ -3,7 +3,7 @@
 # parsers) is fuzzed by scripts/fuzz.sh (preset fuzz: ASan + UBSan) for a given time, and each gets a row
 # "fuzz/<target>": time, executions, corpus size, and any crash with its reproducer.
 #
-#   --fuzz-seconds N   fuzz each target N s in this run, two at a time (default: 0 in --quick, 120 in --full)
+#   --fuzz-seconds N   fuzz each target N s in this run, two at a time (default: 0 in --quick, 60 in --full)
 #
 # The issue asks an hour per target, five hours of CPU: that is scripts/fuzz.sh's own long run
 # (`scripts/fuzz.sh --seconds 3600 --jobs 2`), not part of a reliability run. When its logs (build/fuzz/logs/) hold a
@@ -11,7 +11,7 @@
 # fails the report until it is fixed and fuzzed again (in --full, or with --fuzz-seconds, only).
 part_option fuzz_seconds fuzz-seconds ""
 if [[ -z $fuzz_seconds ]]; then
-  if [[ $mode == full ]]; then fuzz_seconds=120; else fuzz_seconds=0; fi
+  if [[ $mode == full ]]; then fuzz_seconds=60; else fuzz_seconds=0; fi
 fi
 if ! [[ $fuzz_seconds =~ ^[0-9]+$ ]]; then
   echo "reliability.sh: --fuzz-seconds takes a number of seconds" >&2
@@ -53,7 +53,7 @@ fuzz_rows() {  # fuzz_rows PREFIX DIR WHEN
 fuzz_part() {
   if ((fuzz_seconds == 0)); then
     selected "fuzz/*" && record "fuzz/*" "-" "every libFuzzer target of tests/fuzz" "$(now)" \
-      "skipped: not in --quick (--full fuzzes 120 s per target; --fuzz-seconds N)" "-"
+      "skipped: not in --quick (--full fuzzes 60 s per target; --fuzz-seconds N)" "-"
     return 0
   fi
   local status=0 last_secs

@@ -3,8 +3,8 @@
 #   --soak-minutes M   soak M minutes per backend, sampled every 10 s after a 60 s warm-up (the run: 10)
 #
 # Without it: --quick soaks 60 s per backend, sampled every second after a 10 s warm-up (too short for 10 s samples:
-# the thirds compared would hold two samples each); --full soaks 22 minutes per backend (about 45 in all), sampled
-# every 10 s after 60 s. The traffic, the figures and the judgement are the `soak` subcommand's
+# the thirds compared would hold two samples each); --full soaks 20 minutes per backend (40 in all, so that the
+# whole --full run stays near an hour), sampled every 10 s after 60 s. The traffic, the figures and the judgement are the `soak` subcommand's
 # (tests/reliability/soak.cpp); docs/reliability.md, "Soak", says why these durations.
 part_option soak_minutes soak-minutes ""
 if [[ -n $soak_minutes ]]; then
@@ -16,7 +16,7 @@ if [[ -n $soak_minutes ]]; then
 elif [[ $mode == quick ]]; then
   soak_seconds=60; soak_sample_ms=1000; soak_warmup_ms=10000
 else
-  soak_seconds=1320; soak_sample_ms=10000; soak_warmup_ms=60000
+  soak_seconds=1200; soak_sample_ms=10000; soak_warmup_ms=60000
 fi
 soak_echo_conns=16; soak_http_conns=8; soak_timers=32
 parts+=(soak_part)
