@@ -426,20 +426,29 @@ emfile_check() {
   fd0=$(fd_count "$echo_prog")
   TERN_BACKEND=$backend timeout -k 5 "$proc_timeout" "$tool" emfile-client --connect "$echo_ep" --pid "$echo_prog" \
     --conns "$conns" --window-ms 2000 >"$clog" 2>&1 || status=$?
+  echo_limit_verdict fault/emfile "$backend" "$load" "$start" "$verified" "$clog" "$status" "$log" "$fd0" EMFILE \
+    'Too many open files'
+}
+
+# The end of a check of the echo server at a descriptor limit (fault/emfile, fault/enfile): the client's RESULT, the
+# server's log naming the error on accept, its descriptors back to the start, and a clean exit on SIGTERM; records
+# the row and its figure.
+echo_limit_verdict() {  # echo_limit_verdict NAME BACKEND LOAD START VERIFIED CLIENT_LOG STATUS SERVER_LOG FD0 ERRNO TEXT
+  local name=$1 backend=$2 load=$3 start=$4 verified=$5 clog=$6 status=$7 log=$8 fd0=$9 errno=${10} text=${11}
+  local r why="" result=passed
   r=$(result_of "$clog" "$status")
   if [[ $r != ok* || $status != 0 ]]; then
     why="${r#fail }"
-  elif ! grep -q 'accept: Too many open files' "$log"; then
-    why="the server never reported EMFILE on accept"
+  elif ! grep -q "accept: $text" "$log"; then
+    why="the server never reported $errno on accept"
   elif ! wait_fds "$echo_prog" "$fd0"; then
     why="the server holds $(fd_count "$echo_prog") descriptors after the clients closed, $fd0 at the start"
   fi
   stop_echo_server
   if [[ -z $why && $echo_status != 0 ]]; then why="echo_server exited with status $echo_status after SIGTERM"; fi
-  local result=passed
   [[ -n $why ]] && result="FAILED: $why"
-  record fault/emfile "$backend" "$load" "$start" "$result" "$verified"
-  figure fault/emfile "$backend" "${r#ok }; EMFILE reports in the server's log: $(grep -c 'Too many open files' "$log")"
+  record "$name" "$backend" "$load" "$start" "$result" "$verified"
+  figure "$name" "$backend" "${r#ok }; $errno reports in the server's log: $(grep -c "$text" "$log")"
 }
 
 mib() { echo "$(($1 >> 20)) MiB"; }

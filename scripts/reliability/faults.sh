@@ -80,21 +80,8 @@ faults_enfile_check() {
   TERN_BACKEND=$backend timeout -k 5 "$proc_timeout" "$tool" enfile-client --connect "$echo_ep" --pid "$echo_prog" \
     --conns "$conns" --before 16 --window-ms 1500 >"$clog" 2>&1 || status=$?
   faults_restore_file_max
-  r=$(result_of "$clog" "$status")
-  if [[ $r != ok* || $status != 0 ]]; then
-    why="${r#fail }"
-  elif ! grep -q 'accept: Too many open files in system' "$log"; then
-    why="the server never reported ENFILE on accept"
-  elif ! wait_fds "$echo_prog" "$fd0"; then
-    why="the server holds $(fd_count "$echo_prog") descriptors after the clients closed, $fd0 at the start"
-  fi
-  stop_echo_server
-  if [[ -z $why && $echo_status != 0 ]]; then why="echo_server exited with status $echo_status after SIGTERM"; fi
-  local result=passed
-  [[ -n $why ]] && result="FAILED: $why"
-  record fault/enfile "$backend" "$load" "$start" "$result" "$verified"
-  figure fault/enfile "$backend" \
-    "${r#ok }; ENFILE reports in the server's log: $(grep -c 'Too many open files in system' "$log")"
+  echo_limit_verdict fault/enfile "$backend" "$load" "$start" "$verified" "$clog" "$status" "$log" "$fd0" ENFILE \
+    'Too many open files in system'
 }
 
 faults_full_disk_check() {

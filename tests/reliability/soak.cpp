@@ -621,9 +621,16 @@ int soak(const args& a) {
     rss_b = mean_of(samples, samples.size() - third, samples.size(), true);
     fds_a = mean_of(samples, first, first + third, false);
     fds_b = mean_of(samples, samples.size() - third, samples.size(), false);
-    if (rss_b > rss_a * 1.05) {
-      soak_fail("RSS grew from %.0f KiB (mean of the first third) to %.0f KiB (last third): +%.1f%%", rss_a, rss_b,
-                100 * (rss_b / rss_a - 1));
+    // The highest sample before the last third. The pools and the allocator keep the most the process has needed
+    // at once, so a moment of contention (a backlog of posts while a worker was descheduled) raises the RSS in a
+    // step that then stays flat: measured, +5.2% in a 60 s soak, every sample of the last third equal to the peak
+    // of the middle one. A leak keeps climbing past every earlier peak; a step reached before the last third does
+    // not.
+    long earlier_peak = 0;
+    for (std::size_t i = first; i < samples.size() - third; ++i) earlier_peak = std::max(earlier_peak, samples[i].rss_kib);
+    if (rss_b > rss_a * 1.05 && rss_b > static_cast<double>(earlier_peak) * 1.01) {
+      soak_fail("RSS grew from %.0f KiB (mean of the first third) to %.0f KiB (last third): +%.1f%%, above the "
+                "earlier peak of %ld KiB", rss_a, rss_b, 100 * (rss_b / rss_a - 1), earlier_peak);
     } else if (fds_b > fds_a * 1.05 && fds_b > fds_a + 4) {
       // The count also wanders by a few with the HTTP clients' pools and the answers still on their way to a
       // client that gave up (measured: the means of two thirds up to 2.7 apart, 4.5% of 60, with no leak); a leak
