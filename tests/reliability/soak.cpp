@@ -21,7 +21,8 @@
 // The main thread (not a worker) samples every M ms: the RSS, the descriptor count and each kind's operations in the
 // interval, printed as one "sample" line. At the end the traffic stops, the servers shut down, and the judgement is:
 // - after the warm-up W, the last third of the samples' mean RSS and mean descriptor count must not exceed the first
-//   third's by more than 5% (and, for the descriptors, by more than 4: see the judgement below);
+//   third's by more than 5% (the RSS also not past the highest earlier sample, the descriptors also not by more
+//   than 4: see the judgement below);
 // - every kind of traffic must go on in every sample after the warm-up, each sample's rate of each kind at least a
 //   factor F (default 4) of that kind's median: a stall or a collapse fails. Not tighter, and no upper bound: the
 //   paced rates still follow the CPU the machine leaves to the process (measured on 2 CPUs with builds beside it:
