@@ -26,6 +26,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# shellcheck source=lib/doc-block.sh
+source scripts/lib/doc-block.sh
 
 mode=quick
 write_doc=1
@@ -588,18 +590,11 @@ end_marker='<!-- report:end -->'
 if ((write_doc)); then
   if ((failures && !allow_failures)); then
     echo "reliability.sh: docs/reliability.md is unchanged (a check failed; --allow-failures publishes the report anyway)"
-  elif [[ $(grep -cxF "$begin_marker" "$doc" 2>/dev/null) != 1 || $(grep -cxF "$end_marker" "$doc") != 1 ]]; then
+  elif ! doc_block_valid "$doc" "$begin_marker" "$end_marker"; then
     echo "reliability.sh: $doc must hold exactly one '$begin_marker' line and one '$end_marker' line" >&2
     exit 1
   else
-    page=$(mktemp)
-    awk -v begin="$begin_marker" -v end="$end_marker" -v block="$report" '
-      $0 == begin { print; while ((getline line < block) > 0) print line; skipping = 1; next }
-      $0 == end { skipping = 0 }
-      !skipping { print }
-    ' "$doc" >"$page"
-    cp "$page" "$doc"
-    rm -f "$page"
+    doc_block_replace "$doc" "$begin_marker" "$end_marker" "$report"
     echo "reliability.sh: docs/reliability.md updated"
   fi
 fi
