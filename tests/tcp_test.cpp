@@ -644,6 +644,35 @@ TEST_P(tcp_test, shutdown_send_makes_peer_read_eof_and_half_close_still_receives
   }(ctx));
 }
 
+// available(): what the kernel's receive queue holds, before and after a read takes part of it; closed: an error.
+TEST_P(tcp_test, available_counts_the_bytes_a_read_would_take_now) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    auto [e0, none] = server.available();
+    EXPECT_OK(e0);
+    EXPECT_EQ(none, 0u);
+    const std::string sent(100, 'x');
+    auto [w, nw] = co_await client.write_all(tern::const_buffer(sent.data(), sent.size()));
+    CO_ASSERT_OK(w);
+    // Loopback delivers at once, but wait for it rather than assume it.
+    std::size_t queued = 0;
+    for (int i = 0; i < 1000 && queued < sent.size(); ++i) {
+      queued = server.available().value;
+      if (queued < sent.size()) co_await tern::sleep_for(1ms);
+    }
+    EXPECT_EQ(queued, 100u);
+    char part[40];
+    auto [r, nr] = co_await server.read_exact(tern::mutable_buffer(part, sizeof part));
+    CO_ASSERT_OK(r);
+    auto [e1, left] = server.available();
+    EXPECT_OK(e1);
+    EXPECT_EQ(left, 60u);
+    server.close();
+    auto [e2, gone] = server.available();
+    EXPECT_EC(e2, std::errc::bad_file_descriptor);
+  }(ctx));
+}
+
 // One connection resets; the server keeps accepting and echoing on the others.
 TEST_P(tcp_test, error_in_one_connection_does_not_affect_others) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {

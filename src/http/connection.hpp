@@ -37,6 +37,8 @@ class connection {
   task<void> run();
   // Closes the socket under whatever the connection is waiting for (stop() of idle ones, shutdown's cut).
   void cut() noexcept;
+  // The peer's bytes wait in the kernel's receive queue: an idle connection is not cut by stop() then (server.cpp).
+  bool input_waiting() const noexcept;
 
   // The streaming form's side (stream.hpp).
   task<io_result<std::size_t>> read_body_some(mutable_buffer b);

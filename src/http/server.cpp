@@ -126,6 +126,11 @@ std::size_t connection::max_capacity() const noexcept {
 
 void connection::cut() noexcept { (secure_ ? secure_->socket() : socket_).close(); }
 
+bool connection::input_waiting() const noexcept {
+  auto [ec, n] = (secure_ ? secure_->socket() : socket_).available();
+  return !ec && n != 0;
+}
+
 // Room after end_ for a read: the bytes from pinned_ on move to pinned_ first; then the buffer grows (only while
 // nothing is pinned: a grown buffer moves the head).
 bool connection::make_room() {
@@ -707,8 +712,12 @@ void server::stop() noexcept {
   if (stopping_) return;
   stopping_ = true;
   acceptor_.close();
+  // An idle connection is cut, unless its next request is already in the kernel's receive queue (sent just
+  // before the stop, its read not yet handled): that one is read and answered, with Connection: close. A request
+  // still on the wire, or taken by a read whose completion the loop has not handled, is still cut; HTTP lets the
+  // client retry it, as it would after any keep-alive close.
   for (detail::connection* c = head_; c != nullptr; c = c->next_) {
-    if (c->idle_) c->cut();
+    if (c->idle_ && !c->input_waiting()) c->cut();
   }
 }
 

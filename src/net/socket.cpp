@@ -1,10 +1,11 @@
 // What every socket shares (see tern/net/socket.hpp) beyond basic_descriptor: creating a socket in the mode of
-// the loop's backend, shutdown, and the completion side of descriptor passing.
+// the loop's backend, shutdown, available, and the completion side of descriptor passing.
 #include "tern/net/socket.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 namespace tern::net {
@@ -123,6 +124,13 @@ std::error_code basic_stream_socket::shutdown(shutdown_how how) noexcept {
   if (desc_ == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
   if (::shutdown(desc_->fd, static_cast<int>(how)) < 0) return last_error();
   return {};
+}
+
+io_result<std::size_t> basic_stream_socket::available() const noexcept {
+  if (desc_ == nullptr) return {std::make_error_code(std::errc::bad_file_descriptor), 0};
+  int n = 0;
+  if (::ioctl(desc_->fd, FIONREAD, &n) < 0) return {last_error(), 0};
+  return {std::error_code{}, static_cast<std::size_t>(n)};
 }
 
 }  // namespace tern::net

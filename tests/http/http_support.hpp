@@ -62,6 +62,8 @@ class server_thread {
   }
 
   std::uint16_t port() const { return port_; }
+  // The server itself: to be used on its loop only (on_loop).
+  tern::http::server& server() { return server_; }
   std::string url(std::string_view path) const { return "http://127.0.0.1:" + std::to_string(port_) + std::string(path); }
   // Runs f on the server's loop (any thread).
   template <class F>

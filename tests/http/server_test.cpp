@@ -381,6 +381,39 @@ TEST_P(http_server_test, graceful_shutdown_finishes_the_request_in_flight) {
   ::close(fd);
 }
 
+// A keep-alive client's next request that reached the server's kernel queue before stop() is read and answered
+// (with Connection: close), not cut with the idle connections. The loop is held by a blocking item while the
+// request lands, so stop() runs before the loop has handled the read: the request is in the queue, the connection
+// still idle. A connection with nothing waiting is cut as before.
+TEST_P(http_server_test, stop_answers_the_request_an_idle_connection_has_already_received) {
+  server_thread s(GetParam(), test_routes());
+  raw_client busy(s.port()), idle(s.port());
+  busy.send(get("/hello"));
+  ASSERT_EQ(busy.read_response().status, 200);
+  idle.send(get("/hello"));
+  ASSERT_EQ(idle.read_response().status, 200);
+  // Both connections wait for their next request.
+  std::this_thread::sleep_for(50ms);
+  std::atomic<bool> held{false}, release{false};
+  tern::http::server* server = &s.server();
+  s.on_loop([&held, &release, server] {
+    held = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+    server->stop();
+  });
+  while (!held) std::this_thread::sleep_for(1ms);
+  busy.send(get("/users/7"));
+  std::this_thread::sleep_for(50ms);  // through loopback into the server's receive queue
+  release = true;
+  auto r = busy.read_response();
+  EXPECT_EQ(r.status, 200) << "the request already received is answered";
+  EXPECT_EQ(r.body, "user 7");
+  EXPECT_NE(r.head.find("Connection: close\r\n"), std::string::npos);
+  EXPECT_TRUE(busy.server_closed());
+  EXPECT_TRUE(idle.server_closed()) << "an idle connection with nothing received is closed";
+  EXPECT_TRUE(s.stop(2s));
+}
+
 TEST_P(http_server_test, shutdown_cuts_what_outlives_the_grace) {
   http::router r;
   r.get("/forever", [](http::request&) -> tern::task<http::response> {

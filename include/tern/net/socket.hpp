@@ -89,6 +89,10 @@ class basic_stream_socket : public basic_socket {
   }
   // Shuts down one or both directions (send: the peer reads eof after the data already sent).
   [[nodiscard]] std::error_code shutdown(shutdown_how how = shutdown_how::send) noexcept;
+  // The bytes in the kernel's receive queue of this socket, which a read would take without waiting (FIONREAD);
+  // io_result<size_t>, bad_file_descriptor when closed. Bytes a read or receive() has already taken from the
+  // queue, and whose completion the loop has not handled yet, are not counted.
+  [[nodiscard]] io_result<std::size_t> available() const noexcept;
 
  protected:
   using basic_socket::basic_socket;
