@@ -616,10 +616,20 @@ int reset(const args& a) {
   }
   std::uint64_t good_echoes = g_rounds_verified - rounds;  // the mid-read peers' warm-ups are counted too
   if (!failed()) {
-    if (counts.reset_while_reading != rounds) {
-      fail("reset: %" PRIu64 " resets seen by a pending read, %" PRIu64 " expected", counts.reset_while_reading, rounds);
-    } else if (counts.reset_while_writing != rounds) {
-      fail("reset: %" PRIu64 " resets seen by a pending write, %" PRIu64 " expected", counts.reset_while_writing, rounds);
+    // Every reset is seen once. A mid-read peer's is always seen by a read; a mid-write peer resets once its own
+    // writes have stalled for 200 ms, which nearly always means the server is blocked writing to it, but on a loop
+    // busy for that long (the full load: 1500 peers at once) the server may still be waiting in its read, which
+    // then sees the reset: 1 in 500 in one run. So at least half of the mid-write peers' resets must reach a
+    // blocked write, and the rest a read.
+    if (counts.reset_while_reading + counts.reset_while_writing != 2 * rounds) {
+      fail("reset: %" PRIu64 " resets seen by a read and %" PRIu64 " by a write, %" PRIu64 " in all expected",
+           counts.reset_while_reading, counts.reset_while_writing, 2 * rounds);
+    } else if (counts.reset_while_reading < rounds) {
+      fail("reset: %" PRIu64 " resets seen by a pending read, at least %" PRIu64 " expected", counts.reset_while_reading,
+           rounds);
+    } else if (counts.reset_while_writing < (rounds + 1) / 2) {
+      fail("reset: %" PRIu64 " resets seen by a pending write, at least %" PRIu64 " expected",
+           counts.reset_while_writing, (rounds + 1) / 2);
     } else if (counts.other_errors != 0) {
       fail("reset: %" PRIu64 " unexpected errors on the server", counts.other_errors);
     } else if (good_echoes != (rounds + 1) * 20) {
