@@ -83,6 +83,9 @@ backends=(io_uring epoll)
 # name of a function to parts; that function runs after the checks below (for each backend itself, where a loop is
 # involved) with everything this script defines: selected, record, figure, single_check, run_pair, the echo server's
 # helpers, $tool, $logs, $proc_timeout, backends_available.
+# The packages first: the part files decide when they are sourced what they can run and build (simdjson for the
+# HTTP example, wrk, tc), so on a fresh machine they must find what setup-deps.sh installs.
+bash scripts/setup-deps.sh
 build_targets=(reliability_tool echo_server)
 parts=()
 cleanup_hooks=()  # functions of the part files that undo what they set up (mounts, sysctls), run on every exit
@@ -97,7 +100,6 @@ for o in "${!part_opts[@]}"; do
 done
 
 # ---- build ------------------------------------------------------------------------------------------------------------
-bash scripts/setup-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j2 --target "${build_targets[@]}"
 tool="$repo/build/release/tests/reliability/reliability_tool"
