@@ -32,7 +32,10 @@
 // next receive() takes it without entering the kernel. The multishot ends on eof, an error, a cancellation, or an
 // empty ring (ENOBUFS): the pool then grows by a chunk and the receive is re-armed if someone waits; at the pool's
 // maximum, a waiting receive is submitted as a plain RECV into a heap overflow buffer instead (counted), so an
-// exhausted pool slows a socket down but never leaves it waiting for a buffer. Where the kernel has bundles
+// exhausted pool slows a socket down but never leaves it waiting for a buffer. The ring has entries for the
+// buffers the pool has (a page of them at first), not for its maximum: when the pool grows past it, the ring is
+// moved to a larger one at the end of the turn (move_pool_ring), and a receive that finds it empty before then
+// uses an overflow buffer. Where the kernel has bundles
 // (IORING_FEAT_RECVSEND_BUNDLE, 6.10) the multishot receive is a bundled one: a completion fills as many ring
 // buffers as the waiting bytes need, names the first, and the pool knows the rest by the ring's order
 // (receive_pool::ring_next); each is queued or handed out on its own, as if it had come in a completion of its own.
@@ -120,6 +123,15 @@ std::uint64_t multishot_tag(const descriptor& d, std::uint64_t bit) noexcept {
 #define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
 #endif
 
+// Newer than liburing 2.3's headers (kernel 6.8): IORING_REGISTER_PBUF_STATUS, which reads the kernel's head of a
+// provided-buffer ring (the receive pool's ring is moved to a larger one with it), and its argument.
+constexpr unsigned register_pbuf_status = 26;
+struct pbuf_status {
+  std::uint32_t buf_group;  // in
+  std::uint32_t head;       // out
+  std::uint32_t resv[8];
+};
+
 // The state of a zero-copy send, in io_op::aux beside send_plain_only: submitted as SEND_ZC; its result CQE has
 // arrived (in op.res); that CQE announced a notification; the notification has arrived.
 constexpr std::uint8_t zc_sent = 1;
@@ -158,6 +170,7 @@ class io_uring_backend final : public backend {
       rc = io_uring_queue_init_params(entries, &ring_, &p);
       if (rc == 0) {
         bundles_ = opts.receive_bundles && (p.features & feat_recvsend_bundle) != 0;
+        defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
         disabled_ = (flags & IORING_SETUP_R_DISABLED) != 0;
         enabled_.store(!disabled_, std::memory_order_relaxed);
         break;
@@ -282,22 +295,113 @@ class io_uring_backend final : public backend {
 
   void attach_pool(receive_pool& pool) noexcept override {
     pool_ = &pool;
-    // Entries for every buffer the pool may ever have, so that growing never re-registers the ring.
-    const std::uint32_t entries = std::bit_ceil(pool.max_buffers());
+    // The ring is sized to the pool and moved to a larger one as the pool grows (receive_pool.hpp), which needs
+    // the kernel's head of the ring between two turns: only where completions, and so the buffers they take,
+    // come only inside this loop's own enter (DEFER_TASKRUN; not with SQPOLL, whose thread issues receives on
+    // its own) and the kernel reports the head (6.8). Elsewhere the ring has an entry for every buffer the pool
+    // may ever have from the start, and is never moved.
+    std::uint32_t entries = std::bit_ceil(pool.max_buffers());
+    if (defer_taskrun_) entries = pool.ring_entries_wanted();
+    if (!register_pool_ring(entries)) return;  // the pool lends from its stack, and receives are plain RECVs
+    pool.feed_kernel_ring(pool_ring_, entries, pool_group);
+    if (entries == std::bit_ceil(pool.max_buffers())) return;
+    pbuf_status st{};
+    st.buf_group = pool_group;
+    if (::syscall(__NR_io_uring_register, ring_.ring_fd, register_pbuf_status, &st, 1) == 0 &&
+        pool.ring_matches(static_cast<std::uint16_t>(st.head))) {
+      ring_movable_ = true;
+      return;
+    }
+    // No head to be had: the ring for every buffer after all (nothing has taken a buffer yet).
+    void* small = pool_ring_;
+    const std::size_t small_bytes = pool_ring_bytes_;
+    (void)io_uring_unregister_buf_ring(&ring_, pool_group);
+    pool.leave_kernel_ring(0);
+    ::munmap(small, small_bytes);
+    pool_ring_ = nullptr;
+    entries = std::bit_ceil(pool.max_buffers());
+    if (register_pool_ring(entries)) pool.feed_kernel_ring(pool_ring_, entries, pool_group);
+  }
+
+  // Maps and registers a provided-buffer ring of `entries` as the pool's group (pool_ring_); false if either
+  // is refused (pool_ring_ unchanged).
+  bool register_pool_ring(std::uint32_t entries) noexcept {
     const std::size_t bytes = entries * sizeof(io_uring_buf);
     void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return;  // the pool lends from its stack, and receives are plain RECVs
+    if (mem == MAP_FAILED) return false;
+    if (!register_ring_memory(mem, entries)) {
+      ::munmap(mem, bytes);
+      return false;
+    }
+    pool_ring_ = mem;
+    pool_ring_bytes_ = bytes;
+    return true;
+  }
+
+  bool register_ring_memory(void* mem, std::uint32_t entries) noexcept {
     io_uring_buf_reg reg{};
     reg.ring_addr = reinterpret_cast<std::uintptr_t>(mem);
     reg.ring_entries = entries;
     reg.bgid = pool_group;
-    if (io_uring_register_buf_ring(&ring_, &reg, 0) < 0) {
-      ::munmap(mem, bytes);
+    return io_uring_register_buf_ring(&ring_, &reg, 0) == 0;
+  }
+
+  // The pool has grown past its ring: move the ring's buffers, and those waiting on the pool's stack, to a ring
+  // for all of them. Only between turns, with every completion handled: the kernel takes a buffer only when it
+  // posts the completion that names it, inside this loop's enter (DEFER_TASKRUN), so the ring then holds exactly
+  // the buffers from the kernel's head to the tail, and no completion still to be handled reads an old entry.
+  void move_pool_ring() noexcept {
+    receive_pool& pool = *pool_;
+    if (io_uring_cq_ready(&ring_) != 0 || (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_CQ_OVERFLOW) != 0) {
+      return;  // the next turn
+    }
+    pbuf_status st{};
+    st.buf_group = pool_group;
+    const bool have_head = ::syscall(__NR_io_uring_register, ring_.ring_fd, register_pbuf_status, &st, 1) == 0;
+    const auto head = static_cast<std::uint16_t>(st.head);
+    if (!have_head || !pool.ring_matches(head)) {
+      // Not expected (it worked when the ring was made; the pool's count and the kernel's agree between turns).
+      // The ring stays as it is, and the buffers past it stay on the pool's stack: receives that find the ring
+      // empty use overflow buffers, as at the pool's maximum.
+      ring_movable_ = false;
       return;
     }
-    pool_ring_ = mem;
-    pool_ring_bytes_ = bytes;
-    pool.feed_kernel_ring(mem, entries, pool_group);
+    const std::uint32_t entries = pool.ring_entries_wanted();
+    const std::size_t bytes = entries * sizeof(io_uring_buf);
+    void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return;  // the next turn tries again; receives meanwhile use overflow buffers
+    if (io_uring_unregister_buf_ring(&ring_, pool_group) != 0) {
+      ::munmap(mem, bytes);
+      ring_movable_ = false;
+      return;
+    }
+    if (register_ring_memory(mem, entries)) {
+      pool.move_kernel_ring(mem, entries, head);
+      ::munmap(pool_ring_, pool_ring_bytes_);
+      pool_ring_ = mem;
+      pool_ring_bytes_ = bytes;
+      ctx_.counters().receive_ring_moves.add();
+      return;
+    }
+    // The larger ring was refused: the old one again, refilled from its head; else no ring at all.
+    ::munmap(mem, bytes);
+    ring_movable_ = false;
+    if (register_ring_memory(pool_ring_, pool.kernel_ring_entries())) {
+      pool.move_kernel_ring(pool_ring_, pool.kernel_ring_entries(), head);
+    } else {
+      pool.leave_kernel_ring(head);
+      ::munmap(pool_ring_, pool_ring_bytes_);
+      pool_ring_ = nullptr;
+    }
+  }
+
+  // Grows the pool for a receive that found the ring empty (outside a reap, the ring can be moved at once);
+  // true if the ring now has a buffer.
+  bool grow_pool() noexcept {
+    receive_pool& pool = *pool_;
+    (void)pool.grow();
+    if (pool.ring_too_small() && ring_movable_) move_pool_ring();
+    return pool.in_ring() != 0;
   }
 
   void cancel(io_op& op) noexcept override {
@@ -356,6 +460,7 @@ class io_uring_backend final : public backend {
     ctx_.counters().kernel_waits.add();
     ctx_.counters().syscalls.add();
     reap();
+    if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
   }
 
   void wake() noexcept override {
@@ -536,7 +641,7 @@ class io_uring_backend final : public backend {
   // `waiter` as a plain RECV into a buffer of its own. 0, or -ENOMEM if not even an overflow buffer was to be had.
   int arm_receive(descriptor& d, receive_op& waiter) noexcept {
     receive_pool& pool = *pool_;
-    if (pool.kernel_ring() != nullptr && (pool.in_ring() != 0 || pool.grow())) {
+    if (pool.kernel_ring() != nullptr && (pool.in_ring() != 0 || grow_pool())) {
       io_uring_sqe* sqe = get_sqe();
       io_uring_prep_recv_multishot(sqe, d.fd, nullptr, 0, 0);
       name_registered(sqe, d);
@@ -960,6 +1065,8 @@ class io_uring_backend final : public backend {
   receive_pool* pool_ = nullptr;
   void* pool_ring_ = nullptr;
   std::size_t pool_ring_bytes_ = 0;
+  bool defer_taskrun_ = false;  // the ring was made with DEFER_TASKRUN
+  bool ring_movable_ = false;   // the pool's ring is sized to the pool and moved as it grows (attach_pool)
   // Multishot accept: the bound of a listener's queue (0: off); whether the kernel has it (until a first EINVAL),
   // and whether one has delivered a socket on this ring (after which EINVAL is a listener's own error).
   unsigned accept_queue_;

@@ -126,6 +126,7 @@ loop_snapshot& loop_snapshot::operator+=(const loop_snapshot& o) noexcept {
   receive_pool_dry += o.receive_pool_dry;
   receive_overflows += o.receive_overflows;
   receive_bundles += o.receive_bundles;
+  receive_ring_moves += o.receive_ring_moves;
   zero_copy_copied += o.zero_copy_copied;
   kernel_waits += o.kernel_waits;
   syscalls += o.syscalls;
@@ -169,6 +170,7 @@ loop_snapshot snapshot(const io_context& ctx) noexcept {
   s.receive_pool_dry = c.receive_pool_dry.get();
   s.receive_overflows = c.receive_overflows.get();
   s.receive_bundles = c.receive_bundles.get();
+  s.receive_ring_moves = c.receive_ring_moves.get();
   s.zero_copy_copied = c.zero_copy_copied.get();
   s.kernel_waits = c.kernel_waits.get();
   s.syscalls = c.syscalls.get();
@@ -337,11 +339,14 @@ const family families[] = {
      "Times the receive buffer pool ran dry (the pool grew, or a receive used an overflow buffer).",
      scalar<&loop_snapshot::receive_pool_dry>},
     {"tern_loop_receive_overflows_total", "counter",
-     "Receives that used an overflow buffer because the pool was at its maximum and empty.",
+     "Receives that used an overflow buffer: the pool was at its maximum and empty (or its ring was being enlarged).",
      scalar<&loop_snapshot::receive_overflows>},
     {"tern_loop_receive_bundles_total", "counter",
      "Receive completions that filled more than one pool buffer at once (io_uring bundles).",
      scalar<&loop_snapshot::receive_bundles>},
+    {"tern_loop_receive_ring_moves_total", "counter",
+     "Times the receive pool's buffer ring was moved to a larger one as the pool grew (io_uring).",
+     scalar<&loop_snapshot::receive_ring_moves>},
     {"tern_loop_zero_copy_copied_total", "counter",
      "Zero-copy sends whose bytes the kernel copied after all (loopback, or a device without scatter-gather).",
      scalar<&loop_snapshot::zero_copy_copied>},

@@ -34,7 +34,8 @@ receive_pool::~receive_pool() {
 }
 
 bool receive_pool::grow() noexcept {
-  if (count_ >= max_) return false;
+  // While the ring waits for a larger one, more buffers would only wait on the stack too.
+  if (count_ >= max_ || ring_too_small()) return false;
   const std::size_t chunk_bytes = static_cast<std::size_t>(chunk_) * size_;
   void* p = ::mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return false;
@@ -43,7 +44,7 @@ bool receive_pool::grow() noexcept {
   count_ += chunk_;
   meta_.resize(count_);
   if (kernel_ring_ != nullptr) {
-    for (std::uint32_t id = first; id < count_; ++id) add_to_ring(id);
+    for (std::uint32_t id = first; id < count_; ++id) offer_to_ring(id);
   } else {
     for (std::uint32_t id = count_; id-- > first;) free_.push_back(id);  // `first` on top of the stack
   }
@@ -80,10 +81,60 @@ void receive_pool::feed_kernel_ring(void* ring, std::uint32_t entries, std::uint
   kernel_ring_ = ring;
   ring_entries_ = entries;
   group_ = group;
+  in_ring_ = 0;
+  ring_last_ = none;
   io_uring_buf_ring_init(static_cast<io_uring_buf_ring*>(ring));
-  // Oldest first, as the stack would have handed them out.
-  for (std::size_t i = free_.size(); i-- > 0;) add_to_ring(free_[i]);
-  free_.clear();
+  // The top of the stack first, as the stack would have handed them out; what has no room stays there.
+  while (!free_.empty() && in_ring_ < entries) {
+    add_to_ring(free_.back());
+    free_.pop_back();
+  }
+}
+
+std::uint32_t receive_pool::ring_entries_wanted() const noexcept {
+  constexpr std::uint32_t page_entries = 4096 / sizeof(io_uring_buf);
+  return std::min(std::max(std::bit_ceil(count_), page_entries), std::bit_ceil(max_));
+}
+
+bool receive_pool::ring_matches(std::uint16_t head) const noexcept {
+  const auto* br = static_cast<const io_uring_buf_ring*>(kernel_ring_);
+  return br != nullptr && static_cast<std::uint16_t>(br->tail - head) == in_ring_;
+}
+
+void receive_pool::unload_ring(std::uint16_t head) noexcept {
+  const std::size_t base = free_.size();
+  if (in_ring_ != 0) {
+    // The ring's buffers were added one after the other, so the order link of each names the next one.
+    const auto* br = static_cast<const io_uring_buf_ring*>(kernel_ring_);
+    std::uint32_t id = br->bufs[head & (ring_entries_ - 1)].bid;
+    for (std::uint32_t i = 0; i < in_ring_ && id != none; ++i) {
+      free_.push_back(id);  // capacity reserved: the stack never holds more than every buffer
+      id = meta_[id].ring_next;
+    }
+  }
+  std::reverse(free_.begin() + static_cast<std::ptrdiff_t>(base), free_.end());
+  in_ring_ = 0;
+  ring_last_ = none;
+}
+
+void receive_pool::move_kernel_ring(void* ring, std::uint32_t entries, std::uint16_t head) noexcept {
+  unload_ring(head);
+  feed_kernel_ring(ring, entries, group_);
+}
+
+void receive_pool::leave_kernel_ring(std::uint16_t head) noexcept {
+  unload_ring(head);
+  kernel_ring_ = nullptr;
+  ring_entries_ = 0;
+}
+
+void receive_pool::offer_to_ring(std::uint32_t id) noexcept {
+  // With no more buffers than entries the ring has room for any buffer not in it (it holds distinct buffers).
+  if (count_ <= ring_entries_) {
+    add_to_ring(id);
+  } else {
+    free_.push_back(id);  // capacity reserved
+  }
 }
 
 void receive_pool::add_to_ring(std::uint32_t id) noexcept {
@@ -110,7 +161,7 @@ void receive_pool::give_back(std::uint32_t id) noexcept {
   if (id >= overflow_base) {
     overflow_free_.push_back(id);  // capacity reserved with the buffer
   } else if (kernel_ring_ != nullptr) {
-    add_to_ring(id);
+    offer_to_ring(id);
   } else {
     free_.push_back(id);  // capacity reserved
   }

@@ -3,9 +3,12 @@
 // receive cancelled or timed out mid-stream (nothing lost), a peer reset, a lease held across a long await while
 // other sockets are served, close with receives pending and bytes queued, and the refusal of plain reads on a
 // socket read with receive(); io_uring's bundled receives (several pool buffers in one completion) across many
-// sockets and a dry pool, and with bundles turned off.
+// sockets and a dry pool, and with bundles turned off; io_uring's ring of free buffers moved to larger ones as the
+// pool grows (in order, with the buffers that waited for room), under real traffic and step by step.
 #include "net_support.hpp"
+#include "tern/detail/receive_pool.hpp"
 
+#include <liburing.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -267,6 +270,111 @@ TEST_P(small_pool_test, a_pool_that_runs_dry_loses_nothing) {
   auto s = ctx.metrics();
   EXPECT_GT(s.receive_pool_dry, 0u) << "the pool never ran dry";
   EXPECT_GT(s.receive_overflows, 0u) << "no receive used an overflow buffer";
+}
+
+// Every lease of a 1 MiB stream held, through a pool of 1 KiB buffers allowed to grow to 2048: under io_uring the
+// kernel's ring starts with 256 entries and must be moved to larger ones (at least twice) as the pool grows past
+// it; not a byte is lost or reordered across the moves. Then, with every buffer given back, a second stream read
+// and released as it comes needs no overflow buffer: the pool's grown buffers are all in the ring.
+TEST_P(receive_test, a_pool_grown_past_its_ring_loses_nothing) {
+  tern::io_context_options o = options_for(GetParam());
+  o.receive_buffer_size = 1024;
+  o.receive_buffers = 4;
+  o.receive_buffers_max = 2048;
+  tern::io_context ctx{o};
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    const auto first = make_pattern(1u << 20, 21);
+    auto writer = tern::spawn(ctx, [](tcp_socket& c, const std::vector<char>& p) -> tern::task<void> {
+      auto w = co_await c.write_all(tern::const_buffer(p));
+      EXPECT_OK(w.ec);
+    }(client, first));
+    std::vector<tern::leased_buffer> held;
+    std::vector<char> got;
+    while (got.size() < first.size()) {
+      auto [ec, lease] = co_await server.receive();
+      CO_ASSERT_OK(ec);
+      got.insert(got.end(), lease.data(), lease.data() + lease.size());
+      held.push_back(std::move(lease));
+    }
+    co_await std::move(writer);
+    EXPECT_TRUE(got == first) << "bytes lost, duplicated or reordered while the pool grew";
+    EXPECT_GE(held.size(), 1024u);
+    held.clear();
+    const auto overflows = ctx.metrics().receive_overflows;
+    const auto second = make_pattern(1u << 20, 22);
+    auto writer2 = tern::spawn(ctx, write_then_shutdown(client, second));
+    got.clear();
+    EXPECT_EQ(co_await receive_all(server, got), tern::net::error::eof);
+    co_await std::move(writer2);
+    EXPECT_TRUE(got == second) << "bytes lost, duplicated or reordered after the pool grew";
+    EXPECT_EQ(ctx.metrics().receive_overflows, overflows) << "a buffer of the grown pool was not in the ring";
+  }(ctx), 60s);
+  const auto moves = ctx.metrics().receive_ring_moves;
+  if (GetParam() == tern::backend_kind::io_uring && kernel_at_least(6, 8)) {
+    EXPECT_GE(moves, 2u) << "the ring was not moved as the pool grew past 256, 512 and 1024 buffers";
+  } else {
+    EXPECT_EQ(moves, 0u);  // epoll has no ring; older kernels get a ring for every buffer at once
+  }
+}
+
+// The pool's side of a move, with the test playing the kernel on rings in plain memory: buffers still in the old
+// ring keep their order from the kernel's head on, those that waited on the stack follow, and the order links
+// that bundled completions follow describe the new ring.
+TEST(receive_pool, a_moved_ring_keeps_its_order_and_takes_the_buffers_that_waited) {
+  tern::io_context ctx{options_for(tern::backend_kind::epoll)};  // a loop whose backend registers no ring
+  tern::detail::receive_pool pool(ctx, 1024, 4, 64);               // chunks of 4 buffers, at most 64
+  std::vector<io_uring_buf> small(8), large(16);
+  pool.feed_kernel_ring(small.data(), 8, 0);                      // buffers 0..3, in that order
+  auto* old_ring = reinterpret_cast<io_uring_buf_ring*>(small.data());
+  EXPECT_EQ(old_ring->tail, 4u);
+  pool.kernel_took(1);  // the kernel takes buffer 0: its head is 1
+  ASSERT_TRUE(pool.grow());  // buffers 4..7 fit: the ring holds 1..7
+  EXPECT_EQ(pool.in_ring(), 7u);
+  EXPECT_FALSE(pool.ring_too_small());
+  ASSERT_TRUE(pool.grow());  // buffers 8..11 do not: they wait on the stack
+  EXPECT_TRUE(pool.ring_too_small());
+  EXPECT_EQ(pool.in_ring(), 7u);
+  EXPECT_FALSE(pool.grow()) << "the pool grew while its buffers could not reach the kernel";
+  pool.recycle(0);  // given back while the ring is full of waiting: it waits too
+  EXPECT_EQ(pool.in_ring(), 7u);
+  EXPECT_FALSE(pool.ring_matches(0));
+  ASSERT_TRUE(pool.ring_matches(1));
+  // A page of entries would be 256; a pool of at most 64 buffers never needs more than 64.
+  EXPECT_EQ(pool.ring_entries_wanted(), 64u);
+
+  pool.move_kernel_ring(large.data(), 16, 1);
+  EXPECT_FALSE(pool.ring_too_small());
+  EXPECT_EQ(pool.in_ring(), 12u);
+  auto* ring = reinterpret_cast<io_uring_buf_ring*>(large.data());
+  EXPECT_EQ(ring->tail, 12u);
+  const std::vector<std::uint16_t> want{1, 2, 3, 4, 5, 6, 7, 0, 11, 10, 9, 8};
+  std::vector<std::uint16_t> ids;
+  for (std::size_t i = 0; i < 12; ++i) {
+    ids.push_back(large[i].bid);
+    EXPECT_EQ(large[i].len, 1024u);
+    EXPECT_EQ(reinterpret_cast<char*>(large[i].addr), pool.address(large[i].bid));
+  }
+  EXPECT_EQ(ids, want) << "the old ring's buffers first, from its head, then those that waited";
+  std::uint32_t id = 1;
+  for (std::size_t i = 1; i < want.size(); ++i) {
+    id = pool.ring_next(id);
+    EXPECT_EQ(id, want[i]) << "order link " << i;
+  }
+  EXPECT_EQ(pool.ring_next(8), tern::detail::receive_pool::none);
+
+  // Room again: the next chunk goes straight into the ring.
+  ASSERT_TRUE(pool.grow());
+  EXPECT_EQ(pool.in_ring(), 16u);
+  EXPECT_EQ(large[12].bid, 12u);
+
+  // Without a ring the buffers are lent from the stack, in the ring's order (the kernel took the first two).
+  pool.kernel_took(2);
+  pool.leave_kernel_ring(2);
+  EXPECT_EQ(pool.kernel_ring(), nullptr);
+  for (std::uint32_t want_id : {3u, 4u, 5u, 6u, 7u, 0u, 11u, 10u, 9u, 8u, 12u, 13u, 14u, 15u}) {
+    EXPECT_EQ(pool.take(), want_id);
+  }
 }
 
 // One socket's reader holds a lease across a long await (and most of the pool with it) while another socket

@@ -79,7 +79,8 @@ struct io_context_options {
   // receive() (leased_buffer.hpp): the loop's pool of receive buffers, made at the first receive(). Each buffer
   // holds receive_buffer_size bytes; receive_buffers are mapped at first and as many more each time the pool runs
   // dry, up to receive_buffers_max (at most 32768, the kernel's limit on a provided-buffer ring); past that,
-  // receives use heap overflow buffers. Mapped pages that were never written cost no memory.
+  // receives use heap overflow buffers. Mapped pages that were never written cost no memory; io_uring's ring of
+  // free buffers is sized to the buffers mapped, not to receive_buffers_max.
   std::size_t receive_buffer_size = 16384;
   unsigned receive_buffers = 64;
   unsigned receive_buffers_max = 4096;

@@ -76,8 +76,10 @@ struct loop_snapshot {
   std::uint64_t spin_hits = 0;           // spins that found work (a park saved)
   std::uint64_t inline_completions = 0;  // operations finished without waiting (epoll's speculative syscalls)
   std::uint64_t receive_pool_dry = 0;    // times the receive buffer pool ran dry (it grew, or a receive overflowed)
-  std::uint64_t receive_overflows = 0;   // receives into a heap overflow buffer (the pool at its maximum, empty)
+  std::uint64_t receive_overflows = 0;   // receives into a heap overflow buffer (the pool at its maximum, empty;
+                                         // or io_uring's ring waiting to be moved to a larger one)
   std::uint64_t receive_bundles = 0;     // io_uring receive completions that filled more than one pool buffer
+  std::uint64_t receive_ring_moves = 0;  // io_uring: the pool's buffer ring moved to a larger one as the pool grew
   std::uint64_t zero_copy_copied = 0;    // zero-copy sends (ops "send_zc") whose bytes the kernel copied anyway
   std::uint64_t kernel_waits = 0;        // io_uring_enter calls to submit and reap, or epoll_wait calls
   std::uint64_t syscalls = 0;            // system calls for I/O made by the loop and its backend, waits included

@@ -88,6 +88,8 @@ struct loop_counters {
   counter receive_overflows;
   // io_uring's bundled receives (io_context_options::receive_bundles): completions that filled more than one buffer.
   counter receive_bundles;
+  // io_uring: times the pool's provided-buffer ring was moved to a larger one as the pool grew past it.
+  counter receive_ring_moves;
   // Zero-copy sends (io_uring, io_context_options::zero_copy_send_threshold) whose bytes the kernel copied after
   // all, as their notifications report: every one on loopback, where looped-back data is copied on delivery.
   counter zero_copy_copied;

@@ -18,6 +18,14 @@
 // (filled by a multishot receive before anyone asked for it: linked through next_ in arrival order), leased to a
 // caller, or being filled. recycle() puts one back; from a thread that does not run the loop it is posted there.
 //
+// The kernel's ring is sized to the pool, not to max_buffers: the kernel pins a ring's pages whole when it is
+// registered, and a ring for 4096 buffers is 64 KiB that a loop with a few hundred idle connections never fills
+// (as much as 64 bytes per connection at 1000). It starts with a page's worth of entries (256) and is moved to
+// a larger one when the pool grows past it. Buffers that the ring has no room for wait on the free stack (the
+// spill) until the move, which the backend makes between two turns of the loop (move_kernel_ring): then no
+// completion can name a buffer of the old ring that the loop has not handled yet. Until then the ring takes
+// nothing new, so no entry of the old ring is written over while a completion may still read it (ring_length).
+//
 // The kernel takes buffers from its ring in the order they were added, and a bundled receive (io_uring's
 // IORING_RECVSEND_BUNDLE) fills several in one completion that names only the first. So the pool remembers the
 // ring's order: each buffer added links to the one added after it (ring_next), and a completion's buffers are its
@@ -77,6 +85,22 @@ class receive_pool {
   void feed_kernel_ring(void* ring, std::uint32_t entries, std::uint16_t group) noexcept;
   // The ring's registration is gone (the ring was destroyed): the pool keeps its memory, feeds nothing more.
   void forget_kernel_ring() noexcept { kernel_ring_ = nullptr; }
+  // The entries a ring needs to hold every buffer the pool has, and at least a page of them (the kernel pins
+  // whole pages), up to what max_buffers needs.
+  std::uint32_t ring_entries_wanted() const noexcept;
+  // The pool has more buffers than its ring has entries: the extra ones wait on the stack for a larger ring.
+  bool ring_too_small() const noexcept { return kernel_ring_ != nullptr && count_ > ring_entries_; }
+  // Whether the kernel's head of the current ring (IORING_REGISTER_PBUF_STATUS) agrees with the pool: the ring
+  // then holds exactly the buffers the pool counts in it, from head to tail.
+  bool ring_matches(std::uint16_t head) const noexcept;
+  // Moves the buffers of the current ring (from the kernel's head on, in order) and those waiting on the stack
+  // to `ring` of `entries`, which the backend has registered under the same group in place of the current one.
+  // Only when no completion that took a buffer is left unhandled, and ring_matches(head). ring may be the
+  // current ring's memory (a registration made again).
+  void move_kernel_ring(void* ring, std::uint32_t entries, std::uint16_t head) noexcept;
+  // The ring is gone and no other could be registered: its buffers and the stack's are lent from the stack (as
+  // under epoll), and receives are plain RECVs. head as for move_kernel_ring.
+  void leave_kernel_ring(std::uint16_t head) noexcept;
   void* kernel_ring() const noexcept { return kernel_ring_; }
   std::uint32_t kernel_ring_entries() const noexcept { return ring_entries_; }
   std::uint16_t group() const noexcept { return group_; }
@@ -90,7 +114,8 @@ class receive_pool {
   std::size_t ring_length(std::uint32_t id) const noexcept;
   // Buffers waiting in the kernel's ring.
   std::uint32_t in_ring() const noexcept { return in_ring_; }
-  // Maps one more chunk (its buffers join the ring or the stack); false at max_buffers or if mmap refuses.
+  // Maps one more chunk (its buffers join the ring or the stack); false at max_buffers, if mmap refuses, or while
+  // the ring waits to be moved to a larger one (ring_too_small()).
   bool grow() noexcept;
 
   // ---- Per-socket queues of filled buffers (a multishot receive's arrivals), linked through the pool. ----
@@ -116,7 +141,12 @@ class receive_pool {
     return id >= overflow_base ? overflow_meta_[id - overflow_base] : meta_[id];
   }
   void give_back(std::uint32_t id) noexcept;  // loop thread
+  // To the ring, or to the stack while the ring waits for a larger one.
+  void offer_to_ring(std::uint32_t id) noexcept;
   void add_to_ring(std::uint32_t id) noexcept;
+  // The ids of the current ring from the kernel's head on, in order, onto the stack's top (the first one last,
+  // so that it is taken first), and the ring emptied.
+  void unload_ring(std::uint16_t head) noexcept;
 
   io_context& ctx_;
   std::size_t size_;
@@ -126,7 +156,7 @@ class receive_pool {
   std::uint32_t max_;
   std::vector<char*> chunks_;
   std::vector<slot> meta_;
-  std::vector<std::uint32_t> free_;  // epoll's free stack (reserved to max_)
+  std::vector<std::uint32_t> free_;  // epoll's free stack; io_uring's spill (reserved to max_)
   std::vector<char*> overflow_;
   std::vector<slot> overflow_meta_;
   std::vector<std::uint32_t> overflow_free_;
