@@ -15,6 +15,7 @@
 
 #include "backends.hpp"
 #include "loop_registry.hpp"
+#include "tern/task.hpp"  // root_hook: the spawned tasks a dying loop destroys
 
 namespace tern {
 
@@ -764,14 +765,14 @@ void io_context::give_pipe(const int (&fds)[2]) noexcept {
   ++spare_pipe_count_;
 }
 
-void io_context::link_spawned(detail::spawn_link* s) noexcept {
+void io_context::link_spawned(detail::root_hook* s) noexcept {
   s->prev = nullptr;
   s->next = spawned_;
   if (spawned_ != nullptr) spawned_->prev = s;
   spawned_ = s;
 }
 
-void io_context::unlink_spawned(detail::spawn_link* s) noexcept {
+void io_context::unlink_spawned(detail::root_hook* s) noexcept {
   if (s->prev != nullptr) s->prev->next = s->next; else spawned_ = s->next;
   if (s->next != nullptr) s->next->prev = s->prev;
   s->prev = s->next = nullptr;

@@ -207,15 +207,9 @@ struct posted_remote final : work_item {
 
 struct loop_registry;
 
-// Intrusive list node of a spawned root task, so the context can destroy what is still suspended when it dies.
-struct spawn_link {
-  spawn_link* prev = nullptr;
-  spawn_link* next = nullptr;
-  virtual void abandon() noexcept = 0;
-
- protected:
-  ~spawn_link() = default;
-};
+// A spawned root task, on its loop's list so the context can destroy what is still suspended when it dies
+// (task.hpp).
+struct root_hook;
 }  // namespace detail
 
 class io_context {
@@ -515,8 +509,8 @@ class io_context {
   // was not stopped (the caller checks), while the cache has room.
   std::stop_source take_stop_source();
   void give_stop_source(std::stop_source&& s) noexcept;
-  void link_spawned(detail::spawn_link* s) noexcept;
-  void unlink_spawned(detail::spawn_link* s) noexcept;
+  void link_spawned(detail::root_hook* s) noexcept;
+  void unlink_spawned(detail::root_hook* s) noexcept;
   // send_file's pipes under io_uring (loop thread only): take_pipe hands out a kept pipe (read end, write end), or
   // makes one (false, with errno, if that fails); give_pipe keeps an empty pipe for the next call, or closes it
   // when spare_pipe_limit are kept already. A pipe that may hold bytes must be closed, never given back.
@@ -665,7 +659,7 @@ class io_context {
   // Descriptors given up by other threads (or by this one outside run), taken back into free_descriptors_ when
   // that runs dry: a lock-free stack, so that no thread but the loop's ever touches the free list.
   std::atomic<detail::descriptor*> remote_free_descriptors_{nullptr};
-  detail::spawn_link* spawned_ = nullptr;
+  detail::root_hook* spawned_ = nullptr;
   std::function<void(std::exception_ptr)> exception_handler_;
   static constexpr unsigned spare_pipe_limit = 4;  // one per concurrent send_file is the steady state
   int spare_pipes_[spare_pipe_limit][2] = {};

@@ -76,8 +76,8 @@ struct runtime_options {
   // CAP_IPC_LOCK). Process-wide; the destructor undoes it (munlockall) when this runtime did it.
   bool lock_memory = false;
   // Each worker, before it runs anything, takes this many bytes of every frame-pool size class (coroutine frames
-  // and handler blocks up to 2 KiB) and gives them back, so its pool starts warm and its first tasks neither
-  // call malloc nor fault pages in.
+  // and handler blocks up to 2 KiB, 64 classes 32 bytes apart) and gives them back, so its pool starts warm and
+  // its first tasks neither call malloc nor fault pages in.
   std::size_t prefault_bytes_per_class = 0;
   // io_uring only (ignored on epoll): a kernel thread per worker polls its submission queue
   // (IORING_SETUP_SQPOLL), so a submission needs no system call while that thread is awake; it sleeps after

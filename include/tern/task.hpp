@@ -63,9 +63,15 @@ class task;
 
 namespace detail {
 
-// What a spawned root task reports to when it finishes (spawn.hpp).
+// The owner of a spawned root task (spawn.hpp), in two roles that share one object and one vtable pointer (a
+// pointer less in every spawned task's state): the task reports to it when it finishes (on_root_done), and the
+// loop keeps it on a list (prev, next) so that a loop destroyed first can destroy what is still suspended
+// (abandon).
 struct root_hook {
+  root_hook* prev = nullptr;
+  root_hook* next = nullptr;
   virtual void on_root_done() noexcept = 0;
+  virtual void abandon() noexcept = 0;
 
  protected:
   ~root_hook() = default;
