@@ -6,7 +6,7 @@
 // (20-40 ns, plus contention in multi-threaded allocators). Frames come in few sizes, so a free list per 32-byte
 // size class makes allocation a pointer pop once the pool is warm: no malloc in steady state. 32-byte steps, not
 // 64: a block is what a waiting task costs (an idle connection holds its frame and its spawn state), and 64-byte
-// steps left up to 63 bytes of each unused; the lists are per thread, so more classes cost only their heads.
+// steps left up to 63 bytes of each unused; more classes cost only their per-thread bookkeeping (1.8 KiB).
 //
 // Invariants:
 // - A block is returned with the size it was allocated with (coroutine promises get the frame size back in
