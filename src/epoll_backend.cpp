@@ -212,25 +212,8 @@ class epoll_backend final : public backend {
     for (;;) {
       int r = 0;
       switch (op.code) {
-        case op_code::recv: r = errno_result(::recv(fd, op.buf, op.len, op.msg_flags | MSG_NOSIGNAL)); break;
-        case op_code::send: r = errno_result(::send(fd, op.buf, op.len, MSG_NOSIGNAL)); break;
-        case op_code::read: r = errno_result(::read(fd, op.buf, op.len)); break;
-        case op_code::write: r = errno_result(::write(fd, op.buf, op.len)); break;
-        case op_code::accept:
-          r = errno_result(::accept4(fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
-          break;
         case op_code::poll_in: r = retry ? POLLIN : ready_now(fd, POLLIN); break;
         case op_code::poll_out: r = retry ? POLLOUT : ready_now(fd, POLLOUT); break;
-        case op_code::recvmsg: r = errno_result(::recvmsg(fd, static_cast<msghdr*>(op.buf), op.msg_flags)); break;
-        case op_code::sendmsg:
-          r = errno_result(::sendmsg(fd, static_cast<const msghdr*>(op.buf), op.msg_flags | MSG_NOSIGNAL));
-          break;
-        case op_code::recvmmsg:
-          r = errno_result(::recvmmsg(fd, static_cast<mmsghdr*>(op.buf), op.len, op.msg_flags, nullptr));
-          break;
-        case op_code::sendmmsg:
-          r = errno_result(::sendmmsg(fd, static_cast<mmsghdr*>(op.buf), op.len, op.msg_flags | MSG_NOSIGNAL));
-          break;
         case op_code::sendfile: {
           auto& s = static_cast<splice_op&>(op);
           off_t offset = static_cast<off_t>(s.off_in);
@@ -239,12 +222,38 @@ class epoll_backend final : public backend {
         }
         case op_code::receive: r = receive_now(static_cast<receive_op&>(op)); break;
         case op_code::splice: r = -EINVAL; break;  // io_uring's; never started here
-        default: r = -EINVAL; break;                // file operations go to the blocking pool
-        case op_code::connect:
-          r = retry ? connect_result(fd) : errno_result(::connect(fd, static_cast<const sockaddr*>(op.buf), op.len));
+        default:
+          if (is_file_op(op.code)) {
+            r = -EINVAL;  // file operations go to the blocking pool
+          } else {
+            r = attempt_on_buffer(buffer_of(op), fd, retry);
+          }
           break;
       }
       if (r != -EINTR) return r;
+    }
+  }
+
+  // attempt() for the operations on a caller's buffer (buffer_op).
+  static int attempt_on_buffer(buffer_op& op, int fd, bool retry) noexcept {
+    switch (op.code) {
+      case op_code::recv: return errno_result(::recv(fd, op.buf, op.len, op.msg_flags | MSG_NOSIGNAL));
+      case op_code::send: return errno_result(::send(fd, op.buf, op.len, MSG_NOSIGNAL));
+      case op_code::read: return errno_result(::read(fd, op.buf, op.len));
+      case op_code::write: return errno_result(::write(fd, op.buf, op.len));
+      case op_code::accept:
+        return errno_result(
+            ::accept4(fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      case op_code::recvmsg: return errno_result(::recvmsg(fd, static_cast<msghdr*>(op.buf), op.msg_flags));
+      case op_code::sendmsg:
+        return errno_result(::sendmsg(fd, static_cast<const msghdr*>(op.buf), op.msg_flags | MSG_NOSIGNAL));
+      case op_code::recvmmsg:
+        return errno_result(::recvmmsg(fd, static_cast<mmsghdr*>(op.buf), op.len, op.msg_flags, nullptr));
+      case op_code::sendmmsg:
+        return errno_result(::sendmmsg(fd, static_cast<mmsghdr*>(op.buf), op.len, op.msg_flags | MSG_NOSIGNAL));
+      case op_code::connect:
+        return retry ? connect_result(fd) : errno_result(::connect(fd, static_cast<const sockaddr*>(op.buf), op.len));
+      default: return -EINVAL;
     }
   }
 

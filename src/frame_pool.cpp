@@ -58,7 +58,7 @@ void frame_pool::adopt(void* first, void* last, std::uint32_t count, std::size_t
 void frame_pool::warm(std::size_t bytes_per_class) {
   std::vector<void*> blocks;
   for (std::size_t c = 0; c < class_count; ++c) {
-    const std::size_t size = (c + 1) * granularity;
+    const std::size_t size = class_size(c);
     const std::size_t want = std::min<std::size_t>(std::max<std::size_t>(1, bytes_per_class / size),
                                                    max_burst_cached(c));
     blocks.clear();
@@ -74,7 +74,7 @@ void frame_pool::warm(std::size_t bytes_per_class) {
 
 void* frame_pool::refill(std::size_t c) {
   keep_until_thread_exit();
-  return ::operator new((c + 1) * granularity);
+  return ::operator new(class_size(c));
 }
 
 }  // namespace tern::detail

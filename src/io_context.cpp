@@ -181,7 +181,7 @@ io_context::~io_context() {
     lingering_ = d->next_free;
     d->lingering = false;
     d->rx_armed = false;
-    d->pending_head = d->pending_tail = nullptr;
+    d->pending_head = nullptr;
     free_descriptor(d);
   }
   while (spare_pipe_count_ != 0) {
@@ -241,16 +241,18 @@ bool io_context::has_work() const noexcept {
 }
 
 std::size_t io_context::run() {
-  static constexpr bool never_done = false;
+  static const std::atomic<std::uintptr_t> never_done{0};
   return run_loop(&never_done);
 }
 
-void io_context::run_until(const bool* done) { run_loop(done); }
+void io_context::run_until(const std::atomic<std::uintptr_t>* done) { run_loop(done); }
 
-std::size_t io_context::run_loop(const bool* done) {
+std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word) {
+  // Set by this thread (a spawned task finishing on its home loop), so a relaxed load sees it.
+  auto done = [done_word] { return (done_word->load(std::memory_order_relaxed) & 1) != 0; };
   scope s(this);
   std::size_t n = 0;
-  while (!stopped() && !*done) {
+  while (!stopped() && !done()) {
     drain_inbox();
     counters_.turns.add();
     if ((++turn_ & (lag_sample_turns - 1)) == 0) sample_lag();
@@ -260,13 +262,13 @@ std::size_t io_context::run_loop(const bool* done) {
       if (w == nullptr) break;
       ++ran;
       run_item(w);
-      if (stopped() || *done || poll_due_) break;
+      if (stopped() || done() || poll_due_) break;
       // Submissions waiting behind long handlers go now, not at the end of the turn (submit_within).
       if (unsubmitted_since_ != 0 && deadline_now_ns() - unsubmitted_since_ >= submit_within_ns_) backend_->flush();
     }
     n += ran;
     counters_.items_run.add(ran);
-    if (stopped() || *done) break;
+    if (stopped() || done()) break;
     if (group_ != nullptr) balance();
     if (!has_work()) break;
     poll_io(true);
@@ -604,7 +606,6 @@ detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
   d->generation = generation;
   d->close_item.run = &close_handed_over;
   d->close_item.discard = &close_handed_over;
-  d->close_item.owner = d;
   d->unpolled = !watched;
   if (!watched) return d;
   try {
@@ -617,7 +618,7 @@ detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
 }
 
 void io_context::close_handed_over(detail::work_item* w) noexcept {
-  detail::descriptor* d = static_cast<detail::close_handoff*>(w)->owner;
+  detail::descriptor* d = detail::descriptor::of(w);
   d->ctx->close_descriptor(d);
 }
 

@@ -208,12 +208,12 @@ class io_uring_backend final : public backend {
     if (op.code == op_code::receive) return start_receive(static_cast<receive_op&>(op));
     if (op.code == op_code::accept) {
       op.aux = 0;
-      if (accept_queue_ != 0 && multishot_accept_) return start_accept(op);
+      if (accept_queue_ != 0 && multishot_accept_) return start_accept(buffer_of(op));
       op.aux = 1;
     }
     if (op.code == op_code::recvmmsg || op.code == op_code::sendmmsg) {
       ctx_.counters().syscalls.add();
-      if (batch_now(op)) return true;
+      if (batch_now(buffer_of(op))) return true;
     }
     io_uring_sqe* sqe = get_sqe();
     if (is_file_op(op.code)) {
@@ -224,36 +224,8 @@ class io_uring_backend final : public backend {
     }
     const int fd = op.desc->fd;
     switch (op.code) {
-      case op_code::recv:
-        io_uring_prep_recv(sqe, fd, op.buf, op.len, op.msg_flags);  // MSG_TRUNC for a datagram, else 0
-        // A receive that finds the socket empty first tries it, fails, and only then arms its poll. When the
-        // last receive drained the socket and a send has completed since (a request/response peer waiting for
-        // the answer), arming the poll first (POLL_FIRST) skips that failed attempt: 0.3 us of a 10 us
-        // loopback round trip on the raw liburing floor (10.37-10.46 -> 10.08-10.09 us over 3 x 6 rounds),
-        // and sockets/pingpong on tern went from 10.38 to 10.13 us. If the data is there after all, the poll
-        // finds it ready and the receive runs at once, at the cost of the poll; that is why a drained socket
-        // alone is not enough: a stream's reader drains its socket all the time while its writer refills it,
-        // and flagging those receives cost the 4 KiB streams 6-7%.
-        if (op.desc->answer_awaited) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-        break;
-      case op_code::send: prep_send(sqe, op); break;
-      case op_code::accept:
-        io_uring_prep_accept(sqe, fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_CLOEXEC);
-        break;
-      case op_code::connect:
-        io_uring_prep_connect(sqe, fd, static_cast<const sockaddr*>(op.buf), op.len);
-        break;
-      case op_code::read: io_uring_prep_read(sqe, fd, op.buf, op.len, -1); break;
-      case op_code::write: io_uring_prep_write(sqe, fd, op.buf, op.len, -1); break;
       case op_code::poll_in: io_uring_prep_poll_add(sqe, fd, POLLIN); break;
       case op_code::poll_out: io_uring_prep_poll_add(sqe, fd, POLLOUT); break;
-      case op_code::recvmsg:
-        io_uring_prep_recvmsg(sqe, fd, static_cast<msghdr*>(op.buf), static_cast<unsigned>(op.msg_flags));
-        break;
-      case op_code::sendmsg:
-        io_uring_prep_sendmsg(sqe, fd, static_cast<const msghdr*>(op.buf),
-                              static_cast<unsigned>(op.msg_flags | MSG_NOSIGNAL));
-        break;
       case op_code::splice: {
         // Named by fd: the descriptor may be either end, and the other end is not registered.
         auto& s = static_cast<splice_op&>(op);
@@ -262,16 +234,12 @@ class io_uring_backend final : public backend {
         ++in_flight_;
         return false;
       }
-      case op_code::recvmmsg:
-        // batch_now() found the socket empty, so the receive arms its poll first (no second failed attempt).
-        io_uring_prep_recvmsg(sqe, fd, &static_cast<mmsghdr*>(op.buf)->msg_hdr, static_cast<unsigned>(op.msg_flags));
-        sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-        break;
-      case op_code::sendmmsg:
-        io_uring_prep_sendmsg(sqe, fd, &static_cast<mmsghdr*>(op.buf)->msg_hdr,
-                              static_cast<unsigned>(op.msg_flags | MSG_NOSIGNAL));
-        break;
       case op_code::sendfile: io_uring_prep_nop(sqe); break;  // epoll's; never started here
+      case op_code::recv: case op_code::send: case op_code::accept: case op_code::connect: case op_code::read:
+      case op_code::write: case op_code::recvmsg: case op_code::sendmsg: case op_code::recvmmsg:
+      case op_code::sendmmsg:
+        prep_on_buffer(sqe, fd, buffer_of(op));
+        break;
       default: io_uring_prep_nop(sqe); break;
     }
     name_registered(sqe, *op.desc);
@@ -762,10 +730,52 @@ class io_uring_backend final : public backend {
     ctx_.complete(r);
   }
 
+  // start()'s SQE for an operation on a caller's buffer (buffer_op).
+  void prep_on_buffer(io_uring_sqe* sqe, int fd, buffer_op& op) noexcept {
+    switch (op.code) {
+      case op_code::recv:
+        io_uring_prep_recv(sqe, fd, op.buf, op.len, op.msg_flags);  // MSG_TRUNC for a datagram, else 0
+        // A receive that finds the socket empty first tries it, fails, and only then arms its poll. When the
+        // last receive drained the socket and a send has completed since (a request/response peer waiting for
+        // the answer), arming the poll first (POLL_FIRST) skips that failed attempt: 0.3 us of a 10 us
+        // loopback round trip on the raw liburing floor (10.37-10.46 -> 10.08-10.09 us over 3 x 6 rounds),
+        // and sockets/pingpong on tern went from 10.38 to 10.13 us. If the data is there after all, the poll
+        // finds it ready and the receive runs at once, at the cost of the poll; that is why a drained socket
+        // alone is not enough: a stream's reader drains its socket all the time while its writer refills it,
+        // and flagging those receives cost the 4 KiB streams 6-7%.
+        if (op.desc->answer_awaited) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+        break;
+      case op_code::send: prep_send(sqe, op); break;
+      case op_code::accept:
+        io_uring_prep_accept(sqe, fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_CLOEXEC);
+        break;
+      case op_code::connect: io_uring_prep_connect(sqe, fd, static_cast<const sockaddr*>(op.buf), op.len); break;
+      case op_code::read: io_uring_prep_read(sqe, fd, op.buf, op.len, -1); break;
+      case op_code::write: io_uring_prep_write(sqe, fd, op.buf, op.len, -1); break;
+      case op_code::recvmsg:
+        io_uring_prep_recvmsg(sqe, fd, static_cast<msghdr*>(op.buf), static_cast<unsigned>(op.msg_flags));
+        break;
+      case op_code::sendmsg:
+        io_uring_prep_sendmsg(sqe, fd, static_cast<const msghdr*>(op.buf),
+                              static_cast<unsigned>(op.msg_flags | MSG_NOSIGNAL));
+        break;
+      case op_code::recvmmsg:
+        // batch_now() found the socket empty, so the receive arms its poll first (no second failed attempt).
+        io_uring_prep_recvmsg(sqe, fd, &static_cast<mmsghdr*>(op.buf)->msg_hdr, static_cast<unsigned>(op.msg_flags));
+        sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+        break;
+      case op_code::sendmmsg:
+        io_uring_prep_sendmsg(sqe, fd, &static_cast<mmsghdr*>(op.buf)->msg_hdr,
+                              static_cast<unsigned>(op.msg_flags | MSG_NOSIGNAL));
+        break;
+      default: io_uring_prep_nop(sqe); break;
+    }
+  }
+
   // ---- zero-copy sends ----
 
   // A send's SQE: zero-copy if it is large enough, may be, and the socket has not refused it before.
-  void prep_send(io_uring_sqe* sqe, io_op& op) noexcept {
+  void prep_send(io_uring_sqe* sqe, buffer_op& op) noexcept {
     op.aux &= send_plain_only;
     if (zero_copy_threshold_ != 0 && op.len >= zero_copy_threshold_ && op.aux == 0 && !op.desc->zero_copy_refused) {
       io_uring_prep_send_zc(sqe, op.desc->fd, op.buf, op.len, MSG_NOSIGNAL,
@@ -804,7 +814,7 @@ class io_uring_backend final : public backend {
           op.desc->zero_copy_refused = true;
         }
         io_uring_sqe* sqe = get_sqe();
-        prep_send(sqe, op);
+        prep_send(sqe, buffer_of(op));
         name_registered(sqe, *op.desc);
         io_uring_sqe_set_data(sqe, &op);
         return;  // still in flight
@@ -820,7 +830,7 @@ class io_uring_backend final : public backend {
   // ---- accept() ----
 
   // An accept: a socket the multishot queued, else wait for the multishot (arming it if it is not armed).
-  bool start_accept(io_op& op) noexcept {
+  bool start_accept(buffer_op& op) noexcept {
     descriptor& d = *op.desc;
     if (d.listening && !d.accepted->empty()) {
       std::optional<int> fd;
@@ -852,7 +862,7 @@ class io_uring_backend final : public backend {
     return true;
   }
 
-  void submit_plain_accept(io_op& op) noexcept {
+  void submit_plain_accept(buffer_op& op) noexcept {
     io_uring_sqe* sqe = get_sqe();
     io_uring_prep_accept(sqe, op.desc->fd, static_cast<sockaddr*>(op.buf), &op.addr_len, SOCK_CLOEXEC);
     name_registered(sqe, *op.desc);
@@ -904,7 +914,7 @@ class io_uring_backend final : public backend {
     // Accepts still waiting: re-arm for them (or, without multishot accept, give each its own ACCEPT).
     if (accept_waiter(d) == nullptr) return;
     if (multishot_accept_ && arm_accept(d)) return;
-    while (io_op* w = accept_waiter(d)) submit_plain_accept(*w);
+    while (io_op* w = accept_waiter(d)) submit_plain_accept(buffer_of(*w));
   }
 
   // A datagram batch: the recvmmsg/sendmmsg call, without waiting, on the loop's thread (the socket itself blocks
@@ -912,7 +922,7 @@ class io_uring_backend final : public backend {
   // op then waits in the ring for its first datagram. io_uring has no batch opcode, and UDP does not report
   // SOCK_NONEMPTY, so the other order (a RECVMSG first, then a recvmmsg for whatever else waits) would pay a failed
   // call after every datagram that arrived alone; this order pays one only when the socket is empty.
-  static bool batch_now(io_op& op) noexcept {
+  static bool batch_now(buffer_op& op) noexcept {
     auto* msgs = static_cast<mmsghdr*>(op.buf);
     int r;
     do {
@@ -1038,7 +1048,7 @@ class io_uring_backend final : public backend {
         op->desc->answer_awaited = true;
       } else if ((op->code == op_code::recvmmsg || op->code == op_code::sendmmsg) && cqe->res >= 0) {
         // The first datagram of a batch went through the ring: its length, and a count of one.
-        static_cast<mmsghdr*>(op->buf)->msg_len = static_cast<unsigned>(cqe->res);
+        static_cast<mmsghdr*>(buffer_of(*op).buf)->msg_len = static_cast<unsigned>(cqe->res);
         op->res = 1;
       }
       --in_flight_;

@@ -287,7 +287,7 @@ TEST_P(latency_mode_test, prefaulting_leaves_every_workers_frame_pool_warm) {
   // What warm(bytes) keeps: per class, bytes / size blocks (at least one).
   std::uint64_t expected = 0;
   for (std::size_t c = 0; c < tern::detail::frame_pool::class_count; ++c) {
-    const std::size_t size = (c + 1) * tern::detail::frame_pool::granularity;
+    const std::size_t size = tern::detail::frame_pool::class_size(c);
     expected += std::max<std::size_t>(1, bytes / size);
   }
   for (std::size_t i = 0; i < rt.size(); ++i) {

@@ -375,8 +375,9 @@ class io_context {
 
   // ---- Internal interface used by tern's awaiters and I/O objects; not part of the API. ----
 
-  // Runs like run() but also returns as soon as *done becomes true.
-  void run_until(const bool* done);
+  // Runs like run() but also returns as soon as the low bit of *done is set (by this thread: a spawned task's
+  // state word, spawn.hpp).
+  void run_until(const std::atomic<std::uintptr_t>* done);
   // Frees queued handlers and forgets queued resumptions without running them (teardown only).
   void discard_queued() noexcept;
 
@@ -529,7 +530,7 @@ class io_context {
   static constexpr std::size_t inline_byte_limit = std::size_t{128} << 10;
 
   class scope;
-  std::size_t run_loop(const bool* done);
+  std::size_t run_loop(const std::atomic<std::uintptr_t>* done);
   // Runs one queued item with a fresh inline allowance.
   void run_item(detail::work_item* w) {
     inline_streak_ = 0;

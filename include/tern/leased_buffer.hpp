@@ -27,14 +27,14 @@ class leased_buffer {
  public:
   leased_buffer() noexcept = default;
   leased_buffer(leased_buffer&& o) noexcept
-      : pool_(std::exchange(o.pool_, nullptr)), id_(o.id_), size_(std::exchange(o.size_, 0)), data_(o.data_) {}
+      : pool_(std::exchange(o.pool_, nullptr)), data_(o.data_), id_(o.id_), size_(std::exchange(o.size_, 0u)) {}
   leased_buffer& operator=(leased_buffer&& o) noexcept {
     if (this != &o) {
       reset();
       pool_ = std::exchange(o.pool_, nullptr);
-      id_ = o.id_;
-      size_ = std::exchange(o.size_, 0);
       data_ = o.data_;
+      id_ = o.id_;
+      size_ = std::exchange(o.size_, 0u);
     }
     return *this;
   }
@@ -56,7 +56,7 @@ class leased_buffer {
   void consume(std::size_t n) noexcept {
     if (n > size_) n = size_;
     data_ += n;
-    size_ -= n;
+    size_ -= static_cast<std::uint32_t>(n);
   }
 
   // Gives the buffer back to its pool now.
@@ -65,15 +65,19 @@ class leased_buffer {
     size_ = 0;
   }
 
-  // Internal (the receive awaiter): a lease of buffer id of pool, holding n bytes.
+  // Internal (the receive awaiter): a lease of buffer id of pool, holding n bytes (one receive's count: an int).
   leased_buffer(detail::receive_pool& pool, std::uint32_t id, std::size_t n) noexcept
-      : pool_(&pool), id_(id), size_(n), data_(pool.address(id)) {}
+      : pool_(&pool), data_(pool.address(id)), id_(id), size_(static_cast<std::uint32_t>(n)) {}
 
  private:
+  // 24 bytes: the result of a receive waits in the frame of every idle connection's task (io_result<leased_buffer>
+  // is in the frame from before the suspension), so a 32-bit size, which any one receive's count fits, keeps the
+  // frame a size class lower.
   detail::receive_pool* pool_ = nullptr;
-  std::uint32_t id_ = 0;
-  std::size_t size_ = 0;
   char* data_ = nullptr;
+  std::uint32_t id_ = 0;
+  std::uint32_t size_ = 0;
 };
+static_assert(sizeof(leased_buffer) == 24);
 
 }  // namespace tern

@@ -66,15 +66,15 @@ class spawn_state final : public root_hook, public spawn_step {
     return s;
   }
 
-  bool done() const noexcept { return (bits_.load(std::memory_order_acquire) & done_bit) != 0; }
-  // Set on the home loop's thread when the task has finished; what block_on watches.
-  const bool* done_flag() const noexcept { return &finished_; }
+  bool done() const noexcept { return (state_.load(std::memory_order_acquire) & done_bit) != 0; }
+  // The word whose low bit is set, on the home loop's thread, when the task has finished: what block_on watches.
+  const std::atomic<std::uintptr_t>* done_word() const noexcept { return &state_; }
 
   // The handle is going away without having taken the result. True if this call freed the state (the task had
   // finished). Not void: a void member of one pointer argument, of a template instantiated with a type of internal
   // linkage, is the shape clang 16 mistakes for a resume inside a coroutine (docs/design.md, "Coroutines").
   bool detach() noexcept {
-    if (bits_.fetch_or(detached_bit, std::memory_order_acq_rel) & done_bit) {
+    if (state_.fetch_or(detached_bit, std::memory_order_acq_rel) & done_bit) {
       report_unobserved();
       release();
       return true;
@@ -85,8 +85,8 @@ class spawn_state final : public root_hook, public spawn_step {
   // A join is waiting on the calling thread's loop; returns false if the task has finished meanwhile.
   bool set_joiner(std::coroutine_handle<> h) noexcept {
     step().handle = h;  // not read by the queue while the node may still be queued for the first step
-    joiner_ctx_ = io_context::current();
-    return (bits_.fetch_or(joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
+    const auto joiner = reinterpret_cast<std::uintptr_t>(io_context::current());
+    return (state_.fetch_or(joiner | joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
   }
 
   // Takes the result (the handle is the only owner left) and frees everything.
@@ -95,14 +95,17 @@ class spawn_state final : public root_hook, public spawn_step {
       spawn_state* s;
       ~cleanup() { s->release(); }
     } guard{this};
-    if (abandoned_) throw std::runtime_error("tern: spawned task was destroyed with its io_context");
+    if (!h_) throw std::runtime_error("tern: spawned task was destroyed with its io_context");
     return h_.promise().take();
   }
 
  private:
-  static constexpr std::uint8_t done_bit = 1;
-  static constexpr std::uint8_t joiner_bit = 2;
-  static constexpr std::uint8_t detached_bit = 4;
+  // state_: the three facts in its low bits, and the joining loop's address above them (set with joiner_bit).
+  static constexpr std::uintptr_t done_bit = 1;  // io_context::run_until watches this bit
+  static constexpr std::uintptr_t joiner_bit = 2;
+  static constexpr std::uintptr_t detached_bit = 4;
+  static constexpr std::uintptr_t bits = done_bit | joiner_bit | detached_bit;
+  static_assert(alignof(io_context) > bits, "the joining loop's address leaves the low bits free");
 
   spawn_state(io_context& ctx, handle_type h) noexcept : ctx_(&ctx), h_(h) {
     step().run = &on_start;
@@ -122,10 +125,8 @@ class spawn_state final : public root_hook, public spawn_step {
   static void on_discard(work_item* w) noexcept {
     spawn_state* s = of(w);
     s->h_.destroy();
-    s->h_ = nullptr;
-    s->abandoned_ = true;
-    s->finished_ = true;
-    if (s->bits_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
+    s->h_ = nullptr;  // what take() reports as abandoned
+    if (s->state_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
   }
   static void on_finish(work_item* w) { of(w)->finish(); }
 
@@ -142,25 +143,22 @@ class spawn_state final : public root_hook, public spawn_step {
 
   void finish() noexcept {
     ctx_->unlink_spawned(this);
-    finished_ = true;
-    const std::uint8_t old = bits_.fetch_or(done_bit, std::memory_order_acq_rel);
+    const std::uintptr_t old = state_.fetch_or(done_bit, std::memory_order_acq_rel);
     if (old & detached_bit) {
       report_unobserved();
       release();
     } else if (old & joiner_bit) {
       step().run = &resume_item::resume;
       step().discard = nullptr;
-      joiner_ctx_->enqueue(&step());
+      reinterpret_cast<io_context*>(old & ~bits)->enqueue(&step());
     }
   }
 
   void abandon() noexcept override {
     ctx_->unlink_spawned(this);
     h_.destroy();
-    h_ = nullptr;
-    abandoned_ = true;
-    finished_ = true;
-    if (bits_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) release();
+    h_ = nullptr;  // what take() reports as abandoned
+    if (state_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) release();
   }
 
   void report_unobserved() noexcept {
@@ -173,20 +171,18 @@ class spawn_state final : public root_hook, public spawn_step {
     frame_pool::deallocate(this, sizeof(spawn_state));
   }
 
-  // 96 bytes, a frame-pool class of its own, on every spawned task (one per idle connection): one queue node for
-  // the three steps instead of three, the node as a base instead of a member with a pointer back, and one vtable
-  // pointer for both of root_hook's roles took it from 168 bytes (task.hpp, detail/frame_pool.hpp).
+  // 88 bytes, a 96-byte malloc chunk, on every spawned task (one per idle connection): one queue node for the
+  // three steps instead of three, the node as a base instead of a member with a pointer back, one vtable pointer
+  // for both of root_hook's roles, and the joining loop and the three facts in one word took it from 168 bytes
+  // (task.hpp, detail/frame_pool.hpp). h_ is null once the task was destroyed unfinished (its loop died).
   io_context* ctx_;
   handle_type h_;
-  io_context* joiner_ctx_ = nullptr;
   std::stop_token token_;  // the root task's stop token, if it was spawned with one
-  std::atomic<std::uint8_t> bits_{0};
-  bool finished_ = false;
-  bool abandoned_ = false;
+  std::atomic<std::uintptr_t> state_{0};
 };
 
 // Every spawned task pays this beside its frame: a field more would move it to the next class.
-static_assert(sizeof(spawn_state<void>) <= 96);
+static_assert(sizeof(spawn_state<void>) <= 88);
 
 }  // namespace detail
 
@@ -232,8 +228,8 @@ class [[nodiscard]] join_handle {
   awaiter operator co_await() && noexcept { return awaiter{std::exchange(s_, nullptr)}; }
   awaiter operator co_await() & noexcept { return awaiter{std::exchange(s_, nullptr)}; }
 
-  // Internal: the flag block_on watches.
-  const bool* done_flag() const noexcept { return s_->done_flag(); }
+  // Internal: the word block_on watches.
+  const std::atomic<std::uintptr_t>* done_word() const noexcept { return s_->done_word(); }
 
  private:
   detail::spawn_state<T>* s_ = nullptr;
@@ -353,7 +349,7 @@ auto spawn(F&& f, Args&&... args) {
 template <class T>
 T io_context::block_on(task<T> t) {
   join_handle<T> h = spawn(*this, std::move(t));
-  run_until(h.done_flag());
+  run_until(h.done_word());
   if (!h.done()) {
     throw std::logic_error(stopped() ? "tern::io_context::block_on: the loop was stopped"
                                      : "tern::io_context::block_on: the task can never finish (no pending work)");

@@ -3,10 +3,14 @@
 // Per-thread size-class pool for coroutine frames and other short-lived runtime blocks.
 //
 // Why: a coroutine frame per task and a block per posted handler would otherwise cost a malloc/free pair each
-// (20-40 ns, plus contention in multi-threaded allocators). Frames come in few sizes, so a free list per 32-byte
-// size class makes allocation a pointer pop once the pool is warm: no malloc in steady state. 32-byte steps, not
-// 64: a block is what a waiting task costs (an idle connection holds its frame and its spawn state), and 64-byte
-// steps left up to 63 bytes of each unused; more classes cost only their per-thread bookkeeping (1.8 KiB).
+// (20-40 ns, plus contention in multi-threaded allocators). Frames come in few sizes, so a free list per size
+// class makes allocation a pointer pop once the pool is warm: no malloc in steady state.
+//
+// The classes are the sizes glibc's malloc serves without waste: its chunks are 16-byte multiples with an 8-byte
+// header, so a request of 16k + 8 bytes fills a chunk exactly, and the classes are 24, 40, 56, ... bytes. A block
+// is what a waiting task costs (an idle connection holds its frame and its spawn state): 64-byte classes left up
+// to 63 bytes of each unused, 32-byte classes up to 31 plus the chunk's own rounding; these leave none beyond the
+// header. More classes cost only their per-thread bookkeeping (3.5 KiB).
 //
 // Invariants:
 // - A block is returned with the size it was allocated with (coroutine promises get the frame size back in
@@ -28,21 +32,23 @@ namespace tern::detail {
 
 class frame_pool {
  public:
-  static constexpr std::size_t granularity = 32;
-  static constexpr std::size_t class_count = 64;  // classes up to 2 KiB
-  static constexpr std::size_t max_pooled = granularity * class_count;
+  static constexpr std::size_t granularity = 16;
+  static constexpr std::size_t class_count = 128;  // classes up to 2 KiB
+  // The size of class c's blocks: 24 + 16c, what a malloc chunk of 32 + 16c bytes holds.
+  static constexpr std::size_t class_size(std::size_t c) noexcept { return 24 + granularity * c; }
+  static constexpr std::size_t max_pooled = 24 + granularity * (class_count - 1);  // class_size(class_count - 1)
   // Each size class may cache this many bytes per thread whatever the thread's own use (so a thread that only
   // frees what others allocated holds at most this), and more up to the thread's own high-water mark.
   static constexpr std::size_t max_cached_bytes = std::size_t{32} << 20;
   static constexpr std::uint32_t max_cached(std::size_t c) noexcept {
-    return static_cast<std::uint32_t>(max_cached_bytes / ((c + 1) * granularity));
+    return static_cast<std::uint32_t>(max_cached_bytes / class_size(c));
   }
 
   // The hard ceiling of a list grown by the thread's own bursts (a thread whose frees are mostly of blocks that
   // other threads allocated can show a high "peak" without having needed it at once).
   static constexpr std::size_t max_burst_bytes = std::size_t{256} << 20;
   static constexpr std::uint32_t max_burst_cached(std::size_t c) noexcept {
-    return static_cast<std::uint32_t>(max_burst_bytes / ((c + 1) * granularity));
+    return static_cast<std::uint32_t>(max_burst_bytes / class_size(c));
   }
 
   struct free_block {
@@ -110,7 +116,9 @@ class frame_pool {
   }
 
  private:
-  static constexpr std::size_t class_of(std::size_t n) noexcept { return n == 0 ? 0 : (n - 1) / granularity; }
+  static constexpr std::size_t class_of(std::size_t n) noexcept {
+    return n <= class_size(0) ? 0 : (n - class_size(0) + granularity - 1) / granularity;
+  }
 
   static void* refill(std::size_t c);  // slow path: registers thread-exit cleanup, then allocates
   static void keep_until_thread_exit() noexcept;  // registers the thread-exit cleanup

@@ -13,7 +13,9 @@
 // (an io_uring completion may arrive after close()).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <sys/socket.h>
 
 #include "tern/detail/blocking_pool.hpp"
@@ -74,11 +76,6 @@ inline bool waits_for_input(op_code c) noexcept {
 
 struct descriptor;
 
-// The work item by which close() from another thread reaches the loop (descriptor::close_item).
-struct close_handoff : work_item {
-  descriptor* owner = nullptr;
-};
-
 // The largest byte count one kernel operation is asked to move; a larger request simply completes partially.
 inline constexpr std::uint32_t max_op_len = 1u << 30;
 
@@ -96,15 +93,24 @@ struct io_op : resume_item {
   descriptor* desc = nullptr;
   io_op* prev_pending = nullptr;  // in desc->pending
   io_op* next_pending = nullptr;
-  void* buf = nullptr;            // recv/send/read/write buffer; accept/connect: sockaddr; recvmsg/sendmsg: msghdr
-  std::uint32_t len = 0;          // buffer length; connect: sockaddr length
-  socklen_t addr_len = 0;         // accept: in/out sockaddr length
-  int msg_flags = 0;              // recvmsg/sendmsg: the flags argument (MSG_TRUNC, MSG_CMSG_CLOEXEC, ...)
+  std::uint32_t len = 0;          // buffer_op: the buffer's length (connect: the sockaddr's); splice: the byte count
   int res = 0;
   op_code code = op_code::recv;
   state st = state::idle;
   std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op, accept, send), in what would be padding
 };
+
+// An operation on a buffer the caller names: every op_code from recv to sendmmsg but poll_in, poll_out, splice and
+// sendfile, and every file operation (file_op). The others (polls, splices, receive) have no such buffer and leave
+// these fields out, which keeps a receive, waiting in every idle connection's frame, 16 bytes smaller. Backends
+// reach them through buffer_of(op), for the codes above only.
+struct buffer_op : io_op {
+  void* buf = nullptr;            // recv/send/read/write buffer; accept/connect: sockaddr; recvmsg/sendmsg: msghdr
+  socklen_t addr_len = 0;         // accept: in/out sockaddr length
+  int msg_flags = 0;              // recvmsg/sendmsg: the flags argument (MSG_TRUNC, MSG_CMSG_CLOEXEC, ...)
+};
+
+inline buffer_op& buffer_of(io_op& op) noexcept { return static_cast<buffer_op&>(op); }
 
 // aux of a send: send_plain_only, set by the awaiter, keeps the send plain whatever its size (a datagram socket's
 // send: zero-copy sends are for byte streams); the other bits are the io_uring backend's, the state of a
@@ -113,7 +119,7 @@ inline constexpr std::uint8_t send_plain_only = 0x80;
 
 // A file operation: an io_op with what the file calls take besides a buffer. Path operations (openat, renameat,
 // unlinkat, mkdirat, statx of a path) have no descriptor (desc is null) and work relative to the current directory.
-struct file_op : io_op {
+struct file_op : buffer_op {
   static constexpr std::uint64_t current_position = ~std::uint64_t{0};  // what io_uring takes as -1
   // read_at/write_at/fallocate: the file offset (read_at/write_at: current_position for the file's own position,
   // as read(2) and write(2) use); ftruncate: the new size.
@@ -189,15 +195,15 @@ struct descriptor {
   // whether its cancellation has been submitted, the buffers it filled that no receive has taken yet, the receive
   // waiting for the next one, and how the stream ended (rx_open while it has not: else 0 for eof or -errno,
   // reported after the queued buffers). The multishot needs no io_op of its own: its CQEs carry the descriptor's
-  // address (see io_uring_backend), which keeps 96 bytes off every connection.
+  // address (see io_uring_backend), which keeps 80 bytes off every connection.
   //
   // A listener under io_uring uses rx_armed for its multishot accept instead, and queues the sockets it
   // accepted that no accept() has taken yet in `accepted` (allocated when the multishot is first armed, freed when
   // the listener is closed or released), which shares its storage with rx_queue: a listener never receives, and a
   // descriptor carries every idle connection. `listening` tells which one is live.
   //
-  // Every connection has a descriptor (operator new: glibc's 128-byte chunks hold up to 120 bytes), so the fields
-  // are ordered to leave no padding: 120 bytes.
+  // Every connection has a descriptor (operator new: glibc's 112-byte chunks hold up to 104 bytes), so the fields
+  // are ordered to leave no padding: 104 bytes.
   static constexpr int rx_open = 1;
   int rx_end = rx_open;
   bool rx_armed = false;
@@ -220,31 +226,51 @@ struct descriptor {
   };
   io_op* rx_waiter = nullptr;
   descriptor* linger_prev = nullptr;
+  // The pending operations, in the order they started: next_pending runs from the head to the last (null after
+  // it), prev_pending backwards, and the head's prev_pending is the last one, so that appending needs no tail
+  // pointer of the descriptor's own.
   io_op* pending_head = nullptr;
-  io_op* pending_tail = nullptr;
   descriptor* next_free = nullptr;
   // close() from a thread that does not run the loop queues this on the loop's inbox, which closes the fd there
   // (io_context::close_descriptor); queued in the descriptor itself, it needs no allocation and cannot be lost:
-  // a loop destroyed first still runs it from its teardown.
-  close_handoff close_item;
+  // a loop destroyed first still runs it from its teardown. The item finds its descriptor by its offset (of()),
+  // not by a pointer of its own.
+  work_item close_item;
+
+  static descriptor* of(work_item* close) noexcept {
+    return reinterpret_cast<descriptor*>(reinterpret_cast<char*>(close) - offsetof(descriptor, close_item));
+  }
 
   // An operation, or the multishot, is in flight: the descriptor is recycled only after the last of them.
   bool has_pending() const noexcept { return pending_head != nullptr || rx_armed; }
 
   void link(io_op* op) noexcept {
     op->next_pending = nullptr;
-    op->prev_pending = pending_tail;
-    if (pending_tail != nullptr) pending_tail->next_pending = op; else pending_head = op;
-    pending_tail = op;
+    if (pending_head == nullptr) {
+      op->prev_pending = op;
+      pending_head = op;
+      return;
+    }
+    io_op* last = pending_head->prev_pending;
+    last->next_pending = op;
+    op->prev_pending = last;
+    pending_head->prev_pending = op;
   }
 
   void unlink(io_op* op) noexcept {
-    if (op->prev_pending != nullptr) op->prev_pending->next_pending = op->next_pending;
-    else pending_head = op->next_pending;
-    if (op->next_pending != nullptr) op->next_pending->prev_pending = op->prev_pending;
-    else pending_tail = op->prev_pending;
+    io_op* next = op->next_pending;
+    if (op == pending_head) {
+      pending_head = next;
+      if (next != nullptr) next->prev_pending = op->prev_pending;  // the last one
+    } else {
+      op->prev_pending->next_pending = next;
+      (next != nullptr ? next : pending_head)->prev_pending = op->prev_pending;
+    }
     op->prev_pending = op->next_pending = nullptr;
   }
 };
+// Every connection has one (a 112-byte malloc chunk holds up to 104 bytes), and of() needs a standard layout.
+static_assert(sizeof(descriptor) <= 104);
+static_assert(std::is_standard_layout_v<descriptor>);
 
 }  // namespace tern::detail

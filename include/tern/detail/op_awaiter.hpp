@@ -40,7 +40,8 @@ inline int refusal(const io_context& ctx, const descriptor* d) noexcept {
   return ctx.running_here() ? 0 : wrong_loop_res;
 }
 
-// Op is the operation the awaiter holds: io_op, or the receive_op of receive() (stream_ops.hpp).
+// Op is the operation the awaiter holds: the buffer_op of an operation on a caller's buffer, or the receive_op of
+// receive() (stream_ops.hpp).
 template <class Op>
 class [[nodiscard]] basic_op_awaiter {
  public:
@@ -77,7 +78,7 @@ class [[nodiscard]] basic_op_awaiter {
 
 // The awaiter of an operation on a caller's buffer (or on a msghdr or sockaddr in buf, which the derived awaiter
 // points at its own). A copy keeps the buffer and the result.
-class [[nodiscard]] op_awaiter : public basic_op_awaiter<io_op> {
+class [[nodiscard]] op_awaiter : public basic_op_awaiter<buffer_op> {
  public:
   op_awaiter(io_context& ctx, descriptor* d, op_code code, void* buf, std::size_t len) noexcept
       : basic_op_awaiter(ctx, d, code) {
@@ -91,6 +92,6 @@ class [[nodiscard]] op_awaiter : public basic_op_awaiter<io_op> {
     op_.aux = o.op_.aux;  // a send's send_plain_only (the backend resets its own bits at each start)
   }
 };
-static_assert(sizeof(op_awaiter) == sizeof(io_op));
+static_assert(sizeof(op_awaiter) == sizeof(buffer_op));
 
 }  // namespace tern::detail

@@ -106,7 +106,7 @@ class [[nodiscard]] transfer_awaiter {
   io_context& context() const noexcept { return *op_.ctx; }
 
  private:
-  struct piece_op : io_op {
+  struct piece_op : buffer_op {
     transfer_awaiter* self;
   };
   // Starts pieces until one is pending (false) or the transfer has ended (true).
