@@ -4,12 +4,21 @@
 // replies in one write_all. threads=1: clients and servers on one io_context; threads=2: the clients on one
 // io_context on CPU 0, the servers on another on CPU 1. After the last phase a client stops sending, collects the
 // replies still in flight and shuts down its sending side; its server connection then reads end of stream.
+//
+// Both sides read with receive(), the API for many connections (one multishot receive per socket under io_uring,
+// the loop's pool of bench_io's 8 KiB buffers), and copy each lease into the connection's frame buffer, since the
+// decoder needs a frame in one piece; the raw liburing floor does the same. TERN_BENCH_MESSAGES_READ_SOME=1 reads
+// with read_some into the frame buffer instead (one receive operation per read), to compare the two.
 #include "tern_common.hpp"
 #include "frames.hpp"
 #include "../two_threads.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
 #include <vector>
 
 namespace tern_bench::tern_impl {
@@ -18,13 +27,40 @@ namespace {
 
 using frames::codec;
 
+bool read_some_only() {
+    static const bool on = [] {
+        const char* env = std::getenv("TERN_BENCH_MESSAGES_READ_SOME");
+        return env != nullptr && std::string_view(env) == "1";
+    }();
+    return on;
+}
+
+// Copies a lease into the connection's frame buffer and hands it to received(n), in space_size() pieces (the
+// pool's buffers are that size, so one piece unless the options change).
+template <class Side, class Received>
+void take(Side& side, tern::leased_buffer& lease, Received received) {
+    while (!lease.empty()) {
+        const std::size_t n = std::min(lease.size(), side.conn().space_size());
+        std::memcpy(side.conn().space(), lease.data(), n);
+        lease.consume(n);
+        received(n);
+    }
+}
+
 tern::task<void> message_server(net::tcp_socket sock, const codec& c) {
     frames::server_connection side(c);
     for (;;) {
-        auto [ec, n] = co_await sock.read_some(tern::mutable_buffer(side.conn().space(), side.conn().space_size()));
-        if (ec == net::error::eof) break;
-        expect_ok(ec, "server read");
-        side.received(n);
+        if (read_some_only()) {
+            auto [ec, n] = co_await sock.read_some(tern::mutable_buffer(side.conn().space(), side.conn().space_size()));
+            if (ec == net::error::eof) break;
+            expect_ok(ec, "server read");
+            side.received(n);
+        } else {
+            auto [ec, lease] = co_await sock.receive();
+            if (ec == net::error::eof) break;
+            expect_ok(ec, "server receive");
+            take(side, lease, [&](std::size_t n) { side.received(n); });
+        }
         if (!side.out().empty()) {
             auto [wec, wn] = co_await sock.write_all(tern::const_buffer(side.out().data(), side.out().size()));
             expect_ok(wec, "server write");
@@ -44,9 +80,15 @@ tern::task<void> message_client(net::tcp_socket& sock, const codec& c, std::size
             expect_ok(wec, "client write");
             side.out().clear();
         }
-        auto [ec, n] = co_await sock.read_some(tern::mutable_buffer(side.conn().space(), side.conn().space_size()));
-        expect_ok(ec, "client read");
-        side.received(n, meter);
+        if (read_some_only()) {
+            auto [ec, n] = co_await sock.read_some(tern::mutable_buffer(side.conn().space(), side.conn().space_size()));
+            expect_ok(ec, "client read");
+            side.received(n, meter);
+        } else {
+            auto [ec, lease] = co_await sock.receive();
+            expect_ok(ec, "client receive");
+            take(side, lease, [&](std::size_t n) { side.received(n, meter); });
+        }
     }
     expect_ok(sock.shutdown(net::shutdown_how::send), "client shutdown");
 }
@@ -80,11 +122,18 @@ tern::task<void> one_loop(tern::io_context& ctx, net::tcp_acceptor& acceptor, ne
 
 }  // namespace
 
+// The loops' options: receive() buffers of bench_io's receive size.
+tern::io_context_options messages_options(const session& s) {
+    tern::io_context_options o = options_for(s);
+    o.receive_buffer_size = frames::recv_size;
+    return o;
+}
+
 void sockets_messages(session& s) {
     frames::messages_params p = frames::read_messages_params(s);
     codec c(p.shape);
     request_meter meter(s, "msg_per_s");
-    tern::io_context client_ctx(options_for(s));
+    tern::io_context client_ctx(messages_options(s));
     announce(s, client_ctx);
     if (p.threads == 1) {
         pin_single_thread(s);
@@ -93,7 +142,7 @@ void sockets_messages(session& s) {
         client_ctx.block_on(one_loop(client_ctx, acceptor, where, p, c, meter));
         return;
     }
-    tern::io_context server_ctx(options_for(s));
+    tern::io_context server_ctx(messages_options(s));
     announce(s, server_ctx);
     net::tcp_acceptor acceptor(server_ctx);
     net::endpoint where = listen_loopback(acceptor);
