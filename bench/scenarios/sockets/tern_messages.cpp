@@ -5,10 +5,13 @@
 // io_context on CPU 0, the servers on another on CPU 1. After the last phase a client stops sending, collects the
 // replies still in flight and shuts down its sending side; its server connection then reads end of stream.
 //
-// Both sides read with receive(), the API for many connections (one multishot receive per socket under io_uring,
-// the loop's pool of bench_io's 8 KiB buffers), and copy each lease into the connection's frame buffer, since the
-// decoder needs a frame in one piece; the raw liburing floor does the same. TERN_BENCH_MESSAGES_READ_SOME=1 reads
-// with read_some into the frame buffer instead (one receive operation per read), to compare the two.
+// How the sides read depends on the backend, as it would for a user who measured both. Under io_uring they read with
+// receive() (one multishot receive per socket that stays armed, into the loop's pool of bench_io's 8 KiB buffers)
+// and copy each lease into the connection's frame buffer, since the decoder needs a frame in one piece; the raw
+// liburing floor does the same. read_some would be one RECV per read, and a RECV that finds no data arms a poll
+// first. Under epoll a receive() is a recv into a pool buffer, so the copy is all it adds: there they read_some
+// into the frame buffer (100 KB frames lose about a tenth of their rate to the copy). TERN_BENCH_MESSAGES_READ=
+// receive or read_some forces one way on either backend.
 #include "tern_common.hpp"
 #include "frames.hpp"
 #include "../two_threads.hpp"
@@ -27,12 +30,12 @@ namespace {
 
 using frames::codec;
 
-bool read_some_only() {
-    static const bool on = [] {
-        const char* env = std::getenv("TERN_BENCH_MESSAGES_READ_SOME");
-        return env != nullptr && std::string_view(env) == "1";
-    }();
-    return on;
+// Whether the connections of ctx read with read_some rather than receive() (see above).
+bool reads_with_read_some(const tern::io_context& ctx) {
+    const char* env = std::getenv("TERN_BENCH_MESSAGES_READ");
+    if (env != nullptr && std::string_view(env) == "receive") return false;
+    if (env != nullptr && std::string_view(env) == "read_some") return true;
+    return ctx.backend() == tern::backend_kind::epoll;
 }
 
 // Copies a lease into the connection's frame buffer and hands it to received(n), in space_size() pieces (the
@@ -49,8 +52,9 @@ void take(Side& side, tern::leased_buffer& lease, Received received) {
 
 tern::task<void> message_server(net::tcp_socket sock, const codec& c) {
     frames::server_connection side(c);
+    const bool read_some = reads_with_read_some(sock.context());
     for (;;) {
-        if (read_some_only()) {
+        if (read_some) {
             auto [ec, n] = co_await sock.read_some(tern::mutable_buffer(side.conn().space(), side.conn().space_size()));
             if (ec == net::error::eof) break;
             expect_ok(ec, "server read");
@@ -74,13 +78,14 @@ tern::task<void> message_client(net::tcp_socket& sock, const codec& c, std::size
                                 request_meter& meter) {
     frames::client_connection side(c, parallel, seed);
     side.start();
+    const bool read_some = reads_with_read_some(sock.context());
     while (!side.finished()) {
         if (!side.out().empty()) {
             auto [wec, wn] = co_await sock.write_all(tern::const_buffer(side.out().data(), side.out().size()));
             expect_ok(wec, "client write");
             side.out().clear();
         }
-        if (read_some_only()) {
+        if (read_some) {
             auto [ec, n] = co_await sock.read_some(tern::mutable_buffer(side.conn().space(), side.conn().space_size()));
             expect_ok(ec, "client read");
             side.received(n, meter);
