@@ -24,6 +24,7 @@ struct frame_pool_cleanup {
       }
     }
     for (auto& count : thread_lists.counts) count = 0;
+    thread_lists.cached_total = 0;
   }
 };
 
@@ -38,12 +39,8 @@ void frame_pool::keep_until_thread_exit() noexcept {
 std::uint32_t frame_pool::cached(std::size_t n) noexcept { return thread_lists.counts[class_of(n)]; }
 
 void frame_pool::usage(std::int64_t& in_use, std::uint64_t& cached) noexcept {
-  in_use = 0;
-  cached = 0;
-  for (std::size_t c = 0; c < class_count; ++c) {
-    in_use += thread_lists.live[c];
-    cached += thread_lists.counts[c];
-  }
+  in_use = thread_lists.live_total;
+  cached = thread_lists.cached_total;
 }
 
 void frame_pool::adopt(void* first, void* last, std::uint32_t count, std::size_t n) noexcept {
@@ -53,6 +50,8 @@ void frame_pool::adopt(void* first, void* last, std::uint32_t count, std::size_t
   thread_lists.heads[c] = static_cast<free_block*>(first);
   thread_lists.counts[c] += count;
   thread_lists.live[c] -= count;
+  thread_lists.cached_total += count;
+  thread_lists.live_total -= count;
 }
 
 void frame_pool::warm(std::size_t bytes_per_class) {

@@ -65,6 +65,10 @@ class frame_pool {
     // bounded by max_cached.
     std::int64_t live[class_count];
     std::int64_t peak[class_count];
+    // The sums of live and counts over the classes, kept as they change so that usage() is two loads: a loop
+    // publishes them each time it parks (io_context::publish_gauges), which is every round trip of a ping-pong.
+    std::int64_t live_total;
+    std::uint64_t cached_total;
     bool cleanup_armed;  // the thread-exit release is registered
   };
 
@@ -74,10 +78,12 @@ class frame_pool {
     std::size_t c = class_of(n);
     lists& l = local();
     if (++l.live[c] > l.peak[c]) l.peak[c] = l.live[c];
+    ++l.live_total;
     free_block* b = l.heads[c];
     if (b != nullptr) {
       l.heads[c] = b->next;
       --l.counts[c];
+      --l.cached_total;
       return b;
     }
     return refill(c);
@@ -104,6 +110,7 @@ class frame_pool {
     std::size_t c = class_of(n);
     lists& l = local();
     --l.live[c];
+    --l.live_total;
     if (l.counts[c] >= max_cached(c) && (l.counts[c] >= l.peak[c] || l.counts[c] >= max_burst_cached(c))) {
       ::operator delete(p);
       return;
@@ -113,6 +120,7 @@ class frame_pool {
     b->next = l.heads[c];
     l.heads[c] = b;
     ++l.counts[c];
+    ++l.cached_total;
   }
 
  private:
