@@ -119,6 +119,7 @@ void sockets_unidirectional_liburing(session&);
 void sockets_bidirectional_liburing(session&);
 void sockets_echo_liburing(session&);  // raw/liburing (TERN_BENCH_RAW_FIXED=1: registered files)
 void sockets_messages_liburing(session&);
+void sockets_accept_churn_liburing(session&);
 void sockets_io_event_epoll(session&);
 void files_read_liburing(session&);  // files/random_read and files/sequential_read
 void files_read_pread(session&);

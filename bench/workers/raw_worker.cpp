@@ -15,6 +15,7 @@ constexpr std::array entries = {
     impl_entry{"sockets/bidirectional", "raw/liburing", raw_impl::sockets_bidirectional_liburing},
     impl_entry{"sockets/echo", "raw/liburing", raw_impl::sockets_echo_liburing},
     impl_entry{"sockets/messages", "raw/liburing", raw_impl::sockets_messages_liburing},
+    impl_entry{"sockets/accept_churn", "raw/liburing", raw_impl::sockets_accept_churn_liburing},
     impl_entry{"sockets/io_event", "raw/epoll", raw_impl::sockets_io_event_epoll},
     impl_entry{"files/random_read", "raw/liburing", raw_impl::files_read_liburing},
     impl_entry{"files/sequential_read", "raw/liburing", raw_impl::files_read_liburing},
