@@ -1,8 +1,9 @@
 // io_uring backend.
 //
-// One ring per loop, created SINGLE_ISSUER|DEFER_TASKRUN (completions are processed only when the loop asks, in its
-// own io_uring_enter, so they arrive in batches and never interrupt user code), falling back to
-// COOP_TASKRUN|TASKRUN_FLAG and then to a plain ring on older kernels. The ring is created disabled and enabled by
+// One ring per loop, created SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG (completions are processed only when the loop
+// asks, in its own io_uring_enter, so they arrive in batches and never interrupt user code; the flag tells the loop
+// when an enter would find any, so a poll with nothing to submit need not enter), falling back to the same without
+// the flag, to COOP_TASKRUN|TASKRUN_FLAG and then to a plain ring on older kernels. The ring is created disabled and enabled by
 // the first thread that submits, because SINGLE_ISSUER binds it to that thread and a loop is often created on one
 // thread and run on another; the ring fd is registered on that thread too, which saves an fd lookup per enter.
 //
@@ -148,8 +149,13 @@ class io_uring_backend final : public backend {
         accept_queue_(opts.accept_queue),
         zero_copy_threshold_(opts.zero_copy_send_threshold) {
     const unsigned entries = opts.ring_entries;
+    // TASKRUN_FLAG: the kernel sets IORING_SQ_TASKRUN in the SQ ring's flags when completions wait for this loop's
+    // next enter, so a poll that has nothing to submit reads that word instead of entering (poll() below).
+    constexpr unsigned defer = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED |
+                               IORING_SETUP_SUBMIT_ALL;
     const unsigned tries[] = {
-        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED | IORING_SETUP_SUBMIT_ALL,
+        defer | IORING_SETUP_TASKRUN_FLAG,
+        defer,
         IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
         IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
         0,
@@ -171,6 +177,7 @@ class io_uring_backend final : public backend {
       if (rc == 0) {
         bundles_ = opts.receive_bundles && (p.features & feat_recvsend_bundle) != 0;
         defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
+        taskrun_flag_ = (flags & IORING_SETUP_TASKRUN_FLAG) != 0 && !opts.sqpoll;
         disabled_ = (flags & IORING_SETUP_R_DISABLED) != 0;
         enabled_.store(!disabled_, std::memory_order_relaxed);
         break;
@@ -410,6 +417,13 @@ class io_uring_backend final : public backend {
     enable();
     int rc;
     if (timeout_ns == 0) {
+      if (taskrun_flag_ && nothing_for_the_kernel()) {
+        // Nothing to submit and no completion waiting in the kernel: what the CQ holds is all an enter would
+        // find. A busy loop polls every turn and a spinning one every round; each would be a system call.
+        reap();
+        if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
+        return;
+      }
       rc = io_uring_submit_and_get_events(&ring_);
     } else if (timeout_ns < 0) {
       // The plain submit-and-wait: one flush of the SQ tail and the enter. submit_and_wait_timeout without a
@@ -443,6 +457,15 @@ class io_uring_backend final : public backend {
   }
 
   bool busy() const noexcept override { return in_flight_ != 0 || io_uring_sq_ready(&ring_) != 0; }
+
+  // With TASKRUN_FLAG the kernel sets IORING_SQ_TASKRUN when it queues work that only this thread's enter will run
+  // (DEFER_TASKRUN posts every completion that way, MSG_RING wake-ups included) and clears it when the enter runs
+  // it; IORING_SQ_CQ_OVERFLOW says CQEs wait beyond a full CQ. A stale read of the word only delays the enter to
+  // the next poll: a blocking wait always enters, and the kernel runs pending work before it sleeps.
+  bool nothing_for_the_kernel() const noexcept {
+    return io_uring_sq_ready(&ring_) == 0 &&
+           (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) == 0;
+  }
 
   std::error_code register_file(descriptor& d) noexcept override {
     if (d.fixed_slot >= 0) return {};
@@ -558,7 +581,8 @@ class io_uring_backend final : public backend {
     ::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
     disabled_ = false;
     enabled_.store(true, std::memory_order_release);
-    io_uring_register_ring_fd(&ring_);  // optional speed-up; on failure liburing keeps using the plain fd
+    // Optional speed-up; on failure liburing keeps using the plain fd.
+    ring_fd_registered_ = io_uring_register_ring_fd(&ring_) == 1;
   }
 
   // Poster's side (this is the poster's ring, on its own thread): sends a wake-up message to another ring now;
@@ -984,8 +1008,27 @@ class io_uring_backend final : public backend {
 
   void submit() noexcept {
     enable();
-    if (io_uring_submit(&ring_) > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
+    if (submit_queued() > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
     ctx_.note_submitted();
+  }
+
+  // Submits the queued SQEs and nothing else. liburing's io_uring_submit adds IORING_ENTER_GETEVENTS whenever the
+  // kernel has set IORING_SQ_TASKRUN, and under DEFER_TASKRUN that enter would run the completions waiting for
+  // this loop in the middle of a turn (a close, an early flush between handlers): a receive would take the bytes
+  // off its socket while the loop still counts the connection idle (http::server::stop() looks at FIONREAD). The
+  // loop's poll() is the one place that runs them. So with the flag, the SQ tail is published and the enter made
+  // here (the fields are liburing's public ring, as its own flush uses them; SUBMIT_ALL and no SQPOLL, so the
+  // kernel takes every entry up to the tail).
+  int submit_queued() noexcept {
+    if (!taskrun_flag_) return io_uring_submit(&ring_);
+    io_uring_sq& sq = ring_.sq;
+    const unsigned tail = sq.sqe_tail;
+    if (sq.sqe_head == tail) return 0;
+    sq.sqe_head = tail;
+    io_uring_smp_store_release(sq.ktail, tail);
+    const unsigned queued = tail - IO_URING_READ_ONCE(*sq.khead);
+    return io_uring_enter(static_cast<unsigned>(ring_.enter_ring_fd), queued, 0,
+                          ring_fd_registered_ ? IORING_ENTER_REGISTERED_RING : 0u, nullptr);
   }
 
   void flush() noexcept override { submit(); }
@@ -1076,6 +1119,8 @@ class io_uring_backend final : public backend {
   void* pool_ring_ = nullptr;
   std::size_t pool_ring_bytes_ = 0;
   bool defer_taskrun_ = false;  // the ring was made with DEFER_TASKRUN
+  bool taskrun_flag_ = false;   // ... and with TASKRUN_FLAG (or COOP_TASKRUN with it): the kernel flags its work
+  bool ring_fd_registered_ = false;  // ring_.enter_ring_fd is the registered index (IORING_ENTER_REGISTERED_RING)
   bool ring_movable_ = false;   // the pool's ring is sized to the pool and moved as it grows (attach_pool)
   // Multishot accept: the bound of a listener's queue (0: off); whether the kernel has it (until a first EINVAL),
   // and whether one has delivered a socket on this ring (after which EINVAL is a listener's own error).
