@@ -673,7 +673,9 @@ void add_services_scenarios(std::vector<scenario_def>& s) {
                  "comparison)",
                  {{"events_per_s", "events/s", better::higher}},
                  {events_point(1, 1000000), events_point(2, 1000000)},
-                 {events_point(1, 5000000), events_point(2, 5000000)},
+                 // n from 1M to 50M: the rate, and the peak RSS column, which must not grow with the events.
+                 {events_point(1, 1000000), events_point(1, 10000000), events_point(1, 50000000),
+                  events_point(2, 1000000), events_point(2, 10000000), events_point(2, 50000000)},
                  false, false, {"tern/io_uring", "tern/epoll", "asio/callbacks"}});
 }
 
