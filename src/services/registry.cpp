@@ -828,35 +828,34 @@ task<service_status> registry::start(service_id id) {
   co_return status;
 }
 
+namespace {
+// stop(id) and remove(id): a stop wave for one service (its dependents stop first); remove also takes it out of
+// the graph once the wave has stopped it, while the wave still holds it.
+task<bool> stop_one(registry::state& s, service_id id, bool then_remove) {
+  registry::state::node& n = s.find(id);
+  n.enabled = false;
+  registry::state::node* target = &n;
+  s.begin_wave({&target, 1});
+  co_await s.wave_over();
+  if (then_remove) {
+    n.held = false;
+    std::erase(s.wave, &n);
+    s.erase(n);
+  }
+  s.end_wave();
+  co_await s.quiet();
+  co_return true;
+}
+}  // namespace
+
 task<void> registry::stop(service_id id) {
   state* s = state_.get();
-  co_await on_home<bool>(*s, [s, id]() -> task<bool> {
-    state::node& n = s->find(id);
-    n.enabled = false;
-    state::node* target = &n;
-    s->begin_wave({&target, 1});
-    co_await s->wave_over();
-    s->end_wave();
-    co_await s->quiet();
-    co_return true;
-  });
+  co_await on_home<bool>(*s, [s, id] { return stop_one(*s, id, false); });
 }
 
 task<void> registry::remove(service_id id) {
   state* s = state_.get();
-  co_await on_home<bool>(*s, [s, id]() -> task<bool> {
-    state::node& n = s->find(id);
-    n.enabled = false;
-    state::node* target = &n;
-    s->begin_wave({&target, 1});
-    co_await s->wave_over();
-    n.held = false;
-    std::erase(s->wave, &n);
-    s->erase(n);
-    s->end_wave();
-    co_await s->quiet();
-    co_return true;
-  });
+  co_await on_home<bool>(*s, [s, id] { return stop_one(*s, id, true); });
 }
 
 task<registry_report> registry::settled() {
