@@ -1,17 +1,16 @@
 // sockets/accept_churn for raw/liburing: the floor. A hand-written single-thread loop over one ring, with the
-// io_uring features tern uses for this traffic and no runtime: a SINGLE_ISSUER|DEFER_TASKRUN ring, one
-// io_uring_enter per turn that submits and waits, and a multishot accept that stays armed on the listener.
+// io_uring features tern uses for this traffic and no runtime: the echo and messages floors' ring (raw_uring_loop.hpp:
+// SINGLE_ISSUER|DEFER_TASKRUN, its fd registered, one io_uring_enter per turn that submits and waits), and a
+// multishot accept that stays armed on the listener.
 //
 // A client is a state machine: socket() (a plain call, as every stack makes it), CONNECT, SEND of its byte, RECV
 // of the echo (checked), RECV of the end of stream, close(); then its lap is recorded and the next one starts. A
 // server connection, started by each accept CQE: RECV of the byte, SEND of it back, close() (the server closes
 // first, as in the other implementations). A SQE's user_data holds the step it completes and whose it is: the
 // client's index, or the server connection's fd (below 20000 here), which also indexes its state.
-#include "raw_common.hpp"
+#include "raw_uring_loop.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
-
-#include <liburing.h>
 
 #include <vector>
 
@@ -27,10 +26,6 @@ constexpr std::uint64_t data(step s, std::uint64_t who) { return (who << 8) | s;
 class churn {
 public:
     churn(session& s, unsigned concurrent) : clients_(concurrent), meter_(s, "ops_per_s") {
-        io_uring_params p{};
-        p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-        int rc = io_uring_queue_init_params(256, &ring_, &p);
-        if (rc < 0) fail_errno("io_uring_queue_init_params(SINGLE_ISSUER|DEFER_TASKRUN)", -rc);
         listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (listener_ < 0) fail_errno("socket", errno);
         addr_.sin_family = AF_INET;
@@ -41,8 +36,7 @@ public:
         if (::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr_), &len) != 0) fail_errno("getsockname", errno);
     }
     ~churn() {
-        io_uring_queue_exit(&ring_);  // cancels the multishot accept
-        ::close(listener_);
+        ::close(listener_);  // the ring, destroyed after this body, cancels the multishot accept
         for (auto& c : clients_)
             if (c.fd >= 0) ::close(c.fd);
         for (std::size_t fd = 0; fd < servers_.size(); ++fd)
@@ -53,17 +47,7 @@ public:
         arm_accept();
         meter_.start();
         for (unsigned i = 0; i < clients_.size(); ++i) start_lap(i);
-        while (running_ > 0) {
-            int rc = io_uring_submit_and_wait(&ring_, 1);
-            if (rc < 0 && rc != -EINTR) fail_errno("io_uring_submit_and_wait", -rc);
-            io_uring_cqe* cqe;
-            unsigned head, seen = 0;
-            io_uring_for_each_cqe(&ring_, head, cqe) {
-                ++seen;
-                complete(*cqe);
-            }
-            io_uring_cq_advance(&ring_, seen);
-        }
+        while (running_ > 0) ring_.turn([this](const io_uring_cqe& cqe) { complete(cqe); });
         if (!meter_.done()) throw bench_failure("the clients stopped before the last phase ended");
     }
 
@@ -80,18 +64,8 @@ private:
         unsigned char byte = 0;
     };
 
-    io_uring_sqe* sqe() {
-        io_uring_sqe* e = io_uring_get_sqe(&ring_);
-        if (e) return e;
-        int rc = io_uring_submit(&ring_);  // the queue has room for 256; a full one is submitted without waiting
-        if (rc < 0) fail_errno("io_uring_submit", -rc);
-        e = io_uring_get_sqe(&ring_);
-        if (!e) throw bench_failure("submission queue full after a submit");
-        return e;
-    }
-
     void arm_accept() {
-        io_uring_sqe* e = sqe();
+        io_uring_sqe* e = ring_.sqe();
         io_uring_prep_multishot_accept(e, listener_, nullptr, nullptr, SOCK_CLOEXEC);
         io_uring_sqe_set_data64(e, data(accepted, 0));
     }
@@ -101,14 +75,14 @@ private:
         c.t0 = bench_clock::now();
         c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (c.fd < 0) fail_errno("socket", errno);
-        io_uring_sqe* e = sqe();
+        io_uring_sqe* e = ring_.sqe();
         io_uring_prep_connect(e, c.fd, reinterpret_cast<const sockaddr*>(&addr_), sizeof addr_);
         io_uring_sqe_set_data64(e, data(client_connect, i));
     }
 
     void client_io(unsigned i, step s) {
         client& c = clients_[i];
-        io_uring_sqe* e = sqe();
+        io_uring_sqe* e = ring_.sqe();
         if (s == client_send) {
             c.sent = static_cast<unsigned char>(i * 131 + c.lap);
             io_uring_prep_send(e, c.fd, &c.sent, 1, MSG_NOSIGNAL);
@@ -119,7 +93,7 @@ private:
     }
 
     void server_io(int fd, step s) {
-        io_uring_sqe* e = sqe();
+        io_uring_sqe* e = ring_.sqe();
         if (s == server_recv) {
             io_uring_prep_recv(e, fd, &servers_[fd].byte, 1, 0);
         } else {
@@ -181,7 +155,7 @@ private:
         }
     }
 
-    io_uring ring_{};
+    uring ring_{256};
     int listener_ = -1;
     sockaddr_in addr_{};
     std::vector<client> clients_;
