@@ -101,8 +101,17 @@ class epoll_backend final : public backend {
       blocking_pool::instance().submit(&f.job);
       return false;
     }
+    if (op.code == op_code::recv && op.desc->recv_drained && buffer_of(op).len != 0) {
+      // The last read left the socket empty and no input edge has come since: a recv now could only fail. A
+      // request/response connection's next read always starts so, right after its own send: one system call
+      // per message on each side. The edge of the next data still comes, and retries it.
+      op.res = -EAGAIN;
+      ++waiting_;
+      return false;
+    }
     int r = attempt(op, false);
     ctx_.counters().syscalls.add();
+    note_read(op, r);
     if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINPROGRESS) {
       op.res = r;
       ++waiting_;
@@ -188,10 +197,15 @@ class epoll_backend final : public backend {
   void dispatch(descriptor& d, std::uint32_t ev) noexcept {
     const bool in = (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
     const bool out = (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0;
+    if (in) d.recv_drained = false;  // something arrived (or the stream ended) since the last read
+    // Once the peer's stream has ended, a short read may be followed by the end of the stream with no further
+    // edge to announce it (the edge that said so is this one): reads go back to trying first.
+    if ((ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) d.short_read_drains = false;
     for (io_op* op = d.pending_head; op != nullptr;) {
       io_op* next = op->next_pending;  // complete() unlinks op
       if (op->st == io_op::state::pending && (waits_for_input(op->code) ? in : out)) {
         int r = attempt(*op, true);
+        note_read(*op, r);
         // A connect's check is two calls (SO_ERROR, then getpeername); a poll's retry makes none.
         const bool is_poll = op->code == op_code::poll_in || op->code == op_code::poll_out;
         ctx_.counters().syscalls.add(op->code == op_code::connect ? 2 : is_poll ? 0 : 1);
@@ -203,6 +217,19 @@ class epoll_backend final : public backend {
       }
       op = next;
     }
+  }
+
+  // Whether a recv's result says the socket is now empty (descriptor::recv_drained): EAGAIN on any socket, or
+  // fewer bytes than asked for where that means the queue was emptied (TCP: its recv copies until the buffer is
+  // full or the queue and backlog are empty; anything that arrives after it raises an edge). Never from a peek,
+  // which leaves the bytes where they are.
+  static void note_read(io_op& op, int r) noexcept {
+    if (op.code != op_code::recv) return;
+    const buffer_op& b = buffer_of(op);
+    descriptor& d = *op.desc;
+    d.recv_drained = r == -EAGAIN || r == -EWOULDBLOCK ||
+                     (r > 0 && d.short_read_drains && static_cast<std::uint32_t>(r) < b.len &&
+                      (b.msg_flags & MSG_PEEK) == 0);
   }
 
   // One non-blocking try of op's syscall; returns the result or -errno. A connect that is under way answers

@@ -115,6 +115,7 @@ std::error_code basic_socket::open_socket(int family, int type, int protocol) {
   if (fd < 0) return last_error();
   auto [ec, d] = detail::wrap_fd(*ctx_, fd, false);
   desc_ = d;
+  if (d != nullptr) d->short_read_drains = type == SOCK_STREAM && (family == AF_INET || family == AF_INET6);
   return ec;
 }
 

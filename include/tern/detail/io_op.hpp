@@ -172,8 +172,10 @@ struct descriptor {
   int fd = -1;
   bool closing = false;        // close() ran while operations were still pending
   bool epoll_registered = false;
-  // io_uring only (see io_uring_backend::start): the last receive left the socket empty; and a send has
-  // completed since, so the next receive is most likely waiting for the peer's answer.
+  // The last receive left the socket empty. io_uring (see io_uring_backend::start): from the CQE's SOCK_NONEMPTY
+  // flag; with answer_awaited (a send has completed since) the next receive is most likely waiting for the peer's
+  // answer. epoll (see epoll_backend::start): from an EAGAIN, or a short read where that means empty
+  // (short_read_drains), and cleared by every input edge; the next receive then waits without trying.
   bool recv_drained = false;
   bool answer_awaited = false;
   // A descriptor the backend does not watch (a regular file: epoll refuses it); its operations are file_ops.
@@ -219,6 +221,11 @@ struct descriptor {
   // io_uring only: the kernel refused a zero-copy send on this socket (EOPNOTSUPP: a Unix socket; EINVAL), so its
   // sends stay plain from then on. In what would be padding.
   bool zero_copy_refused = false;
+  // A TCP socket (or listener, whose accepted sockets inherit it): a read that returns fewer bytes than it asked
+  // for has emptied the receive queue. Not so for a Unix stream socket, whose reads also stop where passed
+  // descriptors or another writer's credentials begin, nor for datagrams. Cleared by epoll once the peer's stream
+  // has ended (a short read can then be followed by the end, with no edge to come). In what would be padding.
+  bool short_read_drains = false;
   io_context* ctx = nullptr;   // the loop the descriptor belongs to
   union {
     receive_pool::queue rx_queue{};

@@ -73,16 +73,22 @@ template <class Socket>
 class [[nodiscard]] accept_awaiter : public op_awaiter {
  public:
   accept_awaiter(io_context& ctx, tern::detail::descriptor* d, io_context& target) noexcept
-      : op_awaiter(ctx, d, tern::detail::op_code::accept, nullptr, 0), target_(&target) {
+      : op_awaiter(ctx, d, tern::detail::op_code::accept, nullptr, 0),
+        target_(&target),
+        short_read_drains_(d != nullptr && d->short_read_drains) {
     point_at_peer();
   }
-  accept_awaiter(const accept_awaiter& o) noexcept : op_awaiter(o), target_(o.target_) { point_at_peer(); }
+  accept_awaiter(const accept_awaiter& o) noexcept
+      : op_awaiter(o), target_(o.target_), short_read_drains_(o.short_read_drains_) {
+    point_at_peer();
+  }
   io_result<Socket> await_resume() {
     io_context& target = *target_;
     if (op_.res < 0) return {error(), Socket(target)};
     // The fd's blocking mode is the acceptor's backend's; a target on the other backend needs the other mode.
     auto [ec, d] = wrap_fd(target, op_.res, target.backend() != op_.ctx->backend());
     if (ec) return {ec, Socket(target)};
+    d->short_read_drains = short_read_drains_;  // a TCP listener's connections are TCP
     return {{}, Socket(target, d)};
   }
 
@@ -92,6 +98,7 @@ class [[nodiscard]] accept_awaiter : public op_awaiter {
     op_.addr_len = sizeof peer_;
   }
   io_context* target_;
+  bool short_read_drains_;  // the listener's (read at the start: a closed listener's descriptor may be reused)
   sockaddr_storage peer_{};
 };
 
