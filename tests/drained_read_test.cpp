@@ -10,6 +10,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace {
@@ -66,16 +67,25 @@ TEST_P(drained_read_test, a_read_after_a_short_read_waits_for_the_next_bytes_wit
 // In both tests below the first read is waiting when the bytes arrive, so that the loop has taken the input edge
 // they raised by the time the read returns: what is left in the queue after it will raise no other.
 
+// The server's first read (with room for `room` bytes) is waiting while the client writes `data`, and closes if
+// asked: the read's result.
+std::string read_while_written(tern::io_context& ctx, socket_pair& p, std::size_t room, std::string_view data,
+                               bool then_close) {
+  std::string got;
+  tern::join_handle<void> first = tern::spawn(ctx, read_some_into(p.server, got, room));
+  run_bounded(ctx, [](tern::net::tcp_socket& c, std::string_view data, bool then_close) -> tern::task<void> {
+    auto [ec, n] = co_await c.write_all(tern::const_buffer(data.data(), data.size()));
+    EXPECT_OK(ec);
+    EXPECT_EQ(n, data.size());
+    if (then_close) c.close();
+  }(p.client, data, then_close));
+  EXPECT_TRUE(first.done());
+  return got;
+}
+
 TEST_P(drained_read_test, bytes_left_by_a_read_that_filled_its_buffer_are_read_without_more_input) {
   socket_pair p = connected(ctx);
-  std::string got;
-  tern::join_handle<void> first = tern::spawn(ctx, read_some_into(p.server, got, 4));
-  run_bounded(ctx, [](tern::net::tcp_socket& c) -> tern::task<void> {
-    auto [ec, n] = co_await c.write_all(tern::const_buffer("0123456789", 10));
-    EXPECT_OK(ec);
-    EXPECT_EQ(n, 10u);
-  }(p.client));
-  ASSERT_TRUE(first.done());
+  std::string got = read_while_written(ctx, p, 4, "0123456789", false);
   ASSERT_EQ(got, "0123");
   // Nothing else is sent: the next read must find the six bytes still queued (a watchdog fails a hang).
   run_bounded(ctx, read_some_into(p.server, got, 100), 5000ms);
@@ -86,16 +96,7 @@ TEST_P(drained_read_test, a_short_read_that_took_the_last_bytes_before_the_end_i
   // The bytes and the peer's close reach the waiting read together: its retry takes the bytes (a short read),
   // and the edge that announced the end has been taken with them, so no other will come. The next read must try.
   socket_pair p = connected(ctx);
-  std::string got;
-  tern::join_handle<void> first = tern::spawn(ctx, read_some_into(p.server, got, 100));
-  run_bounded(ctx, [](tern::net::tcp_socket& c) -> tern::task<void> {
-    auto [ec, n] = co_await c.write_all(tern::const_buffer("0123456789", 10));
-    EXPECT_OK(ec);
-    EXPECT_EQ(n, 10u);
-    c.close();
-  }(p.client));
-  ASSERT_TRUE(first.done());
-  ASSERT_EQ(got, "0123456789");
+  ASSERT_EQ(read_while_written(ctx, p, 100, "0123456789", true), "0123456789");
   run_bounded(ctx, [](tern::net::tcp_socket& s) -> tern::task<void> {
     char c;
     auto [ec, n] = co_await s.read_some(tern::mutable_buffer(&c, 1));
