@@ -177,7 +177,9 @@ class io_uring_backend final : public backend {
       if (rc == 0) {
         bundles_ = opts.receive_bundles && (p.features & feat_recvsend_bundle) != 0;
         defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
-        taskrun_flag_ = (flags & IORING_SETUP_TASKRUN_FLAG) != 0 && !opts.sqpoll;
+        // Only with DEFER_TASKRUN (and SUBMIT_ALL): there every completion waits for this thread's enter, which is
+        // what the flag's word reports, and the kernel takes every SQE up to the tail (submit_queued()).
+        taskrun_flag_ = (flags & IORING_SETUP_TASKRUN_FLAG) != 0 && defer_taskrun_;
         disabled_ = (flags & IORING_SETUP_R_DISABLED) != 0;
         enabled_.store(!disabled_, std::memory_order_relaxed);
         break;
@@ -1017,16 +1019,18 @@ class io_uring_backend final : public backend {
   // this loop in the middle of a turn (a close, an early flush between handlers): a receive would take the bytes
   // off its socket while the loop still counts the connection idle (http::server::stop() looks at FIONREAD). The
   // loop's poll() is the one place that runs them. So with the flag, the SQ tail is published and the enter made
-  // here (the fields are liburing's public ring, as its own flush uses them; SUBMIT_ALL and no SQPOLL, so the
-  // kernel takes every entry up to the tail).
+  // here, as liburing's own flush does it from the same public fields of the ring (no SQPOLL here); what the
+  // kernel has not consumed yet is submitted, whether queued now or left by an earlier enter.
   int submit_queued() noexcept {
     if (!taskrun_flag_) return io_uring_submit(&ring_);
     io_uring_sq& sq = ring_.sq;
     const unsigned tail = sq.sqe_tail;
-    if (sq.sqe_head == tail) return 0;
-    sq.sqe_head = tail;
-    io_uring_smp_store_release(sq.ktail, tail);
-    const unsigned queued = tail - IO_URING_READ_ONCE(*sq.khead);
+    if (sq.sqe_head != tail) {
+      sq.sqe_head = tail;
+      io_uring_smp_store_release(sq.ktail, tail);
+    }
+    const unsigned queued = tail - io_uring_smp_load_acquire(sq.khead);
+    if (queued == 0) return 0;
     return io_uring_enter(static_cast<unsigned>(ring_.enter_ring_fd), queued, 0,
                           ring_fd_registered_ ? IORING_ENTER_REGISTERED_RING : 0u, nullptr);
   }
@@ -1119,7 +1123,7 @@ class io_uring_backend final : public backend {
   void* pool_ring_ = nullptr;
   std::size_t pool_ring_bytes_ = 0;
   bool defer_taskrun_ = false;  // the ring was made with DEFER_TASKRUN
-  bool taskrun_flag_ = false;   // ... and with TASKRUN_FLAG (or COOP_TASKRUN with it): the kernel flags its work
+  bool taskrun_flag_ = false;   // ... and with TASKRUN_FLAG: the kernel flags the work waiting for our enter
   bool ring_fd_registered_ = false;  // ring_.enter_ring_fd is the registered index (IORING_ENTER_REGISTERED_RING)
   bool ring_movable_ = false;   // the pool's ring is sized to the pool and moved as it grows (attach_pool)
   // Multishot accept: the bound of a listener's queue (0: off); whether the kernel has it (until a first EINVAL),
