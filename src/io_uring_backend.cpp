@@ -417,15 +417,17 @@ class io_uring_backend final : public backend {
 
   void poll(std::int64_t timeout_ns) override {
     enable();
+    // Nothing to submit and no completion waiting in the kernel: what the CQ holds is all an enter would find. A
+    // busy loop polls every turn and a spinning one every round; each would be a system call.
+    if (timeout_ns != 0 || !taskrun_flag_ || !nothing_for_the_kernel()) enter(timeout_ns);
+    reap();
+    if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
+  }
+
+  // poll()'s io_uring_enter: submits what is queued and waits up to timeout_ns (0: not at all, < 0: for ever).
+  void enter(std::int64_t timeout_ns) noexcept {
     int rc;
     if (timeout_ns == 0) {
-      if (taskrun_flag_ && nothing_for_the_kernel()) {
-        // Nothing to submit and no completion waiting in the kernel: what the CQ holds is all an enter would
-        // find. A busy loop polls every turn and a spinning one every round; each would be a system call.
-        reap();
-        if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
-        return;
-      }
       rc = io_uring_submit_and_get_events(&ring_);
     } else if (timeout_ns < 0) {
       // The plain submit-and-wait: one flush of the SQ tail and the enter. submit_and_wait_timeout without a
@@ -443,8 +445,6 @@ class io_uring_backend final : public backend {
     ctx_.note_submitted();
     ctx_.counters().kernel_waits.add();
     ctx_.counters().syscalls.add();
-    reap();
-    if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
   }
 
   void wake() noexcept override {

@@ -185,6 +185,17 @@ inline void run_bounded(tern::io_context& ctx, tern::task<void> body,
   EXPECT_TRUE(finished) << "the test task did not run to completion";
 }
 
+// Calls ctx.poll() until h is done (a completion the kernel may post a moment after the event that causes it),
+// at most 100000 times with a 1 ms pause every 1000: a bound in calls, not in time. True if h finished.
+template <class Handle>
+bool poll_until_done(tern::io_context& ctx, const Handle& h) {
+  for (int tries = 0; !h.done() && tries < 100000; ++tries) {
+    ctx.poll();
+    if (tries % 1000 == 999) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return h.done();
+}
+
 inline std::string describe(const std::error_code& ec) {
   return ec ? ec.message() + " (" + ec.category().name() + ":" + std::to_string(ec.value()) + ")" : "no error";
 }
