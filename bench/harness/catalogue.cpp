@@ -427,11 +427,16 @@ void add_tls_scenarios(std::vector<scenario_def>& s) {
                      "byte at its offset; direction=one_way: client to server; both_ways: a writer and a reader on "
                      "each end at once (full duplex). At the end each writer publishes its byte count and writes "
                      "one more chunk, and each reader must stop at exactly that count. mb_per_s: MB (10^6 bytes) "
-                     "of plaintext received and checked per second, both readers together for both_ways",
+                     "of plaintext received and checked per second, both readers together for both_ways. "
+                     "raw/openssl is the floor: the same connection, contexts, checks and end, written with "
+                     "OpenSSL's API alone (each end one thread, its SSL on the socket itself with read-ahead, the "
+                     "socket non-blocking after the handshake, poll() when OpenSSL wants it): what OpenSSL and the "
+                     "kernel charge for the stream, with no runtime and no buffer of a stack's own in between",
                  {{"mb_per_s", "MB/s", better::higher}},
                  {tp_point("one_way"), tp_point("both_ways")},
                  {tp_point("one_way"), tp_point("both_ways")},
-                 true, false, all_runtimes, socket_quick_s});
+                 true, false, {"tern/io_uring", "tern/epoll", "asio/callbacks", "asio/coroutines", "raw/openssl"},
+                 socket_quick_s});
 }
 
 // ---- multi-thread dispatch and the coroutine sync primitives ----
@@ -846,8 +851,9 @@ std::vector<impl_def> build_impls() {
          "timed in-process with OpenSSL's EVP API, one thread",
          {{"", "tern-bench-raw"}}},
         {"raw/openssl",
-         "tls/handshake's second floor: OpenSSL's whole work for each connection, both ends in one thread over a BIO "
-         "pair, no socket",
+         "OpenSSL's API alone: tls/handshake's second floor (OpenSSL's whole work for each connection, both ends in "
+         "one thread over a BIO pair, no socket) and tls/throughput's floor (each end one thread, SSL on a "
+         "non-blocking socket, poll())",
          {{"", "tern-bench-raw"}}},
         {"beast/parser",
          "Boost.Beast 1.74 http::basic_parser<true> (eager), a derived class recording every field as a view",

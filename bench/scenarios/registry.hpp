@@ -126,4 +126,5 @@ void files_read_pread(session&);
 void files_read_libaio(session&);
 void tls_handshake_crypto(session&);  // raw/crypto: the public-key work of a handshake alone
 void tls_handshake_openssl(session&);  // raw/openssl: both ends over a BIO pair, no socket
+void tls_throughput_openssl(session&);  // raw/openssl: OpenSSL on non-blocking sockets, poll(), no runtime
 }  // namespace tern_bench::raw_impl

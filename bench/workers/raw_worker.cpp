@@ -25,6 +25,7 @@ constexpr std::array entries = {
     impl_entry{"files/sequential_read", "raw/libaio", raw_impl::files_read_libaio},
     impl_entry{"tls/handshake", "raw/crypto", raw_impl::tls_handshake_crypto},
     impl_entry{"tls/handshake", "raw/openssl", raw_impl::tls_handshake_openssl},
+    impl_entry{"tls/throughput", "raw/openssl", raw_impl::tls_throughput_openssl},
 };
 
 }  // namespace

@@ -95,39 +95,17 @@ void verify(EVP_PKEY* key, const std::vector<unsigned char>& in, const std::vect
 // the scenario's exchange (handshake, one byte each way, close_notify both ways) with the scenario's contexts, and
 // no socket, loop or coroutine. Each SSL call is timed for its side.
 struct memory_pair {
-    SSL_CTX* server = nullptr;
-    SSL_CTX* client = nullptr;
+    openssl_contexts contexts;
+    SSL_CTX* server = contexts.server;
+    SSL_CTX* client = contexts.client;
     SSL_SESSION* kept = nullptr;
     bool resume;
     std::uint64_t server_ns = 0, client_ns = 0;
 
-    explicit memory_pair(bool r) : resume(r) {
-        const credentials c = make_credentials();
-        server = SSL_CTX_new(TLS_server_method());
-        client = SSL_CTX_new(TLS_client_method());
-        if (server == nullptr || client == nullptr) throw bench_failure("SSL_CTX_new: " + openssl_errors());
-        BIO* cert_bio = BIO_new_mem_buf(c.certificate_pem.data(), static_cast<int>(c.certificate_pem.size()));
-        BIO* key_bio = BIO_new_mem_buf(c.key_pem.data(), static_cast<int>(c.key_pem.size()));
-        X509* cert = PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr);
-        EVP_PKEY* key = PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr);
-        BIO_free(cert_bio);
-        BIO_free(key_bio);
-        if (cert == nullptr || key == nullptr) throw bench_failure("PEM: " + openssl_errors());
-        check_ssl(SSL_CTX_use_certificate(server, cert), "certificate");
-        check_ssl(SSL_CTX_use_PrivateKey(server, key), "key");
-        check_ssl(X509_STORE_add_cert(SSL_CTX_get_cert_store(client), cert), "trust");
-        X509_free(cert);
-        EVP_PKEY_free(key);
-        configure_server(server, resume);
-        configure_client(client);
-    }
+    explicit memory_pair(bool r) : contexts(r), resume(r) {}
     memory_pair(const memory_pair&) = delete;
     memory_pair& operator=(const memory_pair&) = delete;
-    ~memory_pair() {
-        SSL_SESSION_free(kept);
-        SSL_CTX_free(server);
-        SSL_CTX_free(client);
-    }
+    ~memory_pair() { SSL_SESSION_free(kept); }
 
     // One SSL call of a side, timed.
     template <class F>

@@ -149,6 +149,48 @@ inline void check_agreed(SSL* ssl) {
         throw bench_failure("negotiated group " + std::to_string(negotiated) + ", expected P-256");
 }
 
+// The raw floors' own pair of contexts (OpenSSL's API alone, no stack): fresh credentials, the server's certificate
+// and key, the client trusting that certificate alone, both configured as above.
+struct openssl_contexts {
+    SSL_CTX* server = nullptr;
+    SSL_CTX* client = nullptr;
+
+    explicit openssl_contexts(bool tickets) {
+        try {
+            server = SSL_CTX_new(TLS_server_method());
+            client = SSL_CTX_new(TLS_client_method());
+            if (server == nullptr || client == nullptr) throw bench_failure("SSL_CTX_new: " + openssl_errors());
+            const credentials c = make_credentials();
+            BIO* cert_bio = BIO_new_mem_buf(c.certificate_pem.data(), static_cast<int>(c.certificate_pem.size()));
+            BIO* key_bio = BIO_new_mem_buf(c.key_pem.data(), static_cast<int>(c.key_pem.size()));
+            X509* cert = PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr);
+            EVP_PKEY* key = PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr);
+            BIO_free(cert_bio);
+            BIO_free(key_bio);
+            const bool ok = cert != nullptr && key != nullptr && SSL_CTX_use_certificate(server, cert) == 1 &&
+                            SSL_CTX_use_PrivateKey(server, key) == 1 &&
+                            X509_STORE_add_cert(SSL_CTX_get_cert_store(client), cert) == 1;
+            X509_free(cert);
+            EVP_PKEY_free(key);
+            if (!ok) throw bench_failure("the floor's credentials: " + openssl_errors());
+            configure_server(server, tickets);
+            configure_client(client);
+        } catch (...) {
+            free();
+            throw;
+        }
+    }
+    openssl_contexts(const openssl_contexts&) = delete;
+    openssl_contexts& operator=(const openssl_contexts&) = delete;
+    ~openssl_contexts() { free(); }
+
+private:
+    void free() {
+        SSL_CTX_free(server);
+        SSL_CTX_free(client);
+    }
+};
+
 // The metric names of the scenarios (catalogue.cpp).
 inline constexpr const char* handshakes_metric = "handshakes_per_s";
 inline constexpr const char* throughput_metric = "mb_per_s";
