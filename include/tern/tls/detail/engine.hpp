@@ -6,8 +6,11 @@
 // OpenSSL reads and writes records through a BIO of tern's (engine.cpp) bound to two buffers the engine allocates
 // once: `input` holds ciphertext read from the next layer and not yet taken by OpenSSL, `output` the records
 // OpenSSL wrote and the next layer has not taken yet. The next layer reads straight into the input buffer and
-// writes straight from the output buffer, so a record is copied once each way between the socket and OpenSSL
-// (OpenSSL's own record buffer), as with a socket BIO. Each engine step (handshake, read, write, shutdown) is one
+// writes straight from the output buffer, so a record is copied once each way in user space, between these buffers
+// and OpenSSL's own record buffer. That copy is what the buffers cost against a socket BIO, whose system calls move
+// ciphertext straight into and out of OpenSSL's buffer (2-3% of tls/throughput's samples, docs/benchmarks.md); it
+// is what lets any stream type carry the records, and what keeps a cancelled read or write from leaving OpenSSL
+// pointing at memory the kernel may still fill or read. Each engine step (handshake, read, write, shutdown) is one
 // or a few non-blocking OpenSSL calls; when OpenSSL needs ciphertext that has not arrived, or room to write into,
 // the step says so (want::input, want::output) and the stream does the I/O, then repeats the step.
 //
