@@ -171,17 +171,6 @@ private:
 
 // ---- throughput ----
 
-struct throughput_run {
-    std::size_t size;
-    bool both;
-    stream_pattern pattern;
-    direction up;    // client to server
-    direction down;  // server to client
-    std::atomic<bool> stop{false};
-
-    throughput_run(std::size_t sz, bool b) : size(sz), both(b), pattern(sz, stream_period) {}
-};
-
 class stream_writer {
 public:
     stream_writer(ssl_stream& s, throughput_run& run, direction& d) : s_(s), run_(run), d_(d) {}

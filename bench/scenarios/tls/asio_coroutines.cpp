@@ -139,19 +139,13 @@ asio::awaitable<void> stream_reader(ssl_stream& s, const stream_pattern& pattern
     }
 }
 
-struct throughput_run {
-    std::size_t size;
-    bool both;
-    stream_pattern pattern;
-    direction up;    // client to server
-    direction down;  // server to client
-    std::atomic<bool> stop{false};
+// The shared run, and how many of the coroutine readers have finished.
+struct coroutine_run : throughput_run {
+    using throughput_run::throughput_run;
     int readers_done = 0;
-
-    throughput_run(std::size_t sz, bool b) : size(sz), both(b), pattern(sz, stream_period) {}
 };
 
-asio::awaitable<void> throughput_server(tcp::acceptor& acceptor, asio::ssl::context& ctx, throughput_run& run,
+asio::awaitable<void> throughput_server(tcp::acceptor& acceptor, asio::ssl::context& ctx, coroutine_run& run,
                                         throughput_meter& meter, std::unique_ptr<ssl_stream>& kept) {
     tcp::socket sock = co_await acceptor.async_accept(asio::use_awaitable);
     sock.set_option(tcp::no_delay(true));
@@ -167,7 +161,7 @@ asio::awaitable<void> throughput_server(tcp::acceptor& acceptor, asio::ssl::cont
 }
 
 asio::awaitable<void> throughput_client(asio::io_context& io, tcp::endpoint where, asio::ssl::context& ctx,
-                                        throughput_run& run, std::unique_ptr<ssl_stream>& kept) {
+                                        coroutine_run& run, std::unique_ptr<ssl_stream>& kept) {
     kept = std::make_unique<ssl_stream>(io, ctx);
     ssl_stream& s = *kept;
     co_await s.next_layer().async_connect(where, asio::use_awaitable);
@@ -220,7 +214,7 @@ void tls_handshake_coroutines(session& s) {
 void tls_throughput_coroutines(session& s) {
     announce(s);
     const auto size = static_cast<std::size_t>(s.param_int("size"));
-    throughput_run run(size, both_ways(s));
+    coroutine_run run(size, both_ways(s));
     tls_contexts ssl_ctxs(false);
     asio::io_context client_io(concurrency_hint);
     asio::io_context server_io(concurrency_hint);

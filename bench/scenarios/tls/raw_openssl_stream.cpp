@@ -52,17 +52,10 @@ struct ssl_guard {
     ~ssl_guard() { SSL_free(ssl); }
 };
 
-// What the run's two threads share: the pattern, the two directions' ends and counts, and the flags.
-struct stream_run {
-    std::size_t size;
-    bool both;
-    stream_pattern pattern;
-    direction up;    // client to server
-    direction down;  // server to client
-    std::atomic<bool> stop{false};
-    std::atomic<bool> abort{false};  // one end failed: the other leaves its loop
-
-    stream_run(std::size_t sz, bool b) : size(sz), both(b), pattern(sz, stream_period) {}
+// The shared run, and the flag a failed end raises so that the other leaves its loop.
+struct stream_run : throughput_run {
+    using throughput_run::throughput_run;
+    std::atomic<bool> abort{false};
 };
 
 // One end of the connection: a writer (of `out`), a reader (of `in`) or both, in one loop on a non-blocking socket.

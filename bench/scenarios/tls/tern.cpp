@@ -179,17 +179,6 @@ tern::task<void> stream_reader(tls_stream& s, const stream_pattern& pattern, std
     }
 }
 
-struct throughput_run {
-    std::size_t size;
-    bool both;
-    stream_pattern pattern;
-    direction up;    // client to server
-    direction down;  // server to client
-    std::atomic<bool> stop{false};
-
-    throughput_run(std::size_t sz, bool b) : size(sz), both(b), pattern(sz, stream_period) {}
-};
-
 tern::task<void> throughput_server(net::tcp_acceptor& acceptor, const tls::context& ctx, throughput_run& run,
                                    throughput_meter& meter) {
     auto [aec, sock] = co_await acceptor.accept();

@@ -6,12 +6,14 @@
 //                   and asio::ssl::context's native handles): TLS 1.3 only, the one cipher suite
 //                   TLS_AES_128_GCM_SHA256, the one group P-256, no renegotiation or compression; session tickets
 //                   (one per handshake) only when the point resumes sessions
-//   tls_pattern     the throughput stream's content and its end (the writer's total, published before its last
-//                   chunk), shared by the two loops of a run
+//   throughput_run  the throughput stream's content and each direction's end (the writer's total, published before
+//                   its last chunk), shared by the two loops of a run
+//   openssl_contexts the raw floors' own SSL_CTX pair, made and configured the same way
 // The client trusts the certificate (and nothing else), verifies the server's chain, and checks the name
 // "localhost" (SNI + SSL_set1_host), the same on every stack.
 #pragma once
 
+#include "../../harness/traffic.hpp"
 #include "../../harness/worker.hpp"
 
 #include <openssl/ec.h>
@@ -204,6 +206,19 @@ struct direction {
 };
 
 inline constexpr std::size_t stream_period = 4093;  // prime: 16 KiB chunks never line up with the pattern
+
+// What the two loops of a tls/throughput run share: the stream's content, each direction's end and count, and the
+// flag the metering reader raises after the last phase.
+struct throughput_run {
+    std::size_t size;
+    bool both;
+    stream_pattern pattern;
+    direction up;    // client to server
+    direction down;  // server to client
+    std::atomic<bool> stop{false};
+
+    throughput_run(std::size_t sz, bool b) : size(sz), both(b), pattern(sz, stream_period) {}
+};
 
 // The parameters of tls/handshake and tls/throughput.
 inline bool resumption(const session& s) {
