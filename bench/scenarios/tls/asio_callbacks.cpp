@@ -203,7 +203,7 @@ class stream_reader {
 public:
     stream_reader(ssl_stream& s, throughput_run& run, direction& d, throughput_meter* meter, const direction* other,
                   const char* side)
-        : s_(s), run_(run), d_(d), meter_(meter), other_(other), side_(side), buf_(run.size) {}
+        : s_(s), side_(side), buf_(run.size), tally_(run.pattern, d, meter, other, run.stop, side) {}
 
     void start() { read(); }
     bool done() const { return done_; }
@@ -212,19 +212,7 @@ private:
     void read() {
         s_.async_read_some(asio::buffer(buf_), [this](const asio::error_code& ec, std::size_t n) {
             expect_ok(ec, side_);
-            run_.pattern.verify(buf_.data(), n, offset_, side_);
-            offset_ += n;
-            if (meter_ == nullptr) {
-                d_.received.store(offset_, std::memory_order_relaxed);
-            } else if (!run_.stop.load(std::memory_order_relaxed)) {
-                const std::uint64_t o = other_ ? other_->received.load(std::memory_order_relaxed) : 0;
-                const std::uint64_t added = n + (o - other_seen_);
-                other_seen_ = o;
-                if (!meter_->add(added)) run_.stop.store(true);
-            }
-            const std::uint64_t end = d_.final_total.load();
-            if (end != 0 && offset_ >= end) {
-                if (offset_ > end) throw bench_failure(std::string(side_) + ": more bytes than the writer wrote");
+            if (!tally_.took(buf_.data(), n)) {
                 done_ = true;
                 return;
             }
@@ -233,14 +221,9 @@ private:
     }
 
     ssl_stream& s_;
-    throughput_run& run_;
-    direction& d_;
-    throughput_meter* meter_;
-    const direction* other_;
     const char* side_;
     std::vector<unsigned char> buf_;
-    std::uint64_t offset_ = 0;
-    std::uint64_t other_seen_ = 0;
+    stream_tally tally_;
     bool done_ = false;
 };
 

@@ -20,6 +20,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace tern_bench::raw_impl {
@@ -64,12 +65,13 @@ class stream_end {
 public:
     stream_end(SSL* ssl, int fd, stream_run& run, direction* out, direction* in, throughput_meter* meter,
                const direction* other, const char* side)
-        : ssl_(ssl), fd_(fd), run_(run), out_(out), in_(in), meter_(meter), other_(other), side_(side),
-          buf_(run.size) {}
+        : ssl_(ssl), fd_(fd), run_(run), out_(out), side_(side), buf_(run.size) {
+        if (in != nullptr) tally_.emplace(run.pattern, *in, meter, other, run.stop, side);
+    }
 
     void run() {
         bool writing = out_ != nullptr;
-        bool reading = in_ != nullptr;
+        bool reading = tally_.has_value();
         while (writing || reading) {
             if (run_.abort.load(std::memory_order_relaxed)) throw bench_failure(std::string(side_) + ": stopped");
             short wanted = 0;
@@ -93,7 +95,7 @@ public:
                 std::size_t n = 0;
                 const int r = SSL_read_ex(ssl_, buf_.data(), buf_.size(), &n);
                 if (r == 1) {
-                    reading = took(n);
+                    reading = tally_->took(buf_.data(), n);
                     progress = true;
                 } else {
                     wanted |= want(r, "read");
@@ -115,36 +117,14 @@ private:
         }
     }
 
-    // n bytes read: checked, counted; false once the writer's total has arrived.
-    bool took(std::size_t n) {
-        run_.pattern.verify(buf_.data(), n, read_, side_);
-        read_ += n;
-        if (meter_ == nullptr) {
-            in_->received.store(read_, std::memory_order_relaxed);
-        } else if (!run_.stop.load(std::memory_order_relaxed)) {
-            const std::uint64_t o = other_ ? other_->received.load(std::memory_order_relaxed) : 0;
-            const std::uint64_t added = n + (o - other_seen_);
-            other_seen_ = o;
-            if (!meter_->add(added)) run_.stop.store(true);
-        }
-        const std::uint64_t end = in_->final_total.load();
-        if (end == 0 || read_ < end) return true;
-        if (read_ > end) throw bench_failure(std::string(side_) + ": more bytes than the writer wrote");
-        return false;
-    }
-
     SSL* ssl_;
     int fd_;
     stream_run& run_;
     direction* out_;
-    direction* in_;
-    throughput_meter* meter_;
-    const direction* other_;
     const char* side_;
     std::vector<unsigned char> buf_;
+    std::optional<stream_tally> tally_;  // the reader's, when this end reads
     std::uint64_t written_ = 0;
-    std::uint64_t read_ = 0;
-    std::uint64_t other_seen_ = 0;
     bool last_ = false;
 };
 

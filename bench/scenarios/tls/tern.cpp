@@ -156,26 +156,11 @@ tern::task<void> stream_reader(tls_stream& s, const stream_pattern& pattern, std
                                throughput_meter* meter, const direction* other, std::atomic<bool>& stop,
                                const char* side) {
     std::vector<unsigned char> buf(size);
-    std::uint64_t offset = 0;
-    std::uint64_t other_seen = 0;
+    stream_tally tally(pattern, d, meter, other, stop, side);
     for (;;) {
         auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf.data(), buf.size()));
         expect_ok(ec, side);
-        pattern.verify(buf.data(), n, offset, side);
-        offset += n;
-        if (meter == nullptr) {
-            d.received.store(offset, std::memory_order_relaxed);
-        } else if (!stop.load(std::memory_order_relaxed)) {
-            const std::uint64_t o = other ? other->received.load(std::memory_order_relaxed) : 0;
-            const std::uint64_t added = n + (o - other_seen);
-            other_seen = o;
-            if (!meter->add(added)) stop.store(true);
-        }
-        const std::uint64_t end = d.final_total.load();
-        if (end != 0 && offset >= end) {
-            if (offset > end) throw bench_failure(std::string(side) + ": more bytes than the writer wrote");
-            break;
-        }
+        if (!tally.took(buf.data(), n)) break;
     }
 }
 

@@ -8,6 +8,7 @@
 //                   (one per handshake) only when the point resumes sessions
 //   throughput_run  the throughput stream's content and each direction's end (the writer's total, published before
 //                   its last chunk), shared by the two loops of a run
+//   stream_tally    what a throughput reader does with each chunk (the check, the count, the meter, the end)
 //   openssl_contexts the raw floors' own SSL_CTX pair, made and configured the same way
 // The client trusts the certificate (and nothing else), verifies the server's chain, and checks the name
 // "localhost" (SNI + SSL_set1_host), the same on every stack.
@@ -218,6 +219,44 @@ struct throughput_run {
     std::atomic<bool> stop{false};
 
     throughput_run(std::size_t sz, bool b) : size(sz), both(b), pattern(sz, stream_period) {}
+};
+
+// A throughput reader's account of its direction: every chunk checked at its offset in the pattern, its count
+// published in d.received, or, for the reader that drives the meter, added to it with what `other`'s reader counted
+// meanwhile (raising stop after the last phase); and the end: exactly the writer's published total.
+class stream_tally {
+public:
+    stream_tally(const stream_pattern& pattern, direction& d, throughput_meter* meter, const direction* other,
+                 std::atomic<bool>& stop, const char* side)
+        : pattern_(pattern), d_(d), meter_(meter), other_(other), stop_(stop), side_(side) {}
+
+    // n bytes arrived at data: false once the writer's total has (more fails the run).
+    bool took(const unsigned char* data, std::size_t n) {
+        pattern_.verify(data, n, offset_, side_);
+        offset_ += n;
+        if (meter_ == nullptr) {
+            d_.received.store(offset_, std::memory_order_relaxed);
+        } else if (!stop_.load(std::memory_order_relaxed)) {
+            const std::uint64_t o = other_ ? other_->received.load(std::memory_order_relaxed) : 0;
+            const std::uint64_t added = n + (o - other_seen_);
+            other_seen_ = o;
+            if (!meter_->add(added)) stop_.store(true);
+        }
+        const std::uint64_t end = d_.final_total.load();
+        if (end == 0 || offset_ < end) return true;
+        if (offset_ > end) throw bench_failure(std::string(side_) + ": more bytes than the writer wrote");
+        return false;
+    }
+
+private:
+    const stream_pattern& pattern_;
+    direction& d_;
+    throughput_meter* meter_;
+    const direction* other_;
+    std::atomic<bool>& stop_;
+    const char* side_;
+    std::uint64_t offset_ = 0;
+    std::uint64_t other_seen_ = 0;
 };
 
 // The parameters of tls/handshake and tls/throughput.
