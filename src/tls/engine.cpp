@@ -19,6 +19,15 @@
 
 namespace tern::tls::detail {
 
+namespace {
+// Empties this thread's OpenSSL error queue, so that SSL_get_error judges the next call alone. Looked at first:
+// ERR_clear_error walks and frees all sixteen slots even when the queue is empty, and the queue is empty on almost
+// every record (about 0.9% of tls/throughput's samples when it was called unconditionally).
+void forget_errors() noexcept {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+}  // namespace
+
 // The BIO's callbacks. They never do I/O: reads take from the input buffer and ask to be retried when it is
 // empty (unless the next layer has ended: then OpenSSL sees the end); writes append to the output buffer and ask
 // to be retried when it is full.
@@ -118,6 +127,9 @@ engine::engine(const context& ctx, std::size_t input_size, std::size_t output_si
   BIO_set_data(bio, this);
   SSL_set_bio(ssl_, bio, bio);  // one reference, for both directions
   SSL_set_app_data(ssl_, this);
+  // OpenSSL takes ciphertext from the input buffer as a whole chunk, not a record's header and then its body: half
+  // the BIO calls, and a read step decrypts every record that has arrived.
+  SSL_set_read_ahead(ssl_, 1);
   if (state.role == role::client) {
     SSL_set_connect_state(ssl_);
   } else {
@@ -202,7 +214,7 @@ step engine::after(int ret, std::size_t bytes) {
 
 step engine::handshake() {
   if (fatal_) return {want::nothing, 0, fatal_};
-  ERR_clear_error();
+  forget_errors();
   const int ret = SSL_do_handshake(ssl_);
   if (ret == 1) return {};
   return after(ret, 0);
@@ -214,12 +226,13 @@ step engine::read(mutable_buffer b) {
   std::size_t total = 0;
   for (;;) {
     std::size_t got = 0;
-    ERR_clear_error();
+    forget_errors();
     const int ret = SSL_read_ex(ssl_, out + total, b.size() - total, &got);
     if (ret == 1) {
       total += got;
       // Another record may be complete already: take it too, as long as there is room and nothing must wait.
-      if (total == b.size() || (in_end_ == in_begin_ && SSL_pending(ssl_) == 0)) return {want::nothing, total, {}};
+      // (SSL_has_pending: with read-ahead, records may wait in OpenSSL's buffer with the input buffer empty.)
+      if (total == b.size() || (in_end_ == in_begin_ && SSL_has_pending(ssl_) == 0)) return {want::nothing, total, {}};
       continue;
     }
     if (total == 0) return after(ret, 0);
@@ -228,7 +241,7 @@ step engine::read(mutable_buffer b) {
     if (SSL_get_error(ssl_, ret) != SSL_ERROR_WANT_READ && SSL_get_error(ssl_, ret) != SSL_ERROR_ZERO_RETURN) {
       (void)after(ret, 0);
     }
-    ERR_clear_error();
+    forget_errors();
     return {want::nothing, total, {}};
   }
 }
@@ -246,7 +259,7 @@ step engine::write(const_buffer b) {
       return {want::output, 0, {}};
     }
     std::size_t written = 0;
-    ERR_clear_error();
+    forget_errors();
     const int ret = SSL_write_ex(ssl_, in + total, std::min(b.size() - total, max_plaintext), &written);
     if (ret != 1) {
       if (total == 0) return after(ret, 0);

@@ -70,12 +70,9 @@ TEST_P(tls_alloc_test, a_warm_stream_allocates_nothing_per_record) {
   ASSERT_TRUE(hooks_installed) << "OpenSSL allocated before the test could count its allocations";
   counts round_trips, bulk;
   run_bounded(ctx, [](tern::io_context& ctx, counts& round_trips, counts& bulk) -> tern::task<void> {
-    tls::context client_ctx = client_context();
-    tls::context server_ctx = server_context();
-    tls_pair p = co_await tls_over_tcp(ctx, client_ctx, server_ctx);
-    auto [cec, sec] = co_await handshake_both(p);
-    CO_ASSERT_OK(cec);
-    CO_ASSERT_OK(sec);
+    std::optional<tls_pair> shaken = co_await shaken_pair(ctx);
+    CO_ASSERT(shaken);
+    tls_pair& p = *shaken;
     std::vector<char> request(1024, 'q');
     std::vector<char> answer(4096, 'a');
     for (int i = 0; i < warmup; ++i) CO_ASSERT_OK(co_await round_trip(p, request, answer));

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -159,6 +160,17 @@ inline tern::task<tls_pair> tls_over_tcp(tern::io_context& ctx, const tls::conte
 inline tern::task<std::pair<std::error_code, std::error_code>> handshake_both(tls_pair& p) {
   auto [c, s] = co_await tern::when_all(p.client.handshake(), p.server.handshake());
   co_return std::pair{c, s};
+}
+
+// The usual start: the test server's and client's contexts, a connection, both handshakes. Empty (with the
+// failures recorded) if a handshake failed.
+inline tern::task<std::optional<tls_pair>> shaken_pair(tern::io_context& ctx) {
+  tls_pair p = co_await tls_over_tcp(ctx, client_context(), server_context());
+  auto [c, s] = co_await handshake_both(p);
+  EXPECT_OK(c);
+  EXPECT_OK(s);
+  if (c || s) co_return std::nullopt;
+  co_return std::optional<tls_pair>(std::move(p));
 }
 
 // A child process with its stdout and stderr on a pipe the test reads; killed (SIGTERM) and reaped at the end.

@@ -91,13 +91,13 @@ class stream {
   // Awaitable: the handshake; yields std::error_code.
   task<std::error_code> handshake();
   // Awaitable: decrypted bytes into b, at least one; yields io_result<size_t> (see Results above).
-  task<io_result<std::size_t>> read_some(mutable_buffer b);
+  task<io_result<std::size_t>> read_some(mutable_buffer b) { return read(b, false); }
   // Awaitable: encrypts and sends some of b (up to about the output buffer's size); yields io_result<size_t>.
-  task<io_result<std::size_t>> write_some(const_buffer b);
+  task<io_result<std::size_t>> write_some(const_buffer b) { return write(b, false); }
   // Awaitable: fills b; yields io_result<size_t>, the byte count read before any error.
-  task<io_result<std::size_t>> read_exact(mutable_buffer b);
+  task<io_result<std::size_t>> read_exact(mutable_buffer b) { return read(b, true); }
   // Awaitable: writes all of b; yields io_result<size_t>, the byte count taken before any error.
-  task<io_result<std::size_t>> write_all(const_buffer b);
+  task<io_result<std::size_t>> write_all(const_buffer b) { return write(b, true); }
   // Awaitable: sends close_notify, then waits for the peer's, dropping any data that comes before it; yields
   // std::error_code (truncated if the peer closed without answering). Nothing else may be pending.
   task<std::error_code> shutdown();
@@ -127,13 +127,16 @@ class stream {
   ssl_st* native_handle() const noexcept { return engine_->ssl(); }
 
  private:
-  // Does what a step asked for: sends the output buffer, or reads ciphertext (sending first while the handshake is
-  // not done, since the peer may be waiting for our flight).
+  // read_some (fill: false) and read_exact (true), and write_some and write_all, as one task each, so that a record
+  // costs no task of its own beyond the I/O it needs.
+  task<io_result<std::size_t>> read(mutable_buffer b, bool fill);
+  task<io_result<std::size_t>> write(const_buffer b, bool all);
+  // Does what a step asked for: sends the output buffer, or makes one read of the next layer into the input buffer
+  // (sending first while the handshake is not done, since the peer may be waiting for our flight), unless another
+  // task brought input since the step stopped.
   task<std::error_code> provide(detail::want w);
   // Sends everything in the output buffer (one sender at a time: waits for a send in progress).
   task<std::error_code> send_output();
-  // One read of the next layer into the input buffer, unless another task read since seen.
-  task<std::error_code> receive(std::uint64_t seen);
 
   Stream next_;
   std::unique_ptr<detail::engine> engine_;
@@ -155,49 +158,35 @@ task<std::error_code> stream<Stream>::handshake() {
 
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
-task<io_result<std::size_t>> stream<Stream>::read_some(mutable_buffer b) {
+task<io_result<std::size_t>> stream<Stream>::read(mutable_buffer b, bool fill) {
+  std::size_t done = 0;
   if (b.size() == 0) co_return io_result<std::size_t>{{}, 0};
   for (;;) {
-    const detail::step s = engine_->read(b);
-    if (s.next == detail::want::nothing) co_return io_result<std::size_t>{s.ec, s.bytes};
-    if (std::error_code ec = co_await provide(s.next)) co_return io_result<std::size_t>{ec, 0};
-  }
-}
-
-template <class Stream>
-  requires read_stream<Stream> && write_stream<Stream>
-task<io_result<std::size_t>> stream<Stream>::write_some(const_buffer b) {
-  if (b.size() == 0) co_return io_result<std::size_t>{{}, 0};
-  for (;;) {
-    const detail::step s = engine_->write(b);
+    const detail::step s = engine_->read(b + done);
     if (s.next == detail::want::nothing) {
-      if (s.ec) co_return io_result<std::size_t>{s.ec, 0};
-      co_return io_result<std::size_t>{co_await send_output(), s.bytes};
+      done += s.bytes;
+      if (s.ec || !fill || done == b.size()) co_return io_result<std::size_t>{s.ec, done};
+    } else if (std::error_code ec = co_await provide(s.next)) {
+      co_return io_result<std::size_t>{ec, done};
     }
-    if (std::error_code ec = co_await provide(s.next)) co_return io_result<std::size_t>{ec, 0};
   }
 }
 
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
-task<io_result<std::size_t>> stream<Stream>::read_exact(mutable_buffer b) {
+task<io_result<std::size_t>> stream<Stream>::write(const_buffer b, bool all) {
   std::size_t done = 0;
   while (done < b.size()) {
-    auto [ec, n] = co_await read_some(b + done);
-    if (ec) co_return io_result<std::size_t>{ec, done};
-    done += n;
-  }
-  co_return io_result<std::size_t>{{}, done};
-}
-
-template <class Stream>
-  requires read_stream<Stream> && write_stream<Stream>
-task<io_result<std::size_t>> stream<Stream>::write_all(const_buffer b) {
-  std::size_t done = 0;
-  while (done < b.size()) {
-    auto [ec, n] = co_await write_some(b + done);
-    done += n;
-    if (ec) co_return io_result<std::size_t>{ec, done};
+    const detail::step s = engine_->write(b + done);
+    if (s.next != detail::want::nothing) {
+      if (std::error_code ec = co_await provide(s.next)) co_return io_result<std::size_t>{ec, done};
+      continue;
+    }
+    if (s.ec) co_return io_result<std::size_t>{s.ec, done};
+    done += s.bytes;
+    // The records are sent before the call returns (see Results above).
+    const std::error_code ec = co_await send_output();
+    if (ec || !all) co_return io_result<std::size_t>{ec, done};
   }
   co_return io_result<std::size_t>{{}, done};
 }
@@ -231,11 +220,20 @@ template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::provide(detail::want w) {
   if (w == detail::want::output) co_return co_await send_output();
-  const std::uint64_t seen = engine_->input_generation();
-  if (!engine_->handshake_done() && engine_->has_output()) {
+  detail::engine& e = *engine_;
+  const std::uint64_t seen = e.input_generation();
+  if (!e.handshake_done() && e.has_output()) {
     if (std::error_code ec = co_await send_output()) co_return ec;
   }
-  co_return co_await receive(seen);
+  auto held = co_await e.input_lock.scoped_lock();
+  if (!held) co_return held.ec;
+  if (e.input_generation() != seen) co_return std::error_code{};  // another task brought input meanwhile
+  const mutable_buffer space = e.input_space();
+  if (space.size() == 0) co_return std::error_code{};
+  auto [ec, n] = co_await next_.read_some(space);
+  const bool ended = ec == tern::error::eof;
+  e.input_done(ec ? 0 : n, ended);
+  co_return ended ? std::error_code{} : ec;
 }
 
 template <class Stream>
@@ -251,21 +249,6 @@ task<std::error_code> stream<Stream>::send_output() {
     if (ec) co_return ec;
   }
   co_return e.output_error();
-}
-
-template <class Stream>
-  requires read_stream<Stream> && write_stream<Stream>
-task<std::error_code> stream<Stream>::receive(std::uint64_t seen) {
-  detail::engine& e = *engine_;
-  auto held = co_await e.input_lock.scoped_lock();
-  if (!held) co_return held.ec;
-  if (e.input_generation() != seen) co_return std::error_code{};  // another task brought input meanwhile
-  const mutable_buffer space = e.input_space();
-  if (space.size() == 0) co_return std::error_code{};
-  auto [ec, n] = co_await next_.read_some(space);
-  const bool ended = ec == tern::error::eof;
-  e.input_done(ec ? 0 : n, ended);
-  co_return ended ? std::error_code{} : ec;
 }
 
 }  // namespace tern::tls
