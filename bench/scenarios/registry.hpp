@@ -121,6 +121,7 @@ void sockets_echo_liburing(session&);  // raw/liburing (TERN_BENCH_RAW_FIXED=1: 
 void sockets_messages_liburing(session&);
 void sockets_accept_churn_liburing(session&);
 void sockets_io_event_epoll(session&);
+void ws_echo_epoll(session&);  // raw/epoll: WebSocket frames over epoll, no runtime, no library
 void files_read_liburing(session&);  // files/random_read and files/sequential_read
 void files_read_pread(session&);
 void files_read_libaio(session&);

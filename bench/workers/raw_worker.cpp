@@ -26,6 +26,7 @@ constexpr std::array entries = {
     impl_entry{"tls/handshake", "raw/crypto", raw_impl::tls_handshake_crypto},
     impl_entry{"tls/handshake", "raw/openssl", raw_impl::tls_handshake_openssl},
     impl_entry{"tls/throughput", "raw/openssl", raw_impl::tls_throughput_openssl},
+    impl_entry{"ws/echo", "raw/epoll", raw_impl::ws_echo_epoll},
 };
 
 }  // namespace

@@ -55,6 +55,26 @@ TEST_P(ws_stream_test, text_and_binary_both_ways) {
   }(ctx));
 }
 
+TEST_P(ws_stream_test, one_string_reused_for_messages_of_every_size) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    ws_pair p = co_await ws_over_tcp(ctx);
+    // read(std::string&) overwrites the last message's bytes before it grows the string: each message here has
+    // bytes of its own, so anything left of the one before, or a size not cut back, shows.
+    std::string got;
+    const std::size_t sizes[] = {100000, 10, 0, 300000, 5000, 5000, 4999, (1u << 20) + 7, 3};
+    for (std::size_t i = 0; i < std::size(sizes); ++i) {
+      std::string m(sizes[i], '\0');
+      for (std::size_t k = 0; k < m.size(); ++k) m[k] = static_cast<char>('a' + (k * 7 + i) % 26);
+      CO_ASSERT_OK(co_await p.client.write(ws::message_type::binary, m));
+      auto [ec, t] = co_await p.server.read(got);
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(t, ws::message_type::binary);
+      EXPECT_EQ(got.size(), m.size()) << "message " << i;
+      EXPECT_TRUE(got == m) << "message " << i;
+    }
+  }(ctx));
+}
+
 TEST_P(ws_stream_test, fragments_with_control_frames_between_them) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     ws_pair p = co_await ws_over_tcp(ctx);

@@ -535,17 +535,21 @@ task<io_result<read_result>> stream<Stream>::read_some(mutable_buffer b) {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<io_result<message_type>> stream<Stream>::read(std::string& out) {
-  out.clear();
+  // The string's bytes (the last message's) are the first window, overwritten: resize zero-fills what it adds, so
+  // growing the string only when they run out means a message no larger than the last one costs no fill. The
+  // window grows to the capacity first, then geometrically (resize past the capacity reallocates to twice it).
+  std::size_t used = 0;
   for (;;) {
-    // Read into the string's spare capacity, a bounded window at a time (resize zero-fills what it adds).
-    const std::size_t used = out.size();
-    if (out.capacity() - used < 1024) out.reserve(std::max<std::size_t>(2 * out.capacity(), used + 4096));
-    const std::size_t window = std::min<std::size_t>(out.capacity() - used, 256 * 1024);
-    out.resize(used + window);
+    if (out.size() - used < 1024) {
+      out.resize(std::min(std::max(out.capacity(), used + 4096), used + std::size_t{256 * 1024}));
+    }
+    const std::size_t window = std::min<std::size_t>(out.size() - used, 256 * 1024);
     auto [ec, part] = co_await read_some(mutable_buffer(out.data() + used, window));
-    out.resize(used + part.size);
-    if (ec) co_return io_result<message_type>{ec, part.type};
-    if (part.message_done) co_return io_result<message_type>{{}, part.type};
+    used += part.size;
+    if (ec || part.message_done) {
+      out.resize(used);
+      co_return io_result<message_type>{ec, part.type};
+    }
   }
 }
 
