@@ -118,16 +118,19 @@ public:
             }
             for (int k = 0; k < n; ++k) {
                 endpoint& e = ends_[events[k].data.u64];
-                if (e.done) continue;
+                const bool was_finished = finished(e);
                 if ((events[k].events & EPOLLOUT) != 0) flush(e);
-                if ((events[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) receive(e);
-                if (e.done) --open;
+                if (!e.done && (events[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) receive(e);
+                if (!was_finished && finished(e)) --open;
             }
         }
         if (!meter_.done()) throw bench_failure("the clients stopped before the last phase ended");
     }
 
 private:
+    // Done, and its last frame (a close) has left: nothing more happens on it.
+    static bool finished(const endpoint& e) { return e.done && e.out_begin == e.out_end; }
+
     void send_message(endpoint& e) {
         e.t0 = bench_clock::now();
         unsigned char key[4];
