@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -126,6 +128,104 @@ TEST_P(tcp_test, large_bidirectional_transfer) {
     EXPECT_EQ(n2, size);
     co_await std::move(r2);
   }(ctx), 100s);
+}
+
+// Drops the first n bytes of parts (what a gather write took), keeping the rest in order.
+void advance(std::vector<tern::const_buffer>& parts, std::size_t n) {
+  std::size_t i = 0;
+  while (i < parts.size() && n >= parts[i].size()) n -= parts[i++].size();
+  parts.erase(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(i));
+  if (!parts.empty()) parts.front() = parts.front() + n;
+}
+
+// Gather writes (sendmsg): the parts arrive in order and whole however the kernel cuts the writes, an empty part
+// included; small socket buffers make the writes stop part-way.
+TEST_P(tcp_test, gather_writes_send_the_parts_in_order) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    EXPECT_OK(client.set_send_buffer_size(16 * 1024));
+    EXPECT_OK(server.set_receive_buffer_size(16 * 1024));
+    const std::string head = "head:";
+    const auto body = make_pattern(3u << 20, 7);
+    const auto more = make_pattern(1u << 20, 8);
+    const std::string tail = ":tail";
+    std::vector<char> expected(head.begin(), head.end());
+    expected.insert(expected.end(), body.begin(), body.end());
+    expected.insert(expected.end(), more.begin(), more.end());
+    expected.insert(expected.end(), tail.begin(), tail.end());
+    auto reader = [](tcp_socket& s, const std::vector<char>& expected) -> tern::task<void> {
+      std::vector<char> got(expected.size());
+      auto [ec, n] = co_await s.read_exact(tern::mutable_buffer(got));
+      EXPECT_OK(ec);
+      EXPECT_EQ(n, expected.size());
+      EXPECT_TRUE(got == expected) << "the gathered parts arrived out of order or changed";
+    };
+    auto reading = tern::spawn(ctx, reader(server, expected));
+    std::vector<tern::const_buffer> parts = {tern::const_buffer(head), tern::const_buffer(), tern::const_buffer(body),
+                                             tern::const_buffer(more), tern::const_buffer(tail)};
+    std::size_t total = 0;
+    int writes = 0;
+    while (!parts.empty()) {
+      auto [ec, n] = co_await client.write_some(std::span<const tern::const_buffer>(parts));
+      CO_ASSERT_OK(ec);
+      CO_ASSERT(n > 0);
+      total += n;
+      ++writes;
+      advance(parts, n);
+    }
+    EXPECT_EQ(total, expected.size());
+    EXPECT_GT(writes, 1);  // 4 MiB cannot go at once through 16 KiB buffers
+    co_await std::move(reading);
+  }(ctx), 60s);
+}
+
+// A gather write takes the first eight buffers (the rest is the next write's); an error is reported as by
+// write_some(b); a write waiting on a full socket is cancelled by a timeout.
+TEST_P(tcp_test, gather_write_limits_errors_and_cancellation) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::string text;
+    std::vector<tern::const_buffer> parts;
+    std::array<std::string, 10> pieces;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      pieces[i] = std::string(10, static_cast<char>('a' + i));
+      text += pieces[i];
+    }
+    for (const std::string& p : pieces) parts.emplace_back(p);
+    auto [ec, n] = co_await client.write_some(std::span<const tern::const_buffer>(parts));
+    CO_ASSERT_OK(ec);
+    EXPECT_EQ(n, 80u);  // eight of the ten, whole: an empty socket takes them at once
+    advance(parts, n);
+    auto [ec2, n2] = co_await client.write_some(std::span<const tern::const_buffer>(parts));
+    CO_ASSERT_OK(ec2);
+    EXPECT_EQ(n2, 20u);
+    std::string got(text.size(), '\0');
+    CO_ASSERT_OK((co_await server.read_exact(tern::mutable_buffer(got))).ec);
+    EXPECT_EQ(got, text);
+
+    // Nobody reads: gather writes fill both buffers, then one waits, and its deadline cancels it.
+    EXPECT_OK(client.set_send_buffer_size(16 * 1024));
+    EXPECT_OK(server.set_receive_buffer_size(16 * 1024));
+    const std::vector<char> chunk(64 * 1024, 'f');
+    const tern::const_buffer two[] = {tern::const_buffer(chunk), tern::const_buffer(chunk)};
+    std::error_code stuck;
+    for (int i = 0; i < 1000 && !stuck; ++i) {
+      stuck = (co_await tern::with_timeout(client.write_some(std::span<const tern::const_buffer>(two)), 50ms)).ec;
+    }
+    EXPECT_EC(stuck, std::errc::timed_out);
+
+    // A reset peer: broken pipe or reset, never SIGPIPE.
+    set_linger_reset(server.native_handle());
+    server.close();
+    (void)co_await tern::sleep_for(10ms);
+    std::error_code failed;
+    for (int i = 0; i < 1000 && !failed; ++i) {
+      failed = (co_await client.write_some(std::span<const tern::const_buffer>(two))).ec;
+    }
+    EXPECT_TRUE(failed == std::errc::broken_pipe || failed == std::errc::connection_reset) << describe(failed);
+  }(ctx));
 }
 
 // Many small reads reassemble a stream exactly (reads return what is there, never more than asked).

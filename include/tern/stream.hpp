@@ -8,6 +8,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <span>
 #include <utility>
 
 #include "tern/buffer.hpp"
@@ -41,6 +42,15 @@ template <class S>
 concept write_stream = requires(S& s, const_buffer b) {
   { s.write_some(b) };
   requires std::same_as<detail::awaited_t<decltype(s.write_some(b))>, io_result<std::size_t>>;
+};
+
+// S also writes several buffers with one operation: write_some(std::span<const const_buffer>), awaited as
+// io_result<std::size_t> (stream sockets: sendmsg). Layers above a stream use it, where they can, to send parts
+// that live apart without copying them together.
+template <class S>
+concept gather_write_stream = write_stream<S> && requires(S& s, std::span<const const_buffer> bufs) {
+  { s.write_some(bufs) };
+  requires std::same_as<detail::awaited_t<decltype(s.write_some(bufs))>, io_result<std::size_t>>;
 };
 
 }  // namespace tern

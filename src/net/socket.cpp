@@ -20,6 +20,27 @@ int mode_flags(io_context& ctx) noexcept { return ctx.backend() == backend_kind:
 
 namespace detail {
 
+gather_write_awaiter::gather_write_awaiter(io_context& ctx, tern::detail::descriptor* d,
+                                           std::span<const const_buffer> bufs) noexcept
+    : op_awaiter(ctx, d, tern::detail::op_code::sendmsg, nullptr, 0),
+      count_(std::min(bufs.size(), max_gather_buffers)) {
+  for (std::size_t i = 0; i < count_; ++i) iov_[i] = {const_cast<void*>(bufs[i].data()), bufs[i].size()};
+  point();
+}
+
+gather_write_awaiter::gather_write_awaiter(const gather_write_awaiter& o) noexcept
+    : op_awaiter(o), count_(o.count_) {
+  std::copy_n(o.iov_, count_, iov_);
+  point();
+}
+
+void gather_write_awaiter::point() noexcept {
+  msg_ = {};
+  msg_.msg_iov = iov_;
+  msg_.msg_iovlen = count_;
+  op_.buf = &msg_;
+}
+
 send_fds_awaiter::send_fds_awaiter(io_context& ctx, tern::detail::descriptor* d, const_buffer b,
                                    std::span<const int> fds) noexcept
     : op_awaiter(ctx, d, tern::detail::op_code::sendmsg, nullptr, 0),

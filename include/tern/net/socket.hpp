@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <system_error>
 #include <utility>
 
@@ -78,6 +79,14 @@ class basic_stream_socket : public basic_socket {
   detail::receive_awaiter receive() noexcept { return {*ctx_, desc_}; }
   // Awaitable: writes some of b; yields io_result<size_t>.
   detail::write_awaiter write_some(const_buffer b) noexcept { return {*ctx_, desc_, b}; }
+  // Awaitable: writes some of the bytes of bufs, in order, with one system call (sendmsg), so that parts which
+  // live apart leave without being copied together; takes at most the first detail::max_gather_buffers (8) of
+  // them. Yields io_result<size_t>: the bytes written, which may end inside any of the buffers. The awaitable
+  // copies the span's buffers (pointers and sizes), so the span may go with the call; the bytes must stay until
+  // the write completes, as with write_some(b).
+  detail::gather_write_awaiter write_some(std::span<const const_buffer> bufs) noexcept {
+    return {*ctx_, desc_, bufs};
+  }
   // Awaitable: reads until b is full; yields io_result<size_t>, the byte count read before any error (eof when
   // the peer closed first). Cancellable like read_some; spawn(ctx, s.read_exact(b)) runs it as its own task.
   detail::transfer_awaiter read_exact(mutable_buffer b) noexcept {

@@ -186,6 +186,13 @@ class stream {
   task<std::error_code> send_raw(const unsigned char* data, std::size_t size);
   task<std::error_code> send_frame(detail::opcode op, bool fin, bool rsv1, const unsigned char* data,
                                    std::size_t size);
+  // An unmasked frame (a server's) of at least gather_threshold bytes, over a stream that gathers: the header and
+  // the caller's payload leave in one write each time, without the payload's copy into the output buffer. Below
+  // the threshold the copy is cheaper than sendmsg's extra work (ws/echo: 16 KiB x 100 +15% on epoll, +6% on
+  // io_uring; 4 KiB x 1 1% slower gathered).
+  task<std::error_code> send_gathered(const unsigned char* header, std::size_t header_size, const unsigned char* data,
+                                      std::size_t size);
+  static constexpr std::size_t gather_threshold = 8192;
   // ping() and pong(): waits for the output lock, then sends the frame after any parked answer.
   task<std::error_code> send_control(detail::opcode op, const_buffer payload);
   task<std::error_code> send_control_locked(detail::opcode op, const unsigned char* payload, std::size_t size);
@@ -250,6 +257,13 @@ task<std::error_code> stream<Stream>::send_frame(detail::opcode op, bool fin, bo
                                                  std::size_t size) {
   detail::core& c = *core_;
   const bool masked = !c.server();
+  if constexpr (gather_write_stream<Stream>) {
+    if (!masked && size >= gather_threshold) {
+      unsigned char header[detail::max_header_size];
+      const std::size_t h = detail::write_header(header, op, fin, rsv1, size, false, 0);
+      co_return co_await send_gathered(header, h, data, size);
+    }
+  }
   const std::uint32_t key = masked ? c.next_mask_key() : 0;
   unsigned char* out = c.out();
   const std::size_t capacity = c.out_capacity();
@@ -270,6 +284,28 @@ task<std::error_code> stream<Stream>::send_frame(detail::opcode op, bool fin, bo
     }
     fill = 0;
   } while (pos < size);
+  co_return std::error_code{};
+}
+
+template <class Stream>
+  requires read_stream<Stream> && write_stream<Stream>
+task<std::error_code> stream<Stream>::send_gathered(const unsigned char* header, std::size_t header_size,
+                                                    const unsigned char* data, std::size_t size) {
+  std::size_t done = 0;
+  while (done < header_size + size) {
+    io_result<std::size_t> r;
+    if (done < header_size) {
+      const const_buffer parts[2] = {const_buffer(header + done, header_size - done), const_buffer(data, size)};
+      r = co_await next_.write_some(std::span<const const_buffer>(parts));
+    } else {
+      r = co_await next_.write_some(const_buffer(data + (done - header_size), header_size + size - done));
+    }
+    if (r.ec) {
+      core_->write_error = r.ec;  // part of a frame may have left: nothing can follow it
+      co_return r.ec;
+    }
+    done += r.value;
+  }
   co_return std::error_code{};
 }
 

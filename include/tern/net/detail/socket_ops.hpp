@@ -239,6 +239,28 @@ class [[nodiscard]] datagram_send_awaiter : public op_awaiter {
   msghdr msg_{};
 };
 
+// How many buffers one gather write takes (write_some(std::span<const const_buffer>)); more are left for the next.
+inline constexpr std::size_t max_gather_buffers = 8;
+
+// sendmsg of several buffers at once on a stream socket: the gather of writev, in one system call, so that parts
+// which live apart (a frame's header and its payload, a response's head and body) leave without being copied
+// together first. Takes the first max_gather_buffers of the span; the iovecs live in the awaiter.
+class [[nodiscard]] gather_write_awaiter : public op_awaiter {
+ public:
+  gather_write_awaiter(io_context& ctx, tern::detail::descriptor* d, std::span<const const_buffer> bufs) noexcept;
+  gather_write_awaiter(const gather_write_awaiter& o) noexcept;
+  io_result<std::size_t> await_resume() const noexcept {
+    if (op_.res < 0) return {error(), 0};
+    return {{}, static_cast<std::size_t>(op_.res)};
+  }
+
+ private:
+  void point() noexcept;
+  iovec iov_[max_gather_buffers];
+  std::size_t count_;
+  msghdr msg_{};
+};
+
 // sendmsg of data with descriptors (SCM_RIGHTS) over a Unix socket. The kernel duplicates the descriptors into
 // the message; the caller keeps its own.
 class [[nodiscard]] send_fds_awaiter : public op_awaiter {

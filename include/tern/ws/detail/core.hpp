@@ -5,7 +5,8 @@
 //
 // Buffers: `in` holds what was read from S and not consumed yet (frames, or a handshake head), filled at its back
 // by the one reading task and compacted only by it before a read; `out` holds one frame (or part of a large one)
-// being written by the task that holds output_lock. A control frame the reader must send (a pong, the close
+// being written by the task that holds output_lock, except a server's large frame over a socket, whose header and
+// payload leave together by a gather write without being copied (stream::send_gathered). A control frame the reader must send (a pong, the close
 // answer) goes out from its own small buffer: at once, by the reader, when no write holds output_lock; else it is
 // parked in `pending` and the writer sends it as soon as its current frame is complete (control frames may come
 // between the fragments of a message, never inside a frame). So the reader never waits behind a stuck writer.
