@@ -10,6 +10,7 @@
 #include "../http/beast_setup.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
+#include "ws_message.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -35,13 +36,6 @@ using ws_stream = websocket::stream<tcp::socket>;
 
 void expect_ok(const error_code& ec, const char* what) {
     if (ec) throw bench_failure(std::string(what) + ": " + ec.message());
-}
-
-// The message every client sends: a byte pattern that differs from position to position.
-std::string make_message(std::size_t size) {
-    std::string m(size, '\0');
-    for (std::size_t i = 0; i < size; ++i) m[i] = static_cast<char>('a' + (i * 7) % 26);
-    return m;
 }
 
 class server_connection {
@@ -130,7 +124,7 @@ void ws_echo_beast(session& s) {
     const std::string host = "127.0.0.1:" + std::to_string(where.port());
 
     const auto conns = static_cast<std::size_t>(s.param_int("conns"));
-    const std::string message = make_message(static_cast<std::size_t>(s.param_int("size")));
+    const std::string message = ws_bench::make_message(static_cast<std::size_t>(s.param_int("size")));
     std::vector<std::unique_ptr<connection_pair>> pairs;
     for (std::size_t i = 0; i < conns; ++i) {
         auto p = std::make_unique<connection_pair>(ctx);

@@ -13,6 +13,7 @@
 #include "../sockets/raw_common.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
+#include "ws_message.hpp"
 
 #include <sys/epoll.h>
 
@@ -85,8 +86,8 @@ public:
     echo_loop(session& s, std::size_t conns, std::size_t size)
         : meter_(s, "msg_per_s"), pairs_(connect_loopback_pairs(conns)), ep_(::epoll_create1(EPOLL_CLOEXEC)) {
         if (ep_.fd < 0) fail_errno("epoll_create1", errno);
-        message_.resize(size);
-        for (std::size_t i = 0; i < size; ++i) message_[i] = static_cast<unsigned char>('a' + (i * 7) % 26);
+        const std::string m = ws_bench::make_message(size);
+        message_.assign(m.begin(), m.end());
         ends_.resize(2 * conns);
         for (std::size_t i = 0; i < conns; ++i) {
             ends_[2 * i].fd = pairs_[i].client.fd;

@@ -10,6 +10,7 @@
 #include "../sockets/tern_common.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
+#include "ws_message.hpp"
 
 #include <tern/ws/stream.hpp>
 
@@ -26,12 +27,6 @@ namespace {
 
 namespace ws = tern::ws;
 using ws_tcp = ws::stream<net::tcp_socket>;
-
-std::string make_message(std::size_t size) {
-    std::string m(size, '\0');
-    for (std::size_t i = 0; i < size; ++i) m[i] = static_cast<char>('a' + (i * 7) % 26);
-    return m;
-}
 
 struct echo_run {
     std::string message;
@@ -86,7 +81,7 @@ tern::task<void> client_loop(ws_tcp& w, request_meter& meter, echo_run& run) {
 tern::task<void> run_echo(tern::io_context& ctx, session& s) {
     const auto conns = static_cast<std::size_t>(s.param_int("conns"));
     echo_run run;
-    run.message = make_message(static_cast<std::size_t>(s.param_int("size")));
+    run.message = ws_bench::make_message(static_cast<std::size_t>(s.param_int("size")));
     ws::stream_options opts;
     opts.max_message_size = run.message.size() + 1024;
 
