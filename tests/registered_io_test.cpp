@@ -11,7 +11,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet file_test.cpp's of the same names.
+namespace registered_io_tests {
 
 using namespace tern_test;
 namespace fs = tern::fs;

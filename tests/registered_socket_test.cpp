@@ -17,7 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet accept_test.cpp's of the same names.
+namespace registered_socket_tests {
 
 using namespace tern_test;
 using namespace std::chrono_literals;

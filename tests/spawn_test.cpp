@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet task_test.cpp's of the same names.
+namespace spawn_tests {
 
 using namespace tern_test;
 

@@ -10,7 +10,9 @@
 #include <string_view>
 #include <vector>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet udp_test.cpp's of the same names.
+namespace udp_batch_tests {
 
 using namespace tern_test;
 using tern::net::datagram_batch;

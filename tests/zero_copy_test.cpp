@@ -14,7 +14,9 @@
 #include <stop_token>
 #include <vector>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet accept_test.cpp's of the same names.
+namespace zero_copy_tests {
 
 using namespace tern_test;
 using namespace std::chrono_literals;

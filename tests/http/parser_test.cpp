@@ -10,7 +10,9 @@
 #include "tern/http/chunked.hpp"
 #include "tern/http/parser.hpp"
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet server_test.cpp's of the same names.
+namespace parser_tests {
 
 namespace http = tern::http;
 using namespace std::literals;

@@ -97,9 +97,9 @@ struct counters {
 };
 counters g;
 
-constexpr int kinds = 5;
-const char* const kind_names[kinds] = {"echo", "http", "timers", "posts", "channel"};
-std::array<std::uint64_t, kinds> totals() {
+constexpr int traffic_kinds = 5;
+const char* const traffic_kind_names[traffic_kinds] = {"echo", "http", "timers", "posts", "channel"};
+std::array<std::uint64_t, traffic_kinds> totals() {
   return {g.echo_rounds.load(), g.http_requests.load(), g.timers.load() + g.timer_deadlines.load(), g.posts.load(),
           g.messages.load()};
 }
@@ -473,7 +473,7 @@ struct sample {
   double t;
   long rss_kib;
   double fds;  // the mean of 10 counts spread over the interval
-  std::array<double, kinds> rate;  // operations per second of each kind over the interval
+  std::array<double, traffic_kinds> rate;  // operations per second of each kind over the interval
   double cpu;                      // CPU time of the process over the interval, in CPUs (1.0: one CPU all along)
 };
 
@@ -564,9 +564,9 @@ int soak(const args& a) {
         char line[512];
         int len = std::snprintf(line, sizeof line, "sample t=%.1f rss_kib=%ld fds=%.1f cpu=%.2f", s.t, s.rss_kib, s.fds,
                                 s.cpu);
-        for (int k = 0; k < kinds; ++k) {
+        for (int k = 0; k < traffic_kinds; ++k) {
           s.rate[k] = static_cast<double>(cur[k] - last[k]) / dt;
-          len += std::snprintf(line + len, sizeof line - len, " %s/s=%.0f", kind_names[k], s.rate[k]);
+          len += std::snprintf(line + len, sizeof line - len, " %s/s=%.0f", traffic_kind_names[k], s.rate[k]);
         }
         std::printf("%s\n", line);
         std::fflush(stdout);
@@ -638,7 +638,7 @@ int soak(const args& a) {
       // keeps growing, so past 5% it passes 4 descriptors within seconds too.
       soak_fail("descriptors grew from %.1f (mean of the first third) to %.1f (last third)", fds_a, fds_b);
     }
-    for (int k = 0; k < kinds && !soak_failed(); ++k) {
+    for (int k = 0; k < traffic_kinds && !soak_failed(); ++k) {
       std::vector<double> rates;
       for (std::size_t i = first; i < samples.size(); ++i) rates.push_back(samples[i].rate[k]);
       double med = median(rates);
@@ -646,7 +646,7 @@ int soak(const args& a) {
         double r = samples[i].rate[k];
         if (!(r * factor >= med)) {
           soak_fail("%s: %.0f/s in the sample at %.0f s, below a %.0fth of the median %.0f/s (a stall or a collapse)",
-                    kind_names[k], r, samples[i].t, factor, med);
+                    traffic_kind_names[k], r, samples[i].t, factor, med);
         }
       }
     }

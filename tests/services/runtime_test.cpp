@@ -10,7 +10,9 @@
 #include <thread>
 #include <utility>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet event_bus_test.cpp's of the same names.
+namespace services_runtime_tests {
 
 using namespace tern_test;
 using namespace services_test;

@@ -20,7 +20,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet sync/channel_test.cpp's of the same names.
+namespace biased_lock_tests {
 
 using namespace tern_test;
 using tern::detail::biased_lock;

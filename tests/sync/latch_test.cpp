@@ -7,7 +7,9 @@
 #include <utility>
 #include <vector>
 
-namespace {
+// A named namespace, not an anonymous one: the test sources are compiled in unity batches (tests/CMakeLists.txt),
+// where this file's helpers would meet sync/event_test.cpp's of the same names.
+namespace latch_tests {
 
 using namespace tern_test;
 using tern::sync::latch;
