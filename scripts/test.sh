@@ -5,7 +5,7 @@
 #   gcc      g++-12, -O2
 #   tsan     clang-16, -O1, ThreadSanitizer (the runtime's threads, cross-thread wake-ups, sync primitives)
 # TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json). Each preset's test cases run
-# two at a time (the test presets' "jobs"; TERN_TEST_JOBS=N overrides it), those that need the machine to
+# two or three at a time (the test presets' "jobs"; TERN_TEST_JOBS=N overrides it), those that need the machine to
 # themselves alone (tests/CMakeLists.txt says how).
 # Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) run briefly, through scripts/fuzz.sh: each
 # replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (30 by default; 0 leaves the step out), two at
