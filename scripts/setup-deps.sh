@@ -16,6 +16,7 @@ packages=(
   libaio-dev
   libasio-dev
   libboost-dev libhttp-parser-dev libsimdjson-dev wrk
+  valgrind
   curl
   iptables iproute2 procps ethtool util-linux
   libgtest-dev libgmock-dev

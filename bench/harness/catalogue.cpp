@@ -3,6 +3,7 @@
 #include "json.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace tern_bench {
 
@@ -39,6 +40,12 @@ const param_value* find_param(const param_list& p, std::string_view key) {
 
 const metric_def* scenario_def::find_metric(std::string_view metric) const {
     for (auto& m : metrics)
+        if (m.name == metric) return &m;
+    return nullptr;
+}
+
+const metric_def* scenario_def::find_instr_metric(std::string_view metric) const {
+    for (auto& m : instr_metrics)
         if (m.name == metric) return &m;
     return nullptr;
 }
@@ -688,6 +695,63 @@ void add_services_scenarios(std::vector<scenario_def>& s) {
                  false, false, {"tern/io_uring", "tern/epoll", "asio/callbacks"}});
 }
 
+// ---- instructions per operation (tern-bench --instructions) ----
+
+// The points counted under callgrind and their work. Sizes keep a whole run within minutes (callgrind runs the
+// measured window some 50 times slower than the CPU) while the window's constant part (a phase switch, a
+// block_on) stays below a tenth of an instruction per operation. Server scenarios are counted on the server's side,
+// one connection driven by tern-bench-client; the warm-up opens the connection and fills the pools.
+void add_instruction_plans(std::vector<scenario_def>& s) {
+    auto plan = [&](const char* name, instruction_plan p) {
+        for (auto& sc : s)
+            if (sc.name == name) {
+                sc.instructions = std::move(p);
+                return;
+            }
+        throw std::logic_error(std::string("instruction plan for an unknown scenario ") + name);
+    };
+    constexpr std::int64_t served = 4000;  // requests (messages) in a server's window
+    constexpr std::int64_t served_warmup = 400;
+    plan("dispatch/post", {"handler", {one("threads", 1)}, 64 * K, 16 * K});
+    plan("coro/spawn", {"task", sweep("n", {16 * K}), 0, 0});
+    plan("coro/switch", {"switch", sweep("n", {64 * K}), 0, 0});
+    // Valgrind 3.19, Debian 12's, keeps its lock while a thread waits in io_uring_enter (seen here: that thread in
+    // the kernel's io_cqring_wait, every other one waiting for valgrind's lock): in a process whose threads wait
+    // on each other, one of them on io_uring, the others never run again. The points that need two threads of
+    // one process are therefore not counted on io_uring.
+    const std::string two_threads_on_io_uring =
+        "two threads of one process, one of them waiting in io_uring_enter, deadlock under valgrind 3.19 "
+        "(it keeps its lock during that wait)";
+    instruction_plan channel{"message", {{{"pairs", std::int64_t{1}}, {"n", 32 * K}}}, 0, 0};
+    channel.excluded = {{"tern/io_uring", "", two_threads_on_io_uring}};
+    plan("coro/channel", channel);
+    plan("coro/event", {"iteration", sweep("n", {64 * K}), 0, 0});
+    plan("timers/schedule_cancel", {"timer op", sweep("live_timers", {0, 1000000}), 32 * K, 8 * K});
+    plan("timers/fire_rate",
+         {"fire",
+          {{{"timers", std::int64_t{1}}, {"delay_us", std::int64_t{0}}},
+           {{"timers", std::int64_t{10000}}, {"delay_us", std::int64_t{100}}}},
+          32 * K,
+          16 * K});
+    plan("services/events", {"event", {{{"threads", std::int64_t{1}}, {"n", 64 * K}}}, 0, 0});
+    plan("http/parse", {"request", {{{"request", std::string("get")}}, {{"request", std::string("ping")}}}, 32 * K,
+                        4 * K});
+    plan("http/minimal", {"request", {{{"conns", std::int64_t{1}}, {"threads", std::int64_t{1}}}}, served,
+                          served_warmup});
+    plan("http/ping_json", {"request", {{{"conns", std::int64_t{1}}, {"threads", std::int64_t{1}}}}, served,
+                            served_warmup});
+    std::vector<param_list> ws_points;
+    for (std::int64_t size : {64, 16384})
+        ws_points.push_back({{"size", size}, {"conns", std::int64_t{1}}, {"threads", std::int64_t{1}}});
+    plan("ws/echo", {"message", ws_points, served, served_warmup});
+    instruction_plan tls{"MiB", {{{"direction", std::string("one_way")}, {"size", 16 * K}}}, 32 * M, 4 * M};
+    tls.openssl_apart = true;
+    tls.excluded = {{"tern/io_uring", "", two_threads_on_io_uring},
+                    {"asio/callbacks", "io_uring", two_threads_on_io_uring},
+                    {"asio/coroutines", "io_uring", two_threads_on_io_uring}};
+    plan("tls/throughput", tls);
+}
+
 std::vector<scenario_def> build_scenarios() {
     std::vector<scenario_def> s;
 
@@ -815,7 +879,14 @@ std::vector<scenario_def> build_scenarios() {
     add_file_scenarios(s);
     add_services_scenarios(s);
 
-    for (auto& sc : s) sc.category = sc.name.substr(0, sc.name.find('/'));
+    add_instruction_plans(s);
+    for (auto& sc : s) {
+        sc.category = sc.name.substr(0, sc.name.find('/'));
+        if (sc.instructions.points.empty()) continue;
+        const std::string unit = "instr/" + sc.instructions.op;
+        sc.instr_metrics.push_back({instr_per_op_name, unit, better::lower});
+        if (sc.instructions.openssl_apart) sc.instr_metrics.push_back({openssl_instr_per_op_name, unit, better::lower});
+    }
     return s;
 }
 

@@ -35,6 +35,32 @@ const param_value* find_param(const param_list& p, std::string_view key);
 
 enum class profile { quick, full };
 
+// What tern-bench --instructions counts of a scenario (harness/instructions.hpp): a few points, each run once per
+// implementation under callgrind with a fixed amount of work, reported as instructions per operation.
+struct instruction_plan {
+    std::string op;                // one operation, for the unit: "handler" gives "instr/handler"
+    std::vector<param_list> points;  // empty: the scenario is not counted
+    // Operations in the measured window for the scenarios whose meter cuts phases (ops_meter: handlers, timer
+    // operations; throughput_meter: bytes, reported per MiB; a server scenario: requests), and in the warm-up
+    // before it; 0 for a fixed-work scenario, whose point's n is the window's work and the warm-up's alike.
+    std::int64_t ops = 0;
+    std::int64_t warmup_ops = 0;
+    std::vector<std::string> impls{};  // the implementations counted; empty: all of the scenario's
+    // Also report OpenSSL's share (the libssl and libcrypto objects in callgrind's per-object totals) as
+    // openssl_instr_per_op, so that what a TLS stack adds shows apart from the cipher's work.
+    bool openssl_apart = false;
+    // Implementation variants not counted, and why: impl id, config ("" for every one), the reason.
+    struct exclusion {
+        std::string impl;
+        std::string config;
+        std::string why;
+    };
+    std::vector<exclusion> excluded{};
+};
+
+inline constexpr const char* instr_per_op_name = "instr_per_op";
+inline constexpr const char* openssl_instr_per_op_name = "openssl_instr_per_op";
+
 struct scenario_def {
     std::string name;      // "category/name"
     std::string category;  // the part before '/'
@@ -63,9 +89,14 @@ struct scenario_def {
     // implementation names its own (http/parse: Beast's and http-parser's parsers). The {} lets the catalogue's
     // aggregate initialisers leave it out without -Wmissing-field-initializers.
     std::vector<std::string> comparators{};
+    // What --instructions counts (no points: nothing), and the metrics it reports, made from it by the catalogue:
+    // instr_per_op, and openssl_instr_per_op where OpenSSL is shown apart.
+    instruction_plan instructions{};
+    std::vector<metric_def> instr_metrics{};
 
     const std::vector<param_list>& points(profile p) const { return p == profile::quick ? quick_points : full_points; }
     const metric_def* find_metric(std::string_view metric) const;
+    const metric_def* find_instr_metric(std::string_view metric) const;
     bool runs_point(const param_list& point, std::string_view impl, std::string_view config) const {
         return runs == nullptr || runs(point, impl, config);
     }

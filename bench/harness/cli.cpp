@@ -32,7 +32,8 @@ std::string list_names(const Range& r, Name name) {
 
 std::string usage() {
     return "usage: tern-bench [--category C]... [--scenario GLOB]... [--impl GLOB]... [--profile quick|full]\n"
-           "                  [--duration S] [--warmup S] [--repeat N] [--json FILE] [--report DIR] [--list]\n"
+           "                  [--duration S] [--warmup S] [--repeat N] [--instructions] [--json FILE] [--report DIR]\n"
+           "                  [--list]\n"
            "\n"
            "  --category C      run the scenarios of category C (repeatable)\n"
            "  --scenario GLOB   run the scenarios matching GLOB, e.g. 'timers/*' (repeatable)\n"
@@ -40,7 +41,10 @@ std::string usage() {
            "  --profile P       quick (default: short runs, smaller sweeps) or full (BENCHMARKS.md's sweeps)\n"
            "  --duration S      seconds per repetition of a timed scenario (quick 1, full 3)\n"
            "  --warmup S        seconds of excluded warm-up before the repetitions (quick 0.2, full 0.5)\n"
-           "  --repeat N        repetitions per point (default 3); the median is the figure\n"
+           "  --repeat N        repetitions per point (default 3; 1 with --instructions); the median is the figure\n"
+           "  --instructions    count user-space instructions per operation under callgrind (valgrind) instead of\n"
+           "                    timing: each selected scenario's counted points (--list shows them), a fixed\n"
+           "                    amount of work, exact on any machine\n"
            "  --json FILE       write one JSON record per measured point and metric\n"
            "  --report DIR      write DIR/report.md (environment, where tern trails and leads, the tables with\n"
            "                    ratios to the best Asio configuration) and the charts of the sweeps in DIR/plots/;\n"
@@ -94,6 +98,9 @@ options parse_options(int argc, char** argv) {
             if (end == r.c_str() || *end != '\0' || n < 1 || n > 1000)
                 throw std::invalid_argument("--repeat wants a count from 1 to 1000, got '" + r + "'");
             o.repeat = static_cast<int>(n);
+            o.repeat_given = true;
+        } else if (arg == "--instructions" && !has_inline) {
+            o.instructions = true;
         } else if (arg == "--json") {
             o.json_file = next();
         } else if (arg == "--report") {

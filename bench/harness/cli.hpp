@@ -1,6 +1,6 @@
 // The tern-bench command line (BENCHMARKS.md, "Command line"):
 //   tern-bench [--category C]... [--scenario GLOB]... [--impl GLOB]... [--profile quick|full] [--duration S]
-//              [--warmup S] [--repeat N] [--json FILE] [--report DIR] [--list]
+//              [--warmup S] [--repeat N] [--instructions] [--json FILE] [--report DIR] [--list]
 // A name or glob that matches nothing is an error that lists the valid names.
 #pragma once
 
@@ -20,6 +20,8 @@ struct options {
     std::optional<double> duration_s;  // default from the profile
     std::optional<double> warmup_s;    // default from the profile
     int repeat = 3;
+    bool repeat_given = false;
+    bool instructions = false;  // count instructions per operation under callgrind instead of timing
     std::string json_file;
     std::string report_dir;
     bool list = false;

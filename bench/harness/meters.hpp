@@ -28,23 +28,35 @@ inline bench_clock::duration to_duration(double seconds) {
     return std::chrono::duration_cast<bench_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// Counts operations through the phases; reports `metric` = operations per second of each measured phase.
+// Counts operations through the phases; reports `metric` = operations per second of each measured phase. In
+// instruction mode a phase ends after its count of operations instead of its seconds, and the measured one is
+// the instruction window (worker.hpp).
 class ops_meter {
 public:
-    ops_meter(session& s, std::string metric) : s_(s), metric_(std::move(metric)), phases_(s.phases()) {}
+    ops_meter(session& s, std::string metric)
+        : s_(s), metric_(std::move(metric)), phases_(s.phases()), counted_(s.instructions()) {}
 
     // Starts the first phase; call right before the measured work starts.
     void start() { begin_phase(bench_clock::now()); }
 
     // Counts one operation. Returns false once every phase is over, and keeps returning false after that.
     // The clock is read every 256 operations: cheap next to the work, and a phase overruns by at most 255 ops,
-    // which are counted and timed, so the rate is exact.
+    // which are counted and timed, so the rate is exact. In instruction mode the phase ends at the first multiple
+    // of 256 at or past its count, and the clock is not read inside it.
     bool tick() {
         if (done_) return false;
         ++ops_;
         if ((ops_ & 255) != 0) return true;
+        if (counted_ ? ops_ < phases_[current_].ops : bench_clock::now() < end_) return true;
+        return end_phase();
+    }
+
+    bool done() const { return done_; }
+
+private:
+    bool end_phase() {
+        s_.close_window(phases_[current_], static_cast<double>(ops_));
         auto now = bench_clock::now();
-        if (now < end_) return true;
         auto allocs = allocs_->per_op(ops_);  // before the report allocates
         double secs = std::chrono::duration<double>(now - start_).count();
         metric_values values{{metric_, static_cast<double>(ops_) / secs}};
@@ -59,19 +71,18 @@ public:
         return true;
     }
 
-    bool done() const { return done_; }
-
-private:
     void begin_phase(bench_clock::time_point now) {
         ops_ = 0;
         start_ = now;
         end_ = now + to_duration(phases_[current_].seconds);
         allocs_.emplace(s_.scenario());
+        s_.open_window(phases_[current_]);
     }
 
     session& s_;
     std::string metric_;
     std::vector<phase> phases_;
+    bool counted_;
     std::size_t current_ = 0;
     std::uint64_t ops_ = 0;
     bench_clock::time_point start_{};

@@ -17,6 +17,7 @@
 #include "catalogue.hpp"
 #include "cli.hpp"
 #include "env.hpp"
+#include "instruction_runs.hpp"
 #include "json.hpp"
 #include "process.hpp"
 #include "report.hpp"
@@ -27,6 +28,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -154,8 +156,17 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
                           s->own_duration_s(prof));
             timing += own;
         }
-        std::printf("  implementations: %s\n  timing: %s; %s\n\n", ids.empty() ? "(none selected)" : ids.c_str(),
+        std::printf("  implementations: %s\n  timing: %s; %s\n", ids.empty() ? "(none selected)" : ids.c_str(),
                     timing.c_str(), s->single_thread ? "one thread, pinned to CPU 0" : "several threads");
+        if (const instruction_plan& ip = s->instructions; !ip.points.empty()) {
+            std::string pts;
+            for (auto& p : ip.points) pts += (pts.empty() ? "" : "; ") + to_display(p);
+            std::string work = ip.ops > 0 ? std::to_string(ip.ops) + (ip.op == "MiB" ? " bytes" : " operations") +
+                                                 " after a warm-up of " + std::to_string(ip.warmup_ops)
+                                          : "the point's n, after a warm-up of the same";
+            std::printf("  --instructions: instr/%s at %s; %s\n", ip.op.c_str(), pts.c_str(), work.c_str());
+        }
+        std::printf("\n");
     }
     std::printf("implementations:\n");
     for (auto* i : impls) {
@@ -441,6 +452,108 @@ chart_outcome draw_charts(const std::string& records, const std::string& report_
     return out;
 }
 
+// tern-bench --instructions: every counted point of the selection under callgrind (instruction_runs.hpp), then
+// the table of instructions per operation on the terminal, in --json and in --report DIR's report.md (with each
+// run's callgrind file in DIR/callgrind/ for callgrind_annotate).
+int run_instruction_mode(const options& o, const std::vector<const scenario_def*>& scen,
+                         const std::vector<const impl_def*>& impls, const std::string& command) {
+    std::vector<failure> excluded;
+    std::vector<instruction_point> plan = plan_instructions(scen, impls, excluded);
+    if (plan.empty()) {
+        std::string counted;
+        for (auto& s : scenarios())
+            if (!s.instructions.points.empty()) counted += "\n  " + s.name;
+        std::fprintf(stderr, "tern-bench: --instructions counts none of the selected scenarios and implementations; "
+                             "the scenarios it counts:%s\n", counted.c_str());
+        return 2;
+    }
+    const std::string valgrind = find_valgrind();
+    if (valgrind.empty()) {
+        std::fprintf(stderr, "tern-bench: --instructions needs valgrind on PATH (Debian: apt-get install valgrind, "
+                             "which scripts/setup-deps.sh does)\n");
+        return 2;
+    }
+    const int repeat = o.repeat_given ? o.repeat : 1;
+    std::string keep_dir;
+    if (!o.report_dir.empty()) {
+        keep_dir = o.report_dir + "/callgrind";
+        for (const std::string& d : {o.report_dir, keep_dir})
+            if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+                std::fprintf(stderr, "tern-bench: cannot create %s: %s\n", d.c_str(), std::strerror(errno));
+                return 1;
+            }
+    }
+    environment env = collect_environment(pinning_text);
+    const std::string version = valgrind_version(valgrind);
+    env.fields.emplace_back("instruction counts", version + " --tool=callgrind");
+    std::printf("tern-bench --instructions\n%s\n%zu worker runs under callgrind, %d per point\n",
+                format_text(env).c_str(), plan.size() * static_cast<std::size_t>(repeat), repeat);
+    for (auto& e : excluded) std::printf("  %s: %s\n", e.what.c_str(), e.why.c_str());
+    std::printf("\n");
+
+    const std::string dir = self_directory();
+    std::vector<record> records;
+    std::vector<failure> failures;
+    int width = static_cast<int>(std::to_string(plan.size()).size());
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+        const instruction_point& p = plan[i];
+        std::string what = p.scenario->name + " " + to_display(p.point) + " " + p.impl->id +
+                           (p.variant.config.empty() ? "" : " (" + p.variant.config + ")");
+        std::printf("[%*zu/%zu] %s ... ", width, i + 1, plan.size(), what.c_str());
+        std::fflush(stdout);
+        auto t0 = std::chrono::steady_clock::now();
+        instruction_outcome res = run_instruction_point(p, valgrind, dir, repeat, keep_dir);
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!res.error.empty()) {
+            std::printf("FAILED: %s\n", res.error.c_str());
+            failures.push_back({what, res.error, p.impl->id.rfind("tern/", 0) == 0});
+            continue;
+        }
+        std::string shown;
+        for (auto& rec : res.records)
+            shown += (shown.empty() ? "" : ", ") + (rec.metric->name == instr_per_op_name ? "" : rec.metric->name + " ") +
+                     format_value(rec.stats.median) + " " + rec.metric->unit +
+                     (rec.stats.min != rec.stats.max ? " (" + format_value(rec.stats.min) + ".." +
+                                                           format_value(rec.stats.max) + ")"
+                                                     : "");
+        std::printf("%s (%.0f s)\n", shown.c_str(), secs);
+        std::fflush(stdout);
+        records.insert(records.end(), res.records.begin(), res.records.end());
+    }
+
+    env.fields.emplace_back("load average at end", load_average());
+    std::printf("%s", format_instruction_table(records).c_str());
+    std::printf("%s", format_trailing_text(records).c_str());
+    int rc = 0;
+    if (!failures.empty()) {
+        std::printf("\nFailed points:\n");
+        for (auto& f : failures) std::printf("  %s: %s\n", f.what.c_str(), f.why.c_str());
+        rc = 1;
+    }
+    if (!excluded.empty()) {
+        std::printf("\nNot counted:\n");
+        for (auto& e : excluded) std::printf("  %s: %s\n", e.what.c_str(), e.why.c_str());
+    }
+    if (!o.json_file.empty() && !write_file(o.json_file, format_json_lines(records))) {
+        std::fprintf(stderr, "tern-bench: cannot write %s: %s\n", o.json_file.c_str(), std::strerror(errno));
+        rc = 1;
+    }
+    if (!o.report_dir.empty()) {
+        report_inputs in;
+        in.method = instruction_method_text(command, version, repeat);
+        for (auto& e : excluded) in.method += "\n- " + e.what + ": " + e.why;
+        if (!excluded.empty()) in.method += "\n";
+        if (o.json_file.empty() && !write_file(o.report_dir + "/results.jsonl", format_json_lines(records))) rc = 1;
+        if (!write_file(o.report_dir + "/report.md", format_report_md(env, in, records, failures))) {
+            std::fprintf(stderr, "tern-bench: cannot write %s/report.md\n", o.report_dir.c_str());
+            rc = 1;
+        } else {
+            std::printf("report: %s/report.md, callgrind files in %s\n", o.report_dir.c_str(), keep_dir.c_str());
+        }
+    }
+    return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -466,6 +579,7 @@ int main(int argc, char** argv) {
         print_list(scen, impls, o.prof, duration, warmup, o.repeat);
         return 0;
     }
+    if (o.instructions) return run_instruction_mode(o, scen, impls, command_line(argc, argv));
     auto plan = make_plan(scen, impls, o.prof);
     if (plan.empty()) {
         std::string valid;

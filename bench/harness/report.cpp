@@ -35,6 +35,19 @@ double ratio_to(const record& r, const record& asio) {
     return r.stats.median > 0 ? asio.stats.median / r.stats.median : 0;
 }
 
+namespace {
+
+// The metrics whose tern figures are compared with the comparators': the scenario's own and its instruction
+// counts (an optional metric has no comparator figure).
+std::vector<const metric_def*> comparable_metrics(const scenario_def& s) {
+    std::vector<const metric_def*> out;
+    for (auto& m : s.metrics) out.push_back(&m);
+    for (auto& m : s.instr_metrics) out.push_back(&m);
+    return out;
+}
+
+}  // namespace
+
 std::vector<comparison> tern_comparisons(const std::vector<record>& all) {
     std::vector<comparison> out;
     for (auto& s : scenarios()) {
@@ -43,9 +56,9 @@ std::vector<comparison> tern_comparisons(const std::vector<record>& all) {
             if (r.scenario == &s && std::none_of(points.begin(), points.end(), [&](auto* p) { return *p == r.point; }))
                 points.push_back(&r.point);
         for (auto* p : points)
-            for (auto& m : s.metrics)
+            for (auto* m : comparable_metrics(s))
                 for (auto& r : all) {
-                    if (r.scenario != &s || r.metric != &m || r.point != *p || r.impl->id.rfind("tern/", 0) != 0)
+                    if (r.scenario != &s || r.metric != m || r.point != *p || r.impl->id.rfind("tern/", 0) != 0)
                         continue;
                     const record* b = best_asio(all, r);
                     if (!b) continue;
@@ -93,9 +106,23 @@ std::string ratio_text(const std::vector<record>& all, const record& r) {
     return b ? ratio_text(ratio_to(r, *b)) : "n/a";
 }
 
+// Instruction counts: one decimal below 100 (a cut of a few instructions shows), whole numbers up to a million,
+// then millions (the per-MiB figures).
+std::string instr_text(double v) {
+    char buf[32];
+    if (v < 100)
+        std::snprintf(buf, sizeof buf, "%.1f", v);
+    else if (v < 1e6)
+        std::snprintf(buf, sizeof buf, "%.0f", v);
+    else
+        std::snprintf(buf, sizeof buf, "%.3fM", v / 1e6);
+    return buf;
+}
+
 // Allocations per operation are small fractions where the measured loop allocates nothing per operation (setup
 // amortised over millions of operations): three decimals say "0.000" instead of a misleading "1.91e-06".
 std::string value_text(const record& r, double v) {
+    if (r.scenario->find_instr_metric(r.metric->name) == r.metric) return instr_text(v);
     if (r.metric->name != allocs_per_op_name && r.metric->name != syscalls_per_op_name &&
         r.metric->name != wakeups_per_op_name)
         return format_value(v);
@@ -104,7 +131,9 @@ std::string value_text(const record& r, double v) {
     return buf;
 }
 
-bool optional_metric(const record& r) { return !r.scenario->find_metric(r.metric->name); }
+bool optional_metric(const record& r) {
+    return !r.scenario->find_metric(r.metric->name) && !r.scenario->find_instr_metric(r.metric->name);
+}
 
 // The line under a table's title: the scenario's definition, or what an optional metric counts.
 std::string table_intro(const record& r) {
@@ -282,7 +311,7 @@ std::string trailing_section(const std::vector<comparison>& cmp, const std::vect
     out += count_of(behind.size(), "figure", "figures") + " of tern, out of " + std::to_string(cmp.size()) +
            " compared, " + (behind.size() == 1 ? "is" : "are") +
            " behind " + reference_of(cmp) + " of the same point (ratio below 1.00x; the ratio is tern's "
-           "throughput over the comparator's, or the comparator's time over tern's). " +
+           "throughput over the comparator's, or the comparator's time (or instruction count) over tern's). " +
            count_of(overlapping, "of them is", "of them are") +
            " within the run-to-run spread: the min..max ranges of the two overlap" +
            (unknown ? " (" + std::to_string(unknown) + " from a single run, where the spread is unknown)" : "") +
@@ -338,6 +367,72 @@ std::string leading_section(const std::vector<comparison>& cmp) {
     return out;
 }
 
+// ---- instructions per operation ----
+
+bool is_instr(const record& r) { return r.metric->name == instr_per_op_name; }
+
+const record* openssl_of(const std::vector<record>& all, const record& r) {
+    for (auto& o : all)
+        if (o.scenario == r.scenario && o.point == r.point && o.impl == r.impl && o.config == r.config &&
+            o.metric->name == openssl_instr_per_op_name)
+            return &o;
+    return nullptr;
+}
+
+// How the runs of a count agree: one run, several equal, or how far apart (max - min over the median, which is
+// below 0.001% where only a time-driven sampler, such as tern's loop-lag probe, ran a different number of times).
+std::string runs_text(const record& r) {
+    if (r.stats.runs < 2) return "1";
+    const std::string n = std::to_string(r.stats.runs);
+    if (r.stats.min == r.stats.max) return n + ", equal";
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.2g%%", 100 * (r.stats.max - r.stats.min) / r.stats.median);
+    return n + ", within " + buf;
+}
+
+// The instruction counts of the run, one row per scenario, point and implementation, in catalogue order.
+std::vector<row> instruction_rows(const std::vector<record>& all, bool with_openssl) {
+    std::vector<row> rows;
+    for (auto& s : scenarios())
+        for (auto& r : all) {
+            if (r.scenario != &s || !is_instr(r)) continue;
+            const record* b = best_asio(all, r);
+            row rw{s.name, to_display(r.point), impl_label(r), instr_text(r.stats.median), r.metric->unit};
+            if (with_openssl) {
+                const record* ssl = openssl_of(all, r);
+                rw.push_back(ssl ? instr_text(ssl->stats.median) : "");
+            }
+            rw.push_back(b ? ratio_text(ratio_to(r, *b)) + " " + b->scenario->comparator_name() : "n/a");
+            rw.push_back(runs_text(r));
+            rows.push_back(std::move(rw));
+        }
+    return rows;
+}
+
+row instruction_header(bool with_openssl) {
+    row h{"scenario", "params", "impl", "instructions", "per"};
+    if (with_openssl) h.push_back("of which OpenSSL");
+    h.push_back("vs best comparator");
+    h.push_back("runs");
+    return h;
+}
+
+bool has_openssl(const std::vector<record>& all) {
+    return std::any_of(all.begin(), all.end(), [](auto& r) { return r.metric->name == openssl_instr_per_op_name; });
+}
+
+std::string instruction_section(const std::vector<record>& all) {
+    const bool ssl = has_openssl(all);
+    std::string out =
+        "\n## Instructions per operation\n\nUser-space instructions per operation counted by callgrind in the "
+        "measured window (the method above), for every implementation; \"vs best comparator\" is the best "
+        "comparator's count over this row's (> 1: fewer instructions than the best comparator of the point, which "
+        "is named: asio, or the scenario's own comparators); \"runs\" says whether repeated runs counted the same.\n\n";
+    out += md_header(instruction_header(ssl), {0, 1, 2, 4});
+    for (auto& rw : instruction_rows(all, ssl)) out += md_row(rw);
+    return out;
+}
+
 }  // namespace
 
 std::string format_trailing_text(const std::vector<record>& all) {
@@ -361,6 +456,28 @@ std::string format_trailing_text(const std::vector<record>& all) {
            std::to_string(cmp.size()) + " figures:\n" + out;
 }
 
+std::string format_instruction_table(const std::vector<record>& all) {
+    const bool ssl = has_openssl(all);
+    std::vector<row> rows{instruction_header(ssl)};
+    for (auto& rw : instruction_rows(all, ssl)) rows.push_back(std::move(rw));
+    if (rows.size() == 1) return {};
+    std::vector<std::size_t> w(rows[0].size(), 0);
+    for (auto& rw : rows)
+        for (std::size_t c = 0; c < rw.size(); ++c) w[c] = std::max(w[c], rw[c].size());
+    std::string out = "\nInstructions per operation (user-space, callgrind)\n";
+    for (auto& rw : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < rw.size(); ++c) {
+            bool left = c < 3 || c == 4 || c + 1 == rw.size();
+            std::string pad(w[c] - rw[c].size(), ' ');
+            line += (c ? "  " : "") + (left ? rw[c] + pad : pad + rw[c]);
+        }
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        out += line + "\n";
+    }
+    return out;
+}
+
 std::string format_report_md(const environment& env, const report_inputs& in, const std::vector<record>& all,
                              const std::vector<failure>& failures) {
     auto cmp = tern_comparisons(all);
@@ -368,6 +485,7 @@ std::string format_report_md(const environment& env, const report_inputs& in, co
     out += trailing_section(cmp, failures);
     out += leading_section(cmp);
     out += "\n## Method\n\n" + in.method;
+    if (std::any_of(all.begin(), all.end(), [](auto& r) { return is_instr(r); })) out += instruction_section(all);
     if (!in.plots_note.empty()) out += "\nCharts: " + in.plots_note + "\n";
 
     auto tables = tables_of(all);

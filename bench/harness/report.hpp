@@ -67,6 +67,7 @@ struct report_inputs {
 std::string format_tables(const std::vector<record>& all);        // terminal
 std::string format_trailing_text(const std::vector<record>& all); // terminal: the figures where tern trails
 std::string format_json_lines(const std::vector<record>& all);    // one record per line
+std::string format_instruction_table(const std::vector<record>& all);  // terminal: instructions per operation
 std::string format_report_md(const environment& env, const report_inputs& in, const std::vector<record>& all,
                              const std::vector<failure>& failures);
 

@@ -34,16 +34,24 @@ inline metric_values keep_defined(const scenario_def& def, const metric_values& 
     return out;
 }
 
-// The phase bookkeeping the meters below share: which phase runs, when it ends, allocations in it.
+// The phase bookkeeping the meters below share: which phase runs, when it ends, allocations in it. In instruction
+// mode a phase ends after its count of operations (phase::ops, in the meter's units) instead of its seconds, and
+// the measured phase is the instruction window (worker.hpp).
 class phase_clock {
 public:
-    explicit phase_clock(session& s) : s_(s), phases_(s.phases()) {}
+    explicit phase_clock(session& s) : s_(s), phases_(s.phases()), counted_(s.instructions()) {}
 
     void start() { begin(bench_clock::now()); }
     bool done() const { return done_; }
     bool warmup() const { return phases_[current_].warmup; }
+    bool counted() const { return counted_; }
+    std::uint64_t target() const { return phases_[current_].ops; }
     bool over(bench_clock::time_point now) const { return now >= end_; }
     double seconds(bench_clock::time_point now) const { return std::chrono::duration<double>(now - start_).count(); }
+
+    // Instruction mode: closes the window of a measured phase that held `window_ops` operations. Call first when
+    // a phase ends, before anything else runs.
+    void close_window(double window_ops) { s_.close_window(phases_[current_], window_ops); }
 
     // Ends the current phase at `now` with `values` (ignored for the warm-up), starts the next one; false when
     // that was the last.
@@ -64,10 +72,12 @@ private:
         start_ = now;
         end_ = now + to_duration(phases_[current_].seconds);
         allocs_.emplace(s_.scenario());
+        s_.open_window(phases_[current_]);
     }
 
     session& s_;
     std::vector<phase> phases_;
+    bool counted_;
     std::size_t current_ = 0;
     bench_clock::time_point start_{};
     bench_clock::time_point end_{};
@@ -75,7 +85,8 @@ private:
     bool done_ = false;
 };
 
-// Bytes through the phases; reports `metric` = bytes per second / unit (1e6 for MB/s, 2^20 for MiB/s).
+// Bytes through the phases; reports `metric` = bytes per second / unit (1e6 for MB/s, 2^20 for MiB/s). In
+// instruction mode a phase ends after phase::ops bytes, and the window's operations are MiB (2^20 bytes).
 class throughput_meter {
 public:
     throughput_meter(session& s, std::string metric, double unit)
@@ -89,9 +100,15 @@ public:
     bool add(std::size_t n) {
         if (clock_.done()) return false;
         bytes_ += n;
-        if ((++calls_ & 7) != 0) return true;
+        ++calls_;
+        if (clock_.counted()) {
+            if (bytes_ < clock_.target()) return true;
+            clock_.close_window(static_cast<double>(bytes_) / (1024.0 * 1024.0));
+        } else if ((calls_ & 7) != 0) {
+            return true;
+        }
         auto now = bench_clock::now();
-        if (!clock_.over(now)) return true;
+        if (!clock_.counted() && !clock_.over(now)) return true;
         double secs = clock_.seconds(now);
         bool more = clock_.next(now, {{metric_, static_cast<double>(bytes_) / secs / unit_}}, calls_);
         bytes_ = 0;
@@ -121,7 +138,12 @@ public:
     bool record(bench_clock::time_point t0, bench_clock::time_point t1) {
         if (clock_.done()) return false;
         hist_.record(elapsed_ns(t0, t1));
-        if (!clock_.over(t1)) return true;
+        if (clock_.counted()) {
+            if (hist_.count() < clock_.target()) return true;
+            clock_.close_window(static_cast<double>(hist_.count()));
+        } else if (!clock_.over(t1)) {
+            return true;
+        }
         if (hist_.count() == 0) throw bench_failure("no operation completed in a phase");
         double secs = clock_.seconds(t1);
         metric_values v{{rate_metric_, static_cast<double>(hist_.count()) / secs},
@@ -154,8 +176,12 @@ public:
     bool finished_one() {
         if (clock_.done()) return false;
         ++iterations_;
+        if (clock_.counted()) {
+            if (iterations_ < clock_.target()) return true;
+            clock_.close_window(static_cast<double>(iterations_));
+        }
         auto now = bench_clock::now();
-        if (!clock_.over(now)) return true;
+        if (!clock_.counted() && !clock_.over(now)) return true;
         double us = clock_.seconds(now) * 1e6 / static_cast<double>(iterations_);
         bool more = clock_.next(now, {{metric_, us}}, iterations_);
         iterations_ = 0;

@@ -1,5 +1,6 @@
 #include "worker.hpp"
 
+#include "instructions.hpp"
 #include "json.hpp"
 
 #include <sched.h>
@@ -31,13 +32,40 @@ std::uint64_t session::work_count() const {
 
 std::vector<phase> session::phases() const {
     std::vector<phase> out;
+    if (instructions()) {
+        out.push_back({true, -1, 0, static_cast<std::uint64_t>(req_.instr_warmup_ops)});
+        out.push_back({false, 0, 0, static_cast<std::uint64_t>(req_.instr_ops)});
+        return out;
+    }
     out.push_back({true, -1, req_.warmup_s});
     for (int i = 0; i < req_.repeat; ++i) out.push_back({false, i, req_.duration_s});
     return out;
 }
 
+void session::open_window(const phase& p) {
+    if (!instructions() || p.warmup) return;
+    if (window_open_) throw bench_failure("the instruction window was opened twice");
+    window_open_ = true;
+    instructions::start_counting();
+}
+
+void session::close_window(const phase& p, double ops) {
+    if (!instructions() || p.warmup) return;
+    instructions::stop_counting();
+    if (!window_open_) throw bench_failure("the instruction window was closed before it was opened");
+    report_window(ops);
+}
+
+void session::report_window(double ops) {
+    if (!(ops > 0)) throw bench_failure("the instruction window held no operation");
+    json::object_writer line;
+    line.field("type", "instr").field("ops", ops);
+    std::printf("%s\n", line.str().c_str());
+    std::fflush(stdout);
+}
+
 void session::report(const phase& p, const metric_values& values) {
-    if (p.warmup) return;
+    if (p.warmup || instructions()) return;
     json::object_writer metrics;
     for (auto& m : def_.metrics) {
         auto it = std::find_if(values.begin(), values.end(), [&](auto& v) { return v.first == m.name; });
@@ -116,6 +144,11 @@ run_request parse_request(int argc, char** argv) {
             if (r.repeat < 1) throw bench_failure("--repeat must be at least 1");
         } else if (a == "--cpu") {
             r.cpu = std::atoi(next());
+        } else if (a == "--instructions") {
+            r.instr_ops = std::atoll(next());
+            if (r.instr_ops < 0) throw bench_failure("--instructions wants a count of operations (0: the point's n)");
+        } else if (a == "--instructions-warmup") {
+            r.instr_warmup_ops = std::atoll(next());
         } else {
             throw bench_failure("unknown argument " + std::string(a));
         }
@@ -134,6 +167,9 @@ int worker_main(int argc, char** argv, std::span<const impl_entry> entries, cons
         for (auto& e : entries)
             if (req.scenario == e.scenario && req.impl == e.impl) entry = &e;
         if (!entry) throw bench_failure(std::string(worker) + " does not implement " + req.scenario + " for " + req.impl);
+        if (req.instr_ops >= 0 && !instructions::under_callgrind())
+            throw bench_failure("--instructions counts instructions with callgrind: run the worker under "
+                                "valgrind --tool=callgrind --instr-atstart=no (tern-bench --instructions does)");
         if (req.cpu >= 0) pin_to_cpu(req.cpu);
         session s(std::move(req), *def);
         s.info("affinity", current_affinity());

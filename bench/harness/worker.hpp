@@ -8,6 +8,9 @@
 //   3. runs one warm-up phase whose result is discarded, then R measured phases,
 //   4. prints one JSON line per measured phase on stdout: {"type": "rep", "index": 0, "metrics": {...}}, plus
 //      {"type": "info", ...} lines (resolved backend, affinity) and a final {"type": "done"}.
+// With `--instructions N` the worker runs under callgrind (tern-bench --instructions): a warm-up of a fixed count
+// of operations, then one measured phase of N operations whose instructions alone are counted, and one
+// {"type": "instr", "ops": ...} line in place of the rep lines (see instructions.hpp).
 // Any failure (a payload mismatch, an unexpected error code, a backend that is not the one asked for) is an
 // exception: the worker prints it on stderr and exits 1, and the orchestrator marks the point failed.
 #pragma once
@@ -38,6 +41,9 @@ struct phase {
     bool warmup = false;
     int index = 0;         // repetition number; -1 for the warm-up
     double seconds = 0;    // length of a timed phase; unused by fixed-work scenarios
+    // Instruction mode only: the operations (in the meter's own units) after which a meter ends the phase, in
+    // place of `seconds`, so that every run does the same work; 0 otherwise.
+    std::uint64_t ops = 0;
 };
 
 using metric_values = std::vector<std::pair<std::string, double>>;
@@ -50,6 +56,10 @@ struct run_request {
     double warmup_s = 0.2;
     int repeat = 3;
     int cpu = -1;  // -1: not pinned
+    // Instruction mode (--instructions N [--instructions-warmup W]): -1 off; else the operations of the measured
+    // phase of a meter that cuts phases by count (0 for a fixed-work scenario, whose work is its parameter n).
+    std::int64_t instr_ops = -1;
+    std::int64_t instr_warmup_ops = 0;
 };
 
 class session {
@@ -61,11 +71,25 @@ public:
 
     std::int64_t param_int(const std::string& key) const;
 
-    // The warm-up first, then `repeat` repetitions.
+    // The warm-up first, then `repeat` repetitions; in instruction mode the warm-up and one measured phase, each
+    // with its count of operations.
     std::vector<phase> phases() const;
 
-    // Reports a measured phase (a warm-up is ignored). Every metric of the scenario must be present.
+    // Reports a measured phase (a warm-up is ignored). Every metric of the scenario must be present. In
+    // instruction mode nothing is reported: timings under callgrind mean nothing, and close_window reports.
     void report(const phase& p, const metric_values& values);
+
+    // Instruction mode: whether the worker counts instructions instead of timing.
+    bool instructions() const { return req_.instr_ops >= 0; }
+
+    // Instruction mode, measured phase: starts counting instructions (every thread of the process). The meters
+    // call it where a measured phase starts; a no-op otherwise.
+    void open_window(const phase& p);
+    // Stops counting and reports the operations the window held (a no-op outside the measured phase of
+    // instruction mode). The orchestrator divides callgrind's count by `ops`.
+    void close_window(const phase& p, double ops);
+    // The {"type": "instr"} line of a window that a server's request count closed (instructions.hpp).
+    void report_window(double ops);
 
     // A fact about the run for the orchestrator (e.g. "backend": "io_uring").
     void info(const std::string& key, const std::string& value);
@@ -77,7 +101,9 @@ public:
     void for_each_phase(F&& measure) {
         for (const phase& p : phases()) {
             allocation_window allocs(def_);
+            open_window(p);
             metric_values values = measure(p);
+            close_window(p, static_cast<double>(work_count()));
             if (auto per_op = allocs.per_op(work_count())) values.emplace_back(allocs_per_op_name, *per_op);
             allocs.append_loop_figures(work_count(), values);
             report(p, values);
@@ -87,6 +113,8 @@ public:
 private:
     // The parameter n of a fixed-work scenario, else 0 (no per-operation figure).
     std::uint64_t work_count() const;
+
+    bool window_open_ = false;
 
     run_request req_;
     const scenario_def& def_;

@@ -81,6 +81,8 @@ void coro_channel(session& s) {
     tern::runtime_options o;
     o.threads = threads;
     o.backend = requested_backend(s);
+    // Counting instructions: an idle worker parks at once, since what a spin polls depends on time, not on work.
+    if (s.instructions()) o.spin_before_park = std::chrono::nanoseconds(0);
     tern::runtime rt(o);
     announce(s, rt.worker(0));
     for (int i = 0; i < threads; ++i) rt.post_to(static_cast<std::size_t>(i), [i] { pin_thread_index(i); });

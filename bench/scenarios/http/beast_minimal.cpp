@@ -15,7 +15,11 @@
 // The server answers only GET / (anything else fails the point). The client checks every response: status 200,
 // keep-alive, Content-Length 13, Content-Type text/plain, the body "Hello, World!", and nothing after it. After
 // the last phase the clients shut down their sending side and each server connection reads the end of stream.
+// Instruction mode (tern-bench --instructions) counts the server alone: the same server_connection on one accepted
+// connection, driven by tern-bench-client from another process (../served.hpp).
 #include "beast_arena.hpp"
+#include "../served.hpp"
+#include "../../harness/instructions.hpp"
 #include "beast_setup.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
@@ -95,6 +99,7 @@ private:
         if (req.method() != http::verb::get || req.target() != "/")
             throw bench_failure("server: unexpected request " + std::string(req.method_string()) + " " +
                                 std::string(req.target()));
+        instructions::request_handled();
         const bool keep = req.keep_alive();
         response_.keep_alive(keep);
         serializer_.emplace(response_);
@@ -184,11 +189,31 @@ struct connection_pair {
     tcp::socket server;
 };
 
+// Instruction mode: one server_connection on the connection tern-bench-client opens.
+void count_minimal_beast(session& s) {
+    asio::io_context ctx(1);
+    tcp::acceptor acceptor(ctx, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
+    served::client client(s, acceptor.local_endpoint().port(), served::protocol::http_get);
+    tcp::socket sock(ctx);
+    std::optional<server_connection> conn;
+    acceptor.async_accept(sock, [&](error_code ec) {
+        expect_ok(ec, "accept");
+        sock.set_option(tcp::no_delay(true));
+        acceptor.close();
+        conn.emplace(sock);
+        conn->start();
+    });
+    ctx.run();  // until the client's end of stream
+    client.finish();
+    if (!conn || !conn->done()) throw bench_failure("the server connection did not see the client's end of stream");
+}
+
 }  // namespace
 
 void http_minimal_beast(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("http/minimal runs on one thread (threads=1)");
     s.info("boost", BOOST_LIB_VERSION);
+    if (s.instructions()) return count_minimal_beast(s);
     asio::io_context ctx(1);
     tcp::acceptor acceptor(ctx, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
     const tcp::endpoint where = acceptor.local_endpoint();

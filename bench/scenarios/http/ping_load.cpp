@@ -2,6 +2,8 @@
 // run_ping_json (see ping_load.hpp).
 #include "ping_load.hpp"
 
+#include "../served.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -24,6 +26,10 @@
 namespace tern_bench::ping {
 
 namespace {
+
+using served::one_line;
+using served::program_result;
+using served::run_program;
 
 constexpr int server_cpu = 0;
 constexpr int load_cpu = 1;
@@ -142,93 +148,6 @@ std::string find_in_path(const char* name) {
     return {};
 }
 
-// A program's output on one line, for a failure message: the orchestrator shows a worker's last line of stderr.
-std::string one_line(const std::string& text) {
-    std::string out;
-    for (char c : text) {
-        if (c == '\r') continue;
-        if (c == '\n') {
-            if (!out.empty() && out.back() != ' ') out += " | ";
-            continue;
-        }
-        out += c;
-    }
-    while (!out.empty() && (out.back() == ' ' || out.back() == '|')) out.pop_back();
-    return out;
-}
-
-struct program_result {
-    int status = 0;      // as waitpid returns it
-    std::string output;  // stdout and stderr, interleaved
-    rusage usage{};      // the program's own CPU time and memory
-};
-
-// Runs exe with args on CPU `cpu`, its stdout and stderr captured; kills it after time_limit_s. Between fork and
-// exec the child calls only async-signal-safe functions (the parent has threads).
-program_result run_program(const std::string& exe, const std::vector<std::string>& args, int cpu, double time_limit_s) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    rlimit lim{};
-    ::getrlimit(RLIMIT_NOFILE, &lim);
-    const int max_fd = lim.rlim_cur == RLIM_INFINITY ? 65536 : static_cast<int>(lim.rlim_cur);
-
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) throw bench_failure(std::string("pipe: ") + std::strerror(errno));
-    pid_t pid = ::fork();
-    if (pid < 0) {
-        ::close(out[0]);
-        ::close(out[1]);
-        throw bench_failure(std::string("fork: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-        if (::sched_setaffinity(0, sizeof set, &set) != 0) ::_exit(126);
-        ::dup2(out[1], 1);
-        ::dup2(out[1], 2);
-        // The server's sockets (Asio does not open them close-on-exec) must not live on in the load generator.
-        if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
-            for (int fd = 3; fd < max_fd; ++fd) ::close(fd);
-        ::execv(exe.c_str(), argv.data());
-        ::_exit(127);
-    }
-    ::close(out[1]);
-
-    program_result r;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(time_limit_s);
-    bool killed = false;
-    for (;;) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-            ::kill(pid, SIGKILL);
-            killed = true;
-            break;
-        }
-        pollfd p{out[0], POLLIN, 0};
-        int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) continue;
-        char buf[4096];
-        ssize_t got = ::read(out[0], buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        r.output.append(buf, static_cast<std::size_t>(got));
-    }
-    ::close(out[0]);
-    while (::wait4(pid, &r.status, 0, &r.usage) < 0 && errno == EINTR) {
-    }
-    if (killed)
-        throw bench_failure(exe + " did not finish within " + std::to_string(time_limit_s) +
-                            " s; it printed: " + one_line(r.output));
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 126)
-        throw bench_failure(exe + ": cannot pin it to CPU " + std::to_string(cpu));
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127) throw bench_failure("cannot execute " + exe);
-    return r;
-}
-
 // The key=value pairs of the script's summary line, and its example of a wrong answer.
 struct wrk_summary {
     std::map<std::string, double> values;
@@ -295,7 +214,23 @@ std::string first_line(const std::string& text) {
 
 }  // namespace
 
+// Instruction mode: the server on one thread, driven over one connection by tern-bench-client (served.hpp). This
+// thread waits for the client meanwhile, which an epoll server allows (an io_uring one does not: served.hpp).
+void count_ping_json(session& s, server_start start) {
+    if (s.param_int("conns") != 1 || s.param_int("threads") != 1)
+        throw bench_failure("http/ping_json's instructions are counted with conns=1 and threads=1");
+    pin_to_cpu(server_cpu);
+    std::unique_ptr<server> srv = start(s, 1);
+    served::client client(s, srv->port(), served::protocol::http_ping);
+    client.finish();
+    srv->stop();
+    const server_stats st = srv->stats();
+    if (!st.failure.empty()) throw bench_failure("the server failed: " + st.failure);
+    if (st.refused != 0) throw bench_failure("the server refused " + std::to_string(st.refused) + " requests");
+}
+
 void run_ping_json(session& s, server_start start) {
+    if (s.instructions()) return count_ping_json(s, start);
     const std::int64_t conns = s.param_int("conns");
     const std::int64_t threads = s.param_int("threads");
     if (conns < 1 || threads < 1) throw bench_failure("http/ping_json needs conns >= 1 and threads >= 1");

@@ -12,6 +12,9 @@
 //      server refused, or on a failure a server thread reported; else reports req_per_s (wrk's count), p50_us and
 //      p99_us (wrk's latency histogram) and server_cpu_us_per_req;
 //   4. reports the server's own peak RSS (getrusage RUSAGE_SELF: wrk, a child, is not in it).
+// In instruction mode (tern-bench --instructions) the server, on one thread, is driven over one connection by
+// tern-bench-client instead (../served.hpp); a server on io_uring must then run on the worker's own thread, which
+// tern's implementation does itself.
 // Each phase also prints wrk's own CPU use (info wrk_cpu_pct): checking every answer in Lua is most of wrk's work,
 // and near 100% wrk, not the server, sets req_per_s; server_cpu_us_per_req does not depend on it.
 //

@@ -14,6 +14,8 @@
 // valid while the connection writes it (the service moves on to other connections meanwhile).
 #pragma once
 
+#include "../../harness/instructions.hpp"
+
 #include <simdjson.h>
 
 #include <atomic>
@@ -64,6 +66,7 @@ public:
         if (out.status == 200) {
             to_json(sequence, out);
             count(answered_);
+            instructions::request_handled();
         } else {
             count(refused_);
         }

@@ -16,7 +16,11 @@
 // must have answered exactly the requests the clients received, every one of them from a client port it saw
 // before the phases (a client whose pooled connection died would open another one without a word). A failed check
 // stops every client, and the server is shut down before the failure ends the run.
+// Instruction mode (tern-bench --instructions) counts the server alone: the same server and handler, driven over
+// one connection by tern-bench-client from another process (../served.hpp).
 #include "../sockets/tern_common.hpp"
+#include "../served.hpp"
+#include "../../harness/instructions.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
 
@@ -74,6 +78,7 @@ http::router minimal_routes(minimal_run& run) {
     http::router routes;
     routes.get("/", [&run](http::request& req) -> tern::task<http::response> {
         ++run.served;
+        instructions::request_handled();
         const std::uint16_t port = req.remote_endpoint().port();
         if (!run.ports_known)
             run.client_ports.push_back(port);
@@ -159,13 +164,31 @@ tern::task<void> run_minimal(tern::io_context& ctx, session& s) {
     if (failure) std::rethrow_exception(failure);
 }
 
+// Instruction mode: the server of run_minimal on this loop, tern-bench-client as its one client.
+tern::task<void> count_minimal(tern::io_context& ctx, session& s) {
+    minimal_run run;
+    run.ports_known = true;  // one client, one connection: the handler's check is the steady state's
+    http::server_options opts;
+    opts.date = false;
+    opts.server_name = "";
+    http::server server(ctx, minimal_routes(run), opts);
+    expect_ok(server.listen(net::endpoint::loopback_v4(0)), "listen");
+    auto [ec, where] = server.local_endpoint();
+    expect_ok(ec, "local_endpoint");
+    // The last request stops the server: it answers that request (with Connection: close), closes, and run()
+    // returns.
+    served::client client(s, where.port(), served::protocol::http_get, 0, [&server] { server.stop(); });
+    co_await server.run();
+    client.finish();
+}
+
 }  // namespace
 
 void http_minimal(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("http/minimal runs on one thread (threads=1)");
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_minimal(ctx, s));
+    ctx.block_on(s.instructions() ? count_minimal(ctx, s) : run_minimal(ctx, s));
 }
 
 }  // namespace tern_bench::tern_impl

@@ -4,6 +4,7 @@
 // HTTP (its parser, keep-alive, the Date field, the connection's buffers) and tern the I/O.
 #include "ping_load.hpp"
 #include "ping_service.hpp"
+#include "../served.hpp"
 #include "../tern_setup.hpp"
 #include "../registry.hpp"
 
@@ -21,6 +22,24 @@ namespace tern_bench::tern_impl {
 namespace {
 
 namespace http = tern::http;
+
+// POST /ping answered by the service, the same on every server thread.
+http::router ping_routes(ping::service& service) {
+    http::router routes;
+    routes.post(ping::path, [&service](http::request& req) -> tern::task<http::response> {
+        ping::answer a;
+        service.handle(req.method_name(), req.path(), req.header("content-type"), req.body(), a);
+        if (a.status != 200) co_return http::response(a.status);
+        co_return http::response(200, std::string(a.text()), ping::json_type);
+    });
+    return routes;
+}
+
+http::server_options ping_options() {
+    http::server_options opts;
+    opts.max_connections = 20000;
+    return opts;
+}
 
 // One server thread: its loop, its service and its server, made and destroyed on the thread itself.
 class ping_loop {
@@ -56,17 +75,7 @@ private:
             tern::io_context ctx(options_for(s_));
             announce(s_, ctx);
             service_ = std::make_unique<ping::service>();
-            ping::service* service = service_.get();
-            http::router routes;
-            routes.post(ping::path, [service](http::request& req) -> tern::task<http::response> {
-                ping::answer a;
-                service->handle(req.method_name(), req.path(), req.header("content-type"), req.body(), a);
-                if (a.status != 200) co_return http::response(a.status);
-                co_return http::response(200, std::string(a.text()), ping::json_type);
-            });
-            http::server_options opts;
-            opts.max_connections = 20000;
-            http::server server(ctx, std::move(routes), opts);
+            http::server server(ctx, ping_routes(*service_), ping_options());
             tern::net::acceptor_options listen_opts;
             listen_opts.reuse_port = true;
             expect_ok(server.listen(tern::net::endpoint::loopback_v4(port), listen_opts), "listen");
@@ -137,8 +146,30 @@ std::unique_ptr<ping::server> start_tern_ping_server(session& s, int threads) {
     return std::make_unique<tern_ping_server>(s, threads);
 }
 
+// Instruction mode: the same server on the worker's own thread (no harness thread beside it: ../served.hpp says
+// why), driven by tern-bench-client. The last request stops it: answered with Connection: close, then run()
+// returns.
+void count_ping(session& s) {
+    if (s.param_int("conns") != 1 || s.param_int("threads") != 1)
+        throw bench_failure("http/ping_json's instructions are counted with conns=1 and threads=1");
+    pin_to_cpu(0);
+    tern::io_context ctx(options_for(s));
+    announce(s, ctx);
+    ping::service service;
+    http::server server(ctx, ping_routes(service), ping_options());
+    expect_ok(server.listen(tern::net::endpoint::loopback_v4(0)), "listen");
+    served::client client(s, server.local_endpoint().value.port(), served::protocol::http_ping, 0,
+                          [&server] { server.stop(); });
+    ctx.block_on(server.run());
+    client.finish();
+    if (service.refused() != 0) throw bench_failure("the server refused " + std::to_string(service.refused()) + " requests");
+}
+
 }  // namespace
 
-void http_ping_json(session& s) { ping::run_ping_json(s, start_tern_ping_server); }
+void http_ping_json(session& s) {
+    if (s.instructions()) return count_ping(s);
+    ping::run_ping_json(s, start_tern_ping_server);
+}
 
 }  // namespace tern_bench::tern_impl

@@ -7,7 +7,11 @@
 // capacity (consume() after each message), the client's message is built once, the server echoes the message it
 // read from its own buffer, and permessage-deflate is off on both sides (Beast's default). The client checks every
 // echo: binary, the size, and the bytes (compared with what it sent).
+// Instruction mode (tern-bench --instructions) counts the server alone: the same server_connection on one accepted
+// connection, after its handshake, driven by tern-bench-client from another process (../served.hpp).
 #include "../http/beast_setup.hpp"
+#include "../served.hpp"
+#include "../../harness/instructions.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
 #include "ws_message.hpp"
@@ -20,6 +24,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +58,7 @@ private:
                 return;
             }
             expect_ok(ec, "server read");
+            instructions::request_handled();
             ws_.binary(ws_.got_binary());
             ws_.async_write(buffer_.data(), [this](error_code wec, std::size_t) {
                 expect_ok(wec, "server write");
@@ -113,11 +119,37 @@ struct connection_pair {
     ws_stream server;
 };
 
+// Instruction mode: the server's handshake, then one server_connection, on the connection tern-bench-client opens.
+void count_echo_beast(session& s) {
+    if (s.param_int("conns") != 1) throw bench_failure("ws/echo's instructions are counted with conns=1");
+    const auto size = static_cast<std::size_t>(s.param_int("size"));
+    asio::io_context ctx(1);
+    tcp::acceptor acceptor(ctx, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
+    served::client client(s, acceptor.local_endpoint().port(), served::protocol::ws, size);
+    ws_stream ws(ctx);
+    std::optional<server_connection> conn;
+    acceptor.async_accept(ws.next_layer(), [&](error_code ec) {
+        expect_ok(ec, "accept");
+        ws.next_layer().set_option(tcp::no_delay(true));
+        ws.read_message_max(size + 1024);
+        acceptor.close();
+        ws.async_accept([&](error_code hec) {
+            expect_ok(hec, "server handshake");
+            conn.emplace(ws);
+            conn->start();
+        });
+    });
+    ctx.run();  // until the client's close
+    client.finish();
+    if (!conn || !conn->done()) throw bench_failure("the server connection did not see the client's close");
+}
+
 }  // namespace
 
 void ws_echo_beast(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("ws/echo runs on one thread (threads=1)");
     s.info("boost", BOOST_LIB_VERSION);
+    if (s.instructions()) return count_echo_beast(s);
     asio::io_context ctx(1);
     tcp::acceptor acceptor(ctx, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
     const tcp::endpoint where = acceptor.local_endpoint();

@@ -10,16 +10,24 @@
 // take whole waits for EPOLLOUT. No opening handshake: an HTTP exchange per connection before the phases, which
 // the other implementations make and never measure. After the last phase each client sends a close frame
 // (1000) and waits for the server's answer, and every server must have answered one.
+// Instruction mode (tern-bench --instructions) counts the server's side alone: the same loop with one server
+// endpoint, on a connection accepted from tern-bench-client, which drives it from another process without the
+// opening handshake (../served.hpp).
 #include "../sockets/raw_common.hpp"
+#include "../served.hpp"
+#include "../../harness/instructions.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
 #include "ws_message.hpp"
 
 #include <sys/epoll.h>
 
+#include <arpa/inet.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tern_bench::raw_impl {
@@ -85,24 +93,23 @@ class echo_loop {
 public:
     echo_loop(session& s, std::size_t conns, std::size_t size)
         : meter_(s, "msg_per_s"), pairs_(connect_loopback_pairs(conns)), ep_(::epoll_create1(EPOLL_CLOEXEC)) {
-        if (ep_.fd < 0) fail_errno("epoll_create1", errno);
-        const std::string m = ws_bench::make_message(size);
-        message_.assign(m.begin(), m.end());
         ends_.resize(2 * conns);
         for (std::size_t i = 0; i < conns; ++i) {
             ends_[2 * i].fd = pairs_[i].client.fd;
             ends_[2 * i].client = true;
             ends_[2 * i + 1].fd = pairs_[i].server.fd;
         }
-        for (std::size_t i = 0; i < ends_.size(); ++i) {
-            endpoint& e = ends_[i];
-            e.in.resize(max_header + size);
-            e.out.resize(max_header + size);
-            epoll_event ev{};
-            ev.events = EPOLLIN;
-            ev.data.u64 = i;
-            if (::epoll_ctl(ep_.fd, EPOLL_CTL_ADD, e.fd, &ev) != 0) fail_errno("epoll_ctl", errno);
-        }
+        register_ends(size);
+    }
+
+    // Instruction mode: the server's end of one accepted connection, nothing else.
+    echo_loop(session& s, fd_owner server, std::size_t size)
+        : meter_(s, "msg_per_s"), ep_(::epoll_create1(EPOLL_CLOEXEC)), server_only_(true) {
+        pairs_.emplace_back();
+        pairs_.back().server.fd = std::exchange(server.fd, -1);
+        ends_.resize(1);
+        ends_[0].fd = pairs_.back().server.fd;
+        register_ends(size);
     }
 
     void run() {
@@ -125,10 +132,25 @@ public:
                 if (!was_finished && finished(e)) --open;
             }
         }
-        if (!meter_.done()) throw bench_failure("the clients stopped before the last phase ended");
+        if (!server_only_ && !meter_.done()) throw bench_failure("the clients stopped before the last phase ended");
     }
 
 private:
+    void register_ends(std::size_t size) {
+        if (ep_.fd < 0) fail_errno("epoll_create1", errno);
+        const std::string m = ws_bench::make_message(size);
+        message_.assign(m.begin(), m.end());
+        for (std::size_t i = 0; i < ends_.size(); ++i) {
+            endpoint& e = ends_[i];
+            e.in.resize(max_header + size);
+            e.out.resize(max_header + size);
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.u64 = i;
+            if (::epoll_ctl(ep_.fd, EPOLL_CTL_ADD, e.fd, &ev) != 0) fail_errno("epoll_ctl", errno);
+        }
+    }
+
     // Done, and its last frame (a close) has left: nothing more happens on it.
     static bool finished(const endpoint& e) { return e.done && e.out_begin == e.out_end; }
 
@@ -228,6 +250,7 @@ private:
                     send_close(e, close_key);
                 }
             } else {
+                instructions::request_handled();
                 apply_mask(payload, len, key);
                 const std::size_t oh = put_header(e.out.data(), fin_binary, len, nullptr);
                 std::memcpy(e.out.data() + oh, payload, len);
@@ -258,12 +281,37 @@ private:
     std::vector<unsigned char> message_;
     std::vector<endpoint> ends_;
     std::uint64_t state_ = 0x9e3779b97f4a7c15ull;
+    bool server_only_ = false;
 };
+
+// Instruction mode: a listener, tern-bench-client connecting to it, the loop serving that one connection.
+void count_echo(session& s) {
+    if (s.param_int("conns") != 1) throw bench_failure("ws/echo's instructions are counted with conns=1");
+    const auto size = static_cast<std::size_t>(s.param_int("size"));
+    fd_owner listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (listener.fd < 0) fail_errno("socket", errno);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail_errno("bind", errno);
+    if (::listen(listener.fd, 4) != 0) fail_errno("listen", errno);
+    if (::getsockname(listener.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) fail_errno("getsockname", errno);
+    served::client client(s, ntohs(addr.sin_port), served::protocol::ws_raw, size);
+    fd_owner conn(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (conn.fd < 0) fail_errno("accept", errno);
+    int one = 1;
+    if (::setsockopt(conn.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail_errno("TCP_NODELAY", errno);
+    echo_loop loop(s, std::move(conn), size);
+    loop.run();  // until the client's close
+    client.finish();
+}
 
 }  // namespace
 
 void ws_echo_epoll(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("ws/echo runs on one thread (threads=1)");
+    if (s.instructions()) return count_echo(s);
     echo_loop loop(s, static_cast<std::size_t>(s.param_int("conns")), static_cast<std::size_t>(s.param_int("size")));
     loop.run();
 }

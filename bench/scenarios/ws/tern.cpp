@@ -7,7 +7,11 @@
 // once, reads the echo into its own string, and checks it: binary, the size, and the bytes. permessage-deflate is
 // off on both sides (the default), as in the Beast pair (beast_echo.cpp). After the last phase every client sends
 // a close frame and waits for the server's answer, and every server task must have seen that close.
+// Instruction mode (tern-bench --instructions) counts the server alone: the same serve() on one accepted
+// connection, driven by tern-bench-client from another process (../served.hpp).
 #include "../sockets/tern_common.hpp"
+#include "../served.hpp"
+#include "../../harness/instructions.hpp"
 #include "../../harness/traffic.hpp"
 #include "../registry.hpp"
 #include "ws_message.hpp"
@@ -47,6 +51,7 @@ tern::task<void> serve(ws_tcp& w, echo_run& run) {
             w.next_layer().close();  // the client's pending read ends too
             co_return;
         }
+        instructions::request_handled();
         if (auto wec = co_await w.write(type, tern::const_buffer(in.data(), in.size()))) {
             if (!run.failure) run.failure = std::make_exception_ptr(bench_failure("server write: " + wec.message()));
             w.next_layer().close();
@@ -111,13 +116,34 @@ tern::task<void> run_echo(tern::io_context& ctx, session& s) {
     if (run.servers_closed != conns) throw bench_failure("a server connection did not see its client's close");
 }
 
+// Instruction mode: serve() on one connection accepted from tern-bench-client, after the server's handshake.
+tern::task<void> count_echo(tern::io_context& ctx, session& s) {
+    if (s.param_int("conns") != 1) throw bench_failure("ws/echo's instructions are counted with conns=1");
+    const auto size = static_cast<std::size_t>(s.param_int("size"));
+    echo_run run;
+    ws::stream_options opts;
+    opts.max_message_size = size + 1024;
+    net::tcp_acceptor acceptor(ctx);
+    const net::endpoint where = listen_loopback(acceptor);
+    served::client client(s, where.port(), served::protocol::ws, size);
+    auto [aec, sock] = co_await acceptor.accept();
+    expect_ok(aec, "accept");
+    expect_ok(sock.set_no_delay(true), "TCP_NODELAY");
+    ws_tcp server(std::move(sock), ws::role::server, opts);
+    expect_ok(co_await server.accept(), "server handshake");
+    co_await serve(server, run);  // until the client's close
+    client.finish();
+    if (run.failure) std::rethrow_exception(run.failure);
+    if (run.servers_closed != 1) throw bench_failure("the server did not see the client's close");
+}
+
 }  // namespace
 
 void ws_echo(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("ws/echo runs on one thread (threads=1)");
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_echo(ctx, s));
+    ctx.block_on(s.instructions() ? count_echo(ctx, s) : run_echo(ctx, s));
 }
 
 }  // namespace tern_bench::tern_impl
