@@ -6,13 +6,13 @@
 //   tern-bench-client --port P --protocol http_get|http_ping|ws|ws_raw --requests N [--size S]
 //
 // http_get: http/minimal's GET / (41 bytes); the answer must be 200, Content-Length 13, Content-Type text/plain,
-// the body "Hello, World!", and the connection kept open (but after the last answer, where the server may stop). http_ping: http/ping_json's POST /ping with
-// {"sequence": N} (N of constant width, so every request has the same size); the answer must be 200,
-// Content-Type application/json and {"sequence":N}. ws: RFC 6455's opening handshake (the RFC's example key, whose
-// Sec-WebSocket-Accept is checked), then N binary messages of S bytes (ws_message.hpp's bytes), each masked with a
-// fresh key, each echo checked (binary, unmasked, reassembled from its fragments, the size and every byte), then
-// the close handshake (1000);
-// ws_raw: the same without the opening handshake (the raw/epoll floor has none). Nothing may arrive that was not
+// the body "Hello, World!", and the connection kept open (except after the last answer, where the server may
+// stop). http_ping: http/ping_json's POST /ping with {"sequence": N} (N of constant width, so every request has
+// the same size); the answer must be 200, Content-Type application/json and {"sequence":N}. ws: RFC 6455's
+// opening handshake (the RFC's example key, whose Sec-WebSocket-Accept is checked), then N binary messages of S
+// bytes (ws_message.hpp's bytes), each masked with a fresh key, each echo checked (binary, unmasked, reassembled
+// from its fragments, the size and every byte), then the close handshake (1000); ws_raw: the same without the
+// opening handshake (the raw/epoll floor has none). Nothing may arrive that was not
 // asked for. Prints "tern-bench-client answers=N" and exits 0, or prints the failure on stderr, sends SIGTERM to
 // its parent (the server being counted, which would otherwise wait for requests that never come) and exits 1.
 #include "../scenarios/ws/ws_message.hpp"
