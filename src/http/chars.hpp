@@ -15,6 +15,8 @@ enum char_class : std::uint8_t {
   token_char = 1,   // tchar (RFC 9110 §5.6.2)
   target_char = 2,  // a visible ASCII character, allowed in a request target
   value_char = 4,   // field value: HTAB, SP, VCHAR, obs-text (no control character, no CR)
+  host_char = 8,    // a reg-name's own characters: unreserved and sub-delims (RFC 3986 §3.2.2; '%' apart)
+  hex_char = 16,    // HEXDIG
 };
 
 constexpr std::array<std::uint8_t, 256> make_classes() {
@@ -27,6 +29,11 @@ constexpr std::array<std::uint8_t, 256> make_classes() {
   for (int c = 'a'; c <= 'z'; ++c) t[c] |= token_char;
   for (int c = 'A'; c <= 'Z'; ++c) t[c] |= token_char;
   for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] |= token_char;
+  for (int c = '0'; c <= '9'; ++c) t[c] |= host_char | hex_char;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] |= host_char;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] |= host_char;
+  for (char c : std::string_view("-._~!$&'()*+,;=")) t[static_cast<unsigned char>(c)] |= host_char;
+  for (char c : std::string_view("abcdefABCDEF")) t[static_cast<unsigned char>(c)] |= hex_char;
   return t;
 }
 inline constexpr std::array<std::uint8_t, 256> classes = make_classes();

@@ -19,6 +19,7 @@ std::string error_category_impl::message(int value) const {
     case error::obs_fold: return "bad message: obsolete line folding in the header section";
     case error::missing_host: return "bad request: HTTP/1.1 request without Host";
     case error::duplicate_host: return "bad request: more than one Host";
+    case error::bad_host: return "bad request: the Host field is not a host name or address and a port";
     case error::bad_content_length: return "bad message: malformed Content-Length";
     case error::conflicting_content_length: return "bad message: Content-Length values that differ";
     case error::content_length_with_chunked: return "bad message: both Content-Length and Transfer-Encoding";

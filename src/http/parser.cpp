@@ -14,6 +14,8 @@ namespace tern::http {
 
 namespace {
 
+using detail::hex_char;
+using detail::host_char;
 using detail::is;
 using detail::target_char;
 using detail::token_char;
@@ -103,6 +105,110 @@ void note_connection(std::string_view value, detail::field_facts& facts) noexcep
     else if (iequals(e, "upgrade")) facts.upgrade_token = true;
     return true;
   });
+}
+
+// RFC 3986 dec-octet: 0-255 without leading zeros.
+bool dec_octet(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 3 || (s.size() > 1 && s[0] == '0')) return false;
+  unsigned v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  return v <= 255;
+}
+
+// RFC 3986 IPv4address: four dec-octets.
+bool ipv4_address(std::string_view s) noexcept {
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t dot = s.find('.');
+    if (dot == std::string_view::npos || !dec_octet(s.substr(0, dot))) return false;
+    s.remove_prefix(dot + 1);
+  }
+  return dec_octet(s);
+}
+
+// RFC 3986 IPv6address: groups of 1-4 hex digits separated by ':', eight of them, or fewer with one "::" standing
+// for the rest; the last two may be an IPv4 address.
+bool ipv6_address(std::string_view s) noexcept {
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  int groups = 0;
+  bool compressed = false;
+  if (s.substr(0, 2) == "::") {
+    compressed = true;
+    i = 2;
+    if (i == n) return true;
+  }
+  for (;;) {
+    std::size_t j = i;
+    while (j < n && j - i < 5 && is(s[j], hex_char)) ++j;
+    if (j < n && s[j] == '.') {  // the IPv4 tail, which ends the address
+      if (!ipv4_address(s.substr(i))) return false;
+      groups += 2;
+      break;
+    }
+    if (j == i || j - i > 4) return false;
+    ++groups;
+    if (j == n) break;
+    if (s[j] != ':') return false;
+    if (j + 1 < n && s[j + 1] == ':') {
+      if (compressed) return false;
+      compressed = true;
+      i = j + 2;
+      if (i == n) break;
+    } else {
+      i = j + 1;
+      if (i == n) return false;
+    }
+  }
+  return compressed ? groups <= 7 : groups == 8;
+}
+
+// RFC 3986 IPvFuture: "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ).
+bool ipv_future(std::string_view s) noexcept {
+  if (s.size() < 4 || (s[0] != 'v' && s[0] != 'V')) return false;
+  std::size_t i = 1;
+  while (i < s.size() && is(s[i], hex_char)) ++i;
+  if (i == 1 || i + 1 >= s.size() || s[i] != '.') return false;
+  for (char c : s.substr(i + 1)) {
+    if (!is(c, host_char) && c != ':') return false;
+  }
+  return true;
+}
+
+// RFC 3986 reg-name: unreserved, sub-delims and percent-encoded octets (an IPv4 address is one too).
+bool reg_name(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (is(s[i], host_char)) continue;
+    if (s[i] != '%' || i + 2 >= s.size() || !is(s[i + 1], hex_char) || !is(s[i + 2], hex_char)) return false;
+    i += 2;
+  }
+  return true;
+}
+
+// A Host field value: uri-host [":" port] (RFC 9112 §3.2, RFC 3986 §3.2.2 and §3.2.3).
+bool valid_host(std::string_view v) noexcept {
+  std::string_view port;
+  if (!v.empty() && v.front() == '[') {
+    const std::size_t close = v.find(']');
+    if (close == std::string_view::npos) return false;
+    const std::string_view literal = v.substr(1, close - 1);
+    if (!ipv6_address(literal) && !ipv_future(literal)) return false;
+    const std::string_view rest = v.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return false;
+      port = rest.substr(1);
+    }
+  } else {
+    const std::size_t colon = v.find(':');  // a reg-name has none: the first one starts the port
+    if (!reg_name(v.substr(0, colon))) return false;
+    if (colon != std::string_view::npos) port = v.substr(colon + 1);
+  }
+  for (char c : port) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
 }
 
 // The shared checks of Content-Length and Transfer-Encoding. For a request (the server decides the framing from
@@ -283,6 +389,7 @@ bool request_parser::parse_head(std::string_view data, std::size_t end, std::err
   }
   if (facts.hosts > 1) return !fail(ec, error::duplicate_host);
   if (is_http11 && facts.hosts == 0) return !fail(ec, error::missing_host);
+  if (facts.hosts == 1 && !valid_host(facts.host)) return !fail(ec, error::bad_host);
   if (is_http11 && facts.other_expectation) return !fail(ec, error::unsupported_expectation);
   h.host = facts.host;
   h.expect_continue = is_http11 && facts.expect_continue;

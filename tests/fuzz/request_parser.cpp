@@ -3,16 +3,19 @@
 // - the answer is the same whether the bytes come whole, a byte at a time or in pieces, after reset(), and from a
 //   parser reused for the connection: the same error, or the same head with every view at the same place;
 // - a complete head lies within the input and ends at its first empty line; its request line is method, target
-//   and version as the head says; its fields are exactly the lines before the empty line; the framing, Host,
-//   Expect, keep-alive and upgrade agree with those fields; every limit holds;
+//   and version as the head says; its fields are exactly the lines before the empty line; the framing, Host (a
+//   host and port by RFC 3986), Expect, keep-alive and upgrade agree with those fields; every limit holds;
 // - an incomplete head without an error has no empty line yet and is within the limits;
 // - a head accepted with small limits is accepted, the same, with the default ones;
 // - where the limits on line and section sizes cannot be reached, the parser accepts exactly what a plain judge
 //   of the rules accepts (written here without the parser's structure: split at CRLFs, spaces and colons).
 // One input in four is parsed with small limits (chosen from its bytes), so that every limit is reached.
+#include <arpa/inet.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <string_view>
 
 #include "head_checks.hpp"
@@ -57,6 +60,56 @@ void print(const char* label, const result& r) {
   std::fprintf(stderr, "\n");
 }
 
+// A Host value as RFC 3986 has it, judged without the parser's structure: uri-host [":" port], where uri-host is
+// "[" IPv6address or IPvFuture "]" (the IPv6 address judged by the C library's inet_pton, whose grammar is the
+// RFC's) or a reg-name (unreserved, sub-delims, %HH), and port is digits.
+bool judge_host(std::string_view v) {
+  const auto in = [](char c, std::string_view set) { return set.find(c) != std::string_view::npos; };
+  const std::string_view alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const std::string_view hex = "0123456789abcdefABCDEF";
+  const std::string_view unreserved_or_sub_delims = "-._~!$&'()*+,;=";
+  std::string_view host = v, port;
+  if (!v.empty() && v[0] == '[') {
+    const std::size_t close = v.find(']');
+    if (close == std::string_view::npos) return false;
+    host = v.substr(1, close - 1);
+    if (close + 1 < v.size()) {
+      if (v[close + 1] != ':') return false;
+      port = v.substr(close + 2);
+    }
+    unsigned char address[16];
+    const bool v6 = host.size() < 64 && host.find('\0') == std::string_view::npos &&
+                    inet_pton(AF_INET6, std::string(host).c_str(), address) == 1;
+    bool future = host.size() >= 4 && (host[0] == 'v' || host[0] == 'V');
+    std::size_t dot = future ? host.find('.') : 0;
+    future = future && dot != std::string_view::npos && dot > 1 && dot + 1 < host.size();
+    for (std::size_t i = 1; future && i < host.size(); ++i) {
+      const char c = host[i];
+      future = i < dot ? in(c, hex) : i == dot || in(c, alnum) || in(c, unreserved_or_sub_delims) || c == ':';
+    }
+    if (!v6 && !future) return false;
+  } else {
+    const std::size_t colon = v.find(':');
+    if (colon != std::string_view::npos) {
+      host = v.substr(0, colon);
+      port = v.substr(colon + 1);
+    }
+    for (std::size_t i = 0; i < host.size(); ++i) {
+      const char c = host[i];
+      if (c == '%') {
+        if (host.size() - i < 3 || !in(host[i + 1], hex) || !in(host[i + 2], hex)) return false;
+        i += 2;
+      } else if (!in(c, alnum) && !in(c, unreserved_or_sub_delims)) {
+        return false;
+      }
+    }
+  }
+  for (char c : port) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
 // Empty lines before a request line are skipped (RFC 9112 §2.2).
 std::size_t first_line_at(std::string_view bytes) {
   std::size_t at = 0;
@@ -98,6 +151,7 @@ void check_complete(const result& r, const http::parser_limits& limits) {
   TERN_FUZZ_CHECK(hosts <= 1 && (hosts == 1 || !http11));
   const http::field_list fields(r.fields);
   TERN_FUZZ_CHECK(h.host == fields.get("host") && (h.host.empty() || h.host.data() == fields.get("host").data()));
+  TERN_FUZZ_CHECK(hosts == 0 || judge_host(h.host));
 
   const bool has_te = count_fields(r.fields, "transfer-encoding") != 0;
   const bool has_cl = count_fields(r.fields, "content-length") != 0;
@@ -180,9 +234,10 @@ verdict judge(std::string_view buffer, const http::parser_limits& limits, std::s
     content_length_value(fields, length);
     if (length > limits.max_body) return verdict::refused;
   }
-  // One Host (none allowed in HTTP/1.0); in HTTP/1.1, no expectation but 100-continue.
+  // One Host (none allowed in HTTP/1.0), a host and port; in HTTP/1.1, no expectation but 100-continue.
   const std::size_t hosts = count_fields(fields, "host");
   if (hosts > 1 || (http11 && hosts == 0)) return verdict::refused;
+  if (hosts == 1 && !judge_host(http::field_list(fields).get("host"))) return verdict::refused;
   if (http11) {
     for (const http::field& f : fields) {
       if (same_ignoring_case(f.name, "expect") && !same_ignoring_case(f.value, "100-continue")) {

@@ -169,6 +169,35 @@ TEST(http_request_parser, malformed_and_smuggling_shapes_are_refused) {
   }
 }
 
+// RFC 9112 §3.2: a Host whose value is not uri-host [":" port] (RFC 3986: a reg-name, an IPv4 address, or an
+// IPv6 or IPvFuture literal in brackets; the port digits only) is answered with 400, as a missing or repeated
+// Host is. The empty value is what a client sends for a target without an authority.
+TEST(http_request_parser, host_must_be_a_uri_host_and_port) {
+  const std::vector<std::string> accepted = {
+      "example.com", "Example.COM:8080", "localhost:", "127.0.0.1", "127.0.0.1:80", "[::1]", "[::1]:8080",
+      "[2001:db8::7]", "[2001:DB8:0:0:8:800:200C:417A]", "[::ffff:192.0.2.1]", "[1:2:3:4:5:6:7::]",
+      "[::1:2:3:4:5:6:7]", "[1:2:3:4:5:6:1.2.3.4]", "[::]", "[v1.fe80::a+en1]", "xn--bcher-kva.example",
+      "a%20b", "sub_domain.ex~ample-", "!$&'()*+,;=", "", "999.999.999.999", ":80"};
+  for (const std::string& host : accepted) {
+    http::request_parser p;
+    EXPECT_FALSE(parse_request("GET / HTTP/1.1\r\nHost: " + host + "\r\n\r\n", p)) << "Host: " << host;
+    EXPECT_EQ(p.head().host, host);
+  }
+  const std::vector<std::string> refused = {
+      "a b", "a/b", "a@b", "user@example.com:80", "a:b", "a:80:90", "a:8 0", "::1", "[::1", "[::1]x", "[::1]:a",
+      "[1:2:3:4:5:6:7:8:9]", "[1:2:3:4:5:6:7:8::]", "[::1::2]", "[12345::]", "[g::]", "[:1]", "[1:]", "[:::]",
+      "[::1.2.3]", "[::256.1.1.1]", "[::01.1.1.1]", "[1:2:3:4:5:6:7:1.2.3.4]", "[]", "[v1.]", "[v.a]", "[vx.a]",
+      "[fe80::1%25eth0]", "a%2", "a%zz", "http://a", "a?b", "a#b", "a\\b", "a\"b", "a<b", "\xc3\xbc", "a\tb"};
+  for (const std::string& host : refused) {
+    const std::error_code ec = parse_request("GET / HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+    EXPECT_EQ(ec, http::error::bad_host) << "Host: " << host << ": " << ec.message();
+    EXPECT_EQ(http::status_of(ec), 400) << "Host: " << host;
+    // HTTP/1.0 need not send Host, but one it sends must be valid too.
+    EXPECT_EQ(parse_request("GET / HTTP/1.0\r\nHost: " + host + "\r\n\r\n"), http::error::bad_host)
+        << "HTTP/1.0, Host: " << host;
+  }
+}
+
 TEST(http_request_parser, limits_are_refused_with_their_status) {
   http::parser_limits limits;
   limits.max_request_line = 64;

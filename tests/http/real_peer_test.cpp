@@ -90,6 +90,40 @@ TEST_P(http_real_peer_test, curl) {
                     "--data-binary abc " + shell_quote(s.url("/sum")),
                     status);
   EXPECT_EQ(out, "400");
+
+  // A Host that is not a host and port (RFC 9112 §3.2) is refused as a missing one is, and a valid one served.
+  for (const std::string host : {"a b", "a/b", "[::1", "h:port"}) {
+    out = command_output("curl -sS -o /dev/null -w '%{http_code}' -H " + shell_quote("Host: " + host) + " " +
+                             shell_quote(s.url("/hello")),
+                         status);
+    EXPECT_EQ(out, "400") << "Host: " << host;
+  }
+  out = command_output("curl -sS -w ' %{http_code}' -H 'Host: [::1]:8080' " + shell_quote(s.url("/hello")), status);
+  EXPECT_EQ(out, "hello\n 200");
+}
+
+TEST_P(http_real_peer_test, python_http_client_with_a_bad_host) {
+  server_thread s(GetParam(), peer_routes());
+  const std::string script = R"(
+import http.client, sys
+port = int(sys.argv[1])
+for host, expected in (("a b", 400), ("a@b", 400), ("[v1.x]:1", 200), ("example.org:80", 200), ("", 200)):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.putrequest("GET", "/hello", skip_host=True)
+    c.putheader("Host", host)
+    c.endheaders()
+    r = c.getresponse()
+    assert r.status == expected, (host, r.status)
+    body = r.read()
+    assert (body == b"hello\n") == (expected == 200), (host, body)
+    c.close()
+print("ok")
+)";
+  int status = 0;
+  const std::string out =
+      command_output("python3 -c " + shell_quote(script) + " " + std::to_string(s.port()) + " 2>&1", status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "ok\n");
 }
 
 TEST_P(http_real_peer_test, python_http_client) {

@@ -15,6 +15,7 @@
 // | bad_header_name, bad_header_value    | 400    | protocol_error     |
 // | obs_fold                             | 400    | protocol_error     |
 // | missing_host, duplicate_host         | 400    | protocol_error     |
+// | bad_host                             | 400    | protocol_error     |
 // | bad_content_length                   | 400    | protocol_error     |
 // | conflicting_content_length           | 400    | protocol_error     |
 // | content_length_with_chunked          | 400    | protocol_error     |
@@ -49,6 +50,7 @@ enum class error {
   obs_fold,                        // a field line continued on the next line (obsolete line folding)
   missing_host,                    // an HTTP/1.1 request without Host
   duplicate_host,                  // more than one Host
+  bad_host,                        // a Host that is not uri-host [":" port] (RFC 3986 host, digits for the port)
   bad_content_length,              // a Content-Length that is not a decimal number
   conflicting_content_length,      // Content-Lengths that differ
   content_length_with_chunked,     // both Content-Length and Transfer-Encoding (a request smuggling shape)

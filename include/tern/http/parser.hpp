@@ -20,7 +20,9 @@
 //   9110 §8.6 allows); a Content-Length that is not a decimal number or overflows (400);
 // - Transfer-Encoding whose last coding is not chunked, with chunked twice, or in an HTTP/1.0 message (400); a
 //   coding other than chunked, which tern does not decode (501);
-// - an HTTP/1.1 request without Host, or with two (400); a major version other than 1 (505);
+// - an HTTP/1.1 request without Host, or with two, or a Host whose value is not uri-host [":" port] of RFC 3986
+//   (a reg-name, an IPv4 address, an IPv6 or IPvFuture literal in brackets; the port digits only) (400); a major
+//   version other than 1 (505);
 // - an Expect other than 100-continue (417);
 // - a request line over max_request_line (414), a header section over max_header_bytes or with more than
 //   max_headers fields (431), a Content-Length over max_body (413).
