@@ -147,7 +147,8 @@ class http_status {
   }
   tern::task<> stop() {
     co_await server_.shutdown(std::chrono::seconds(1));
-    co_await std::move(running_);
+    const std::error_code ec = co_await std::move(running_);
+    if (ec) std::fprintf(stderr, "http: %s\n", ec.message().c_str());
     say("stopped", "http");
   }
 
@@ -165,7 +166,7 @@ class http_status {
   config_iface& config_;
   http::server server_;
   tern::io_context& ctx_;
-  tern::join_handle<void> running_;
+  tern::join_handle<std::error_code> running_;  // the server's run(): an error if its listener broke
 };
 
 tern::task<int> run(tern::io_context& ctx, svc::event_bus& bus, tern::signal_set& signals, net::endpoint where,

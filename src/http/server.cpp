@@ -11,6 +11,7 @@
 #include "tern/http/upgrade.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -675,19 +676,63 @@ task<void> server::refuse(net::tcp_socket socket) {
   active_.done();
 }
 
-task<void> server::run() {
+namespace {
+
+// Accept errors that belong to one connection on its way in (reset, refused by a firewall rule, a network error
+// passed on by the kernel, as accept(2) lists them): the next accept goes on.
+bool one_connection_failed(const std::error_code& ec) noexcept {
+  if (ec.category() != std::system_category() && ec.category() != std::generic_category()) return false;
+  switch (ec.value()) {
+    case ECONNABORTED: case EPROTO: case EPERM: case EINTR: case EAGAIN: case ENETDOWN: case ENOPROTOOPT:
+    case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH: case ETIMEDOUT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Out of descriptors (EMFILE, ENFILE) or buffers: the listener stays readable, and retrying at once would spin.
+bool out_of_resources(const std::error_code& ec) noexcept {
+  return ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system ||
+         ec == std::errc::no_buffer_space || ec == std::errc::not_enough_memory;
+}
+
+}  // namespace
+
+task<std::error_code> server::run() {
+  constexpr auto back_off = std::chrono::milliseconds(20);
+  std::error_code failure;
+  unsigned failed_in_a_row = 0;
   while (!stopping_) {
     auto [ec, socket] = co_await acceptor_.accept();
     if (ec) {
       if (stopping_) break;
-      // Out of descriptors (EMFILE, ENFILE) or buffers: back off instead of spinning on a listener that stays
-      // readable, and try again when connections have closed.
-      if (ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system ||
-          ec == std::errc::no_buffer_space || ec == std::errc::not_enough_memory) {
-        co_await sleep_for(std::chrono::milliseconds(20));
+      if (ec == std::errc::operation_canceled) {
+        // run()'s own stop (a deadline on it, a cancelled parent): what it runs is cancelled with it.
+        failure = ec;
+        stop();
+        cut_all();
+        break;
       }
+      if (out_of_resources(ec)) {
+        // Again when connections have closed.
+        (void)co_await sleep_for(back_off);
+        continue;
+      }
+      if (!one_connection_failed(ec)) {
+        // The listener itself is broken (never listened, closed under the server, ...): nothing will come of
+        // accepting again. The connections finish their requests, as after stop().
+        failure = ec;
+        stop();
+        break;
+      }
+      // The loop's other tasks (a stop(), a timer) run before the next try, and a failure that persists after
+      // all is retried at the back-off pace.
+      if (++failed_in_a_row % 16 == 0) (void)co_await sleep_for(back_off);
+      else co_await tern::yield();
       continue;
     }
+    failed_in_a_row = 0;
     (void)socket.set_no_delay(true);
     active_.add();
     if (open_ >= opts_.max_connections) {
@@ -706,6 +751,7 @@ task<void> server::run() {
   }
   acceptor_.close();
   co_await tasks_.wait();
+  co_return failure;
 }
 
 void server::stop() noexcept {
@@ -725,14 +771,16 @@ task<void> server::shutdown(std::chrono::milliseconds grace) {
   stop();
   if (open_ != 0) {
     auto ec = co_await with_timeout(active_.wait(), grace);
-    if (ec) {
-      // Past the grace: every operation of every connection (a handler's included) is cancelled, and each
-      // connection closes as soon as its task notices.
-      tasks_.cancel();
-      for (detail::connection* c = head_; c != nullptr; c = c->next_) c->cut();
-    }
+    if (ec) cut_all();  // past the grace
   }
   (void)co_await active_.wait();
+}
+
+void server::cut_all() noexcept {
+  // Every operation of every connection (a handler's included) is cancelled, and each connection closes as soon as
+  // its task notices.
+  tasks_.cancel();
+  for (detail::connection* c = head_; c != nullptr; c = c->next_) c->cut();
 }
 
 }  // namespace tern::http
@@ -749,11 +797,12 @@ task<void> stop_on_request(server& s, std::stop_token stop, std::chrono::millise
   co_await s.shutdown(grace);
 }
 
-// Runs s until the runtime's stop request, which shuts it down with grace.
-task<void> run_until_stopped(server& s, std::stop_token stop, std::chrono::milliseconds grace) {
+// Runs s until the runtime's stop request, which shuts it down with grace; run()'s error, if its listener broke.
+task<std::error_code> run_until_stopped(server& s, std::stop_token stop, std::chrono::milliseconds grace) {
   auto watcher = spawn(s.context(), stop_on_request(s, stop, grace));
-  co_await s.run();
+  const std::error_code ec = co_await s.run();
   co_await std::move(watcher);
+  co_return ec;
 }
 
 // Port 0 means one free port for every worker: a socket bound (not listening) with SO_REUSEPORT reserves it while
@@ -797,11 +846,14 @@ task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes, n
   }
   holder.reset();
   if (!first && on_listening) on_listening(where);
-  std::vector<join_handle<void>> running;
+  std::vector<join_handle<std::error_code>> running;
   for (std::size_t i = 0; i < servers.size() && !first; ++i) {
     running.push_back(rt.spawn_on(i, run_until_stopped(*servers[i], rt.stop_token(), grace)));
   }
-  for (auto& r : running) co_await std::move(r);
+  for (auto& r : running) {
+    const std::error_code ec = co_await std::move(r);
+    if (!first) first = ec;
+  }
   // Each server is destroyed on its own worker.
   for (std::size_t i = 0; i < servers.size(); ++i) {
     co_await rt.spawn_on(i, [](std::unique_ptr<server> s) -> task<void> {

@@ -3,6 +3,7 @@
 // anywhere, Expect: 100-continue, every refusal with its status and a closed connection, handlers that throw,
 // the timeouts (slowloris, idle, slow bodies), the connection cap, graceful shutdown, and the streaming form.
 #include "http_support.hpp"
+#include "net_support.hpp"
 
 #include <tern/http/router.hpp>
 #include <tern/http/stream.hpp>
@@ -428,6 +429,94 @@ TEST_P(http_server_test, shutdown_cuts_what_outlives_the_grace) {
   EXPECT_TRUE(s.stop(200ms));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_TRUE(c.server_closed());
+}
+
+// A server that never listened: accept fails at once, every time. run() used to go round that failure without
+// ever suspending, so neither a timeout nor stop() could reach it (the loop was stuck in one item). A one-second
+// deadline around run() must end it, and stop() from another task of the loop too.
+TEST_P(http_server_test, run_on_a_server_that_never_listened_returns) {
+  tern::io_context ctx(options_for(GetParam()));
+  run_bounded(
+      ctx,
+      [](tern::io_context& ctx) -> tern::task<void> {
+        http::server server(ctx, test_routes());
+        const auto t0 = std::chrono::steady_clock::now();
+        // The error is persistent: run() ends with it at once.
+        EXPECT_EC(co_await tern::with_timeout(server.run(), 1s), std::errc::bad_file_descriptor);
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+        http::server other(ctx, test_routes());
+        auto running = tern::spawn(ctx, other.run());
+        co_await tern::sleep_for(20ms);
+        other.stop();
+        EXPECT_EC(co_await std::move(running), std::errc::bad_file_descriptor);
+      }(ctx),
+      10s);
+}
+
+// Out of descriptors, accept fails for as long as the table stays full: run() backs off, and stop() reaches it.
+TEST_P(http_server_test, stop_reaches_a_run_backing_off_from_a_full_descriptor_table) {
+  tern::io_context ctx(options_for(GetParam()));
+  run_bounded(
+      ctx,
+      [](tern::io_context& ctx) -> tern::task<void> {
+        http::server server(ctx, test_routes());
+        CO_ASSERT_OK(server.listen(tern::net::endpoint::loopback_v4(0)));
+        tern::net::tcp_socket client(ctx);
+        CO_ASSERT_OK(co_await client.connect(server.local_endpoint().value));  // waits in the accept queue
+        fd_table_filler filler;
+        const bool full = filler.full();
+        auto running = tern::spawn(ctx, server.run());
+        co_await tern::sleep_for(100ms);
+        server.stop();
+        const std::error_code result = co_await std::move(running);
+        filler.release();
+        CO_ASSERT(full);
+        EXPECT_OK(result);
+      }(ctx),
+      10s);
+}
+
+// Cancelling run() (a deadline on it, a stop of the task that awaits it) ends it: it stops accepting, cuts its
+// connections, busy or idle, and returns once they are gone.
+TEST_P(http_server_test, a_deadline_on_run_ends_it_and_its_connections) {
+  tern::io_context ctx(options_for(GetParam()));
+  run_bounded(
+      ctx,
+      [](tern::io_context& ctx) -> tern::task<void> {
+        http::router r = test_routes();
+        r.get("/forever", [](http::request&) -> tern::task<http::response> {
+          co_await tern::sleep_for(60s);
+          co_return http::response(200);
+        });
+        http::server server(ctx, std::move(r));
+        CO_ASSERT_OK(server.listen(tern::net::endpoint::loopback_v4(0)));
+        const tern::net::endpoint ep = server.local_endpoint().value;
+        auto client = [](tern::io_context& ctx, tern::net::endpoint ep, std::string request) -> tern::task<std::string> {
+          auto [cec, s] = co_await tern::net::connect(ctx, ep);
+          if (cec) co_return "connect: " + cec.message();
+          (void)co_await s.write_all(tern::const_buffer(request.data(), request.size()));
+          std::string got;
+          char buf[4096];
+          for (;;) {
+            auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf, sizeof buf));
+            if (ec) break;
+            got.append(buf, n);
+          }
+          co_return got;
+        };
+        const std::string hello = get("/hello"), forever = get("/forever");
+        auto idle = tern::spawn(ctx, client(ctx, ep, hello));
+        auto busy = tern::spawn(ctx, client(ctx, ep, forever));
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::error_code ec = co_await tern::with_timeout(server.run(), 300ms);
+        EXPECT_EC(ec, std::errc::timed_out);
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+        EXPECT_EQ(server.connections(), 0u);
+        const std::string idle_got = co_await std::move(idle);
+        EXPECT_NE(idle_got.find("hello\n"), std::string::npos) << idle_got;
+        EXPECT_EQ(co_await std::move(busy), "") << "cut without an answer";
+      }(ctx),
+      10s);
 }
 
 // ---- the streaming form ----

@@ -8,7 +8,7 @@
 //   });
 //   http::server server(ctx, std::move(routes));
 //   if (auto ec = server.listen(net::endpoint::loopback_v4(8080))) ...;
-//   co_await server.run();  // until stop() or shutdown()
+//   co_await server.run();  // until stop() or shutdown(); an error if the listener breaks
 //
 // Each connection is a task of the server's loop. It reads a request head (parser.hpp: strict, with limits),
 // finds the route, reads the body (Content-Length or chunked; answering Expect: 100-continue first), runs the
@@ -27,7 +27,11 @@
 //
 // Shutdown: stop() stops accepting and closes the idle connections; a connection inside a request finishes it,
 // answers with Connection: close, and closes. shutdown(grace) does the same and then, after grace, cuts the
-// connections still busy. run() returns once every connection is closed.
+// connections still busy. run() returns once every connection is closed. Cancelling run() itself (a deadline on
+// it, a stop of the task awaiting it) cuts every connection at once, like a shutdown whose grace has passed.
+// An accept that fails for one connection (reset on its way in) is skipped; one that fails for lack of descriptors
+// or memory is retried every 20 ms; any other failure (a listener that never listened or was closed) ends run()
+// with that error, after the connections have finished as on stop().
 #pragma once
 
 #include <chrono>
@@ -90,8 +94,10 @@ class server {
   [[nodiscard]] std::error_code listen(const net::endpoint& ep, net::acceptor_options opts = {});
   [[nodiscard]] io_result<net::endpoint> local_endpoint() const noexcept;
 
-  // Accepts and serves connections until stop() or shutdown(); returns once every connection has closed.
-  task<void> run();
+  // Accepts and serves connections until stop() or shutdown(); returns once every connection has closed. Yields
+  // std::error_code: empty after stop() or shutdown(), operation_canceled when run() was cancelled, else the
+  // listener's error (bad_file_descriptor for a server that never listened, ...).
+  task<std::error_code> run();
   // Stops accepting, closes the idle connections, and lets busy ones finish their request. Loop thread only.
   void stop() noexcept;
   // stop(), then waits until every connection has closed or grace has passed, when the busy ones are cut.
@@ -107,6 +113,7 @@ class server {
   task<void> serve(net::tcp_socket socket);
   task<void> refuse(net::tcp_socket socket);
   void link(detail::connection* c) noexcept;
+  void cut_all() noexcept;
   void unlink(detail::connection* c) noexcept;
 
   io_context* ctx_;
@@ -124,7 +131,8 @@ class server {
 // Runs a server on every worker of rt, each listening on ep with SO_REUSEPORT (the kernel spreads the
 // connections), all answering with routes; port 0 picks one free port for all of them. on_listening (if given) is
 // called with the endpoint once every worker listens. Returns after rt's shutdown, whose stop request shuts every
-// server down with grace, or at once with the first error of listening.
+// server down with grace, or at once with the first error of listening; a listener that broke meanwhile is
+// reported then.
 task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
                             server_options opts = {}, std::chrono::milliseconds grace = std::chrono::seconds(5),
                             std::function<void(const net::endpoint&)> on_listening = {});
