@@ -11,8 +11,10 @@ std::string error_category_impl::message(int value) const {
     case error::operation_canceled: return "operation canceled";
     case error::timed_out: return "operation timed out";
     case error::wrong_loop:
-      return "I/O object used from a thread that does not run its loop: await its operations in a task running on "
-             "the io_context it was created on (spawn the task there), or move it with release() and adopt()";
+      return "I/O object used from a thread that does not run its loop (usually a task that moved to another worker "
+             "with runtime::switch_to while it still uses an object of its first one): await its operations in a "
+             "task running on the io_context it was created on (switch back, or spawn the task there), or move it "
+             "with release() and adopt()";
     case error::eof: return "end of stream: the peer closed the connection";
     case error::closed: return "the channel is closed";
     case error::full: return "the channel is full";

@@ -20,7 +20,7 @@ struct table_row {
 const table_row table[] = {
     {tern::error::operation_canceled, std::errc::operation_canceled, "canceled"},
     {tern::error::timed_out, std::errc::timed_out, "timed out"},
-    {tern::error::wrong_loop, std::nullopt, "loop"},
+    {tern::error::wrong_loop, std::nullopt, "switch_to"},
     {tern::error::eof, std::nullopt, "end of stream"},
     {tern::error::closed, std::nullopt, "closed"},
     {tern::error::full, std::errc::resource_unavailable_try_again, "full"},

@@ -40,7 +40,8 @@ class connection {
   // The peer's bytes wait in the kernel's receive queue: an idle connection is not cut by stop() then (server.cpp).
   bool input_waiting() const noexcept;
 
-  // The streaming form's side (stream.hpp).
+  // The streaming form's side (stream.hpp). Each refuses a call from another loop than the server's with
+  // tern::error::wrong_loop before it touches the connection.
   task<io_result<std::size_t>> read_body_some(mutable_buffer b);
   bool body_done() const noexcept { return body_left_ == 0 && (framing_ != body_framing::chunked || chunked_.done()); }
   std::optional<std::uint64_t> body_length() const noexcept;
@@ -60,6 +61,7 @@ class connection {
   task<std::error_code> write_now(std::string_view data);
   task<bool> run_stream(const router::route& route, request& req, bool close);
   task<void> hand_over(response& r);
+  bool on_loop() const noexcept { return server_->context().running_here(); }
   bool make_room();
   void keep_room_after_head();
   std::size_t max_capacity() const noexcept;

@@ -51,6 +51,16 @@ bool is_framing_field(std::string_view name) noexcept {
   return iequals(name, "content-length") || iequals(name, "transfer-encoding");
 }
 
+// Continues the awaiting coroutine on loop: at once when it runs there, else through loop's queue. A handler may
+// end on another loop than its connection's (it moved with runtime::switch_to, to reach something of that loop's,
+// and returned there); the connection, whose socket belongs to its own loop, goes on there.
+struct resume_on {
+  io_context& loop;
+  bool await_ready() const noexcept { return loop.running_here(); }
+  void await_suspend(std::coroutine_handle<> h) const { loop.post([h] { h.resume(); }); }
+  void await_resume() const noexcept {}
+};
+
 }  // namespace
 
 // The status line and fields of a response, into out. body_size: the Content-Length to send (none for a status
@@ -331,6 +341,7 @@ task<void> connection::hand_over(response& r) {
   } catch (...) {
     // The protocol's failure ends its connection only (the stream closed with the upgrade function's frame).
   }
+  co_await resume_on{server_->context()};  // the connection leaves its server on the server's loop
 }
 
 task<void> connection::run() {
@@ -393,6 +404,7 @@ task<void> connection::run() {
     } catch (...) {
       r = response(status::internal_server_error, "internal server error\n");
     }
+    co_await resume_on{server_->context()};
     if (r.upgrade && r.status == status::switching_protocols && h.version == http11 && !server_->stopping_) {
       co_await hand_over(r);
       co_return;
@@ -446,6 +458,7 @@ std::optional<std::uint64_t> connection::body_length() const noexcept {
 }
 
 task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
+  if (!on_loop()) co_return sized{make_error_code(tern::error::wrong_loop), 0};
   if (b.size() == 0) co_return sized{std::error_code{}, 0};
   if (framing_ == body_framing::content_length) {
     if (body_left_ == 0) co_return sized{make_error_code(tern::error::eof), 0};
@@ -504,6 +517,7 @@ task<std::error_code> connection::write_now(std::string_view data) {
 
 task<std::error_code> connection::send_head(response_stream& s, int status, const fields& f,
                                             std::optional<std::uint64_t> length) {
+  if (!on_loop()) co_return make_error_code(tern::error::wrong_loop);
   if (s.started_) co_return std::make_error_code(std::errc::invalid_argument);
   s.started_ = true;
   const bool bodiless = status < 200 || status == 204 || status == 304;
@@ -518,6 +532,7 @@ task<std::error_code> connection::send_head(response_stream& s, int status, cons
 }
 
 task<std::error_code> connection::send_body(response_stream& s, const_buffer b) {
+  if (!on_loop()) co_return make_error_code(tern::error::wrong_loop);
   if (!s.started_ || s.finished_ || (s.length_ && s.written_ + b.size() > *s.length_)) {
     co_return std::make_error_code(std::errc::invalid_argument);
   }
@@ -547,6 +562,7 @@ task<std::error_code> connection::send_body(response_stream& s, const_buffer b) 
 }
 
 task<std::error_code> connection::send_end(response_stream& s) {
+  if (!on_loop()) co_return make_error_code(tern::error::wrong_loop);
   if (!s.started_ || s.finished_ || (s.length_ && s.written_ != *s.length_)) {
     co_return std::make_error_code(std::errc::invalid_argument);
   }
@@ -576,6 +592,7 @@ task<bool> connection::run_stream(const router::route& route, request& req, bool
     co_await route.streaming(req, reader, out);
   } catch (...) {
   }
+  co_await resume_on{server_->context()};
   if (!out.started_) {
     answer(response(status::internal_server_error, "internal server error\n"), head_only_, close_, version_);
   } else if (!out.finished_ || out.failed_) {

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <future>
 
 #include "fs_support.hpp"
 
@@ -100,6 +101,92 @@ TEST_P(http_real_peer_test, curl) {
   }
   out = command_output("curl -sS -w ' %{http_code}' -H 'Host: [::1]:8080' " + shell_quote(s.url("/hello")), status);
   EXPECT_EQ(out, "hello\n 200");
+}
+
+// A handler that moves to another worker (runtime::switch_to, say to reach a file that worker owns) and returns
+// there: the connection goes on on its own loop all the same. Python's http.client sends many requests over
+// several keep-alive connections to a 2-worker runtime, and checks every answer; a streaming handler that
+// finishes its response and then moves away is answered whole too.
+TEST_P(http_real_peer_test, handlers_that_end_on_another_worker) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  auto routes = std::make_shared<http::router>();
+  routes->get("/cross/{n}", [&rt](http::request& q) -> tern::task<http::response> {
+    const std::size_t here = rt.current_worker();
+    std::string body = "n=" + std::string(q.param("n"));
+    co_await rt.switch_to(1 - here);
+    body += rt.current_worker() != here ? " crossed" : " stayed";
+    co_return http::response(200, body);
+  });
+  routes->stream(http::method::get, "/cross-stream/{n}",
+                 [&rt](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+                   const std::string body = "streamed " + std::string(q.param("n"));
+                   if (co_await out.start(200, {}, body.size())) co_return;
+                   if (co_await out.write(tern::const_buffer(body.data(), body.size()))) co_return;
+                   if (co_await out.finish()) co_return;
+                   co_await rt.switch_to(1 - rt.current_worker());
+                 });
+  // The response stream used from the other worker refuses (and names switch_to); back home, it works.
+  routes->stream(http::method::get, "/stream-away",
+                 [&rt](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+                   const std::size_t home = rt.current_worker();
+                   co_await rt.switch_to(1 - home);
+                   const std::error_code away = co_await out.start(200);
+                   co_await rt.switch_to(home);
+                   const bool named = away.message().find("switch_to") != std::string::npos;
+                   const std::string body = away == tern::error::wrong_loop && named ? "refused away" : away.message();
+                   if (co_await out.start(200, {}, body.size())) co_return;
+                   if (co_await out.write(tern::const_buffer(body.data(), body.size()))) co_return;
+                   (void)co_await out.finish();
+                 });
+  routes->post("/cross-body", [&rt](http::request& q) -> tern::task<http::response> {
+    std::string body(q.body());
+    co_await rt.switch_to(1 - rt.current_worker());
+    co_return http::response(200, std::to_string(body.size()));
+  });
+  std::promise<tern::net::endpoint> listening;
+  std::thread server([&] {
+    const std::error_code ec = rt.block_on(http::serve(rt, routes, tern::net::endpoint::loopback_v4(0), {},
+                                                       std::chrono::seconds(2),
+                                                       [&](const tern::net::endpoint& ep) { listening.set_value(ep); }));
+    EXPECT_FALSE(ec) << ec.message();
+  });
+  const std::uint16_t port = listening.get_future().get().port();
+  const std::string script = R"(
+import http.client, sys, threading
+port = int(sys.argv[1])
+failures = []
+def client(k):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        for i in range(60):
+            n = "%d-%d" % (k, i)
+            c.request("GET", "/cross/" + n)
+            r = c.getresponse(); body = r.read()
+            assert r.status == 200 and body == ("n=%s crossed" % n).encode(), (n, r.status, body)
+            c.request("GET", "/cross-stream/" + n)
+            r = c.getresponse(); body = r.read()
+            assert r.status == 200 and body == ("streamed " + n).encode(), (n, r.status, body)
+            c.request("GET", "/stream-away")
+            r = c.getresponse(); body = r.read()
+            assert r.status == 200 and body == b"refused away", (n, r.status, body)
+            c.request("POST", "/cross-body", body=b"x" * (i * 100))
+            r = c.getresponse(); body = r.read()
+            assert r.status == 200 and body == str(i * 100).encode(), (n, r.status, body)
+        c.close()
+    except Exception as e:
+        failures.append(repr(e))
+threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("ok" if not failures else failures[0])
+)";
+  int status = 0;
+  const std::string out = command_output("python3 -c " + shell_quote(script) + " " + std::to_string(port) + " 2>&1",
+                                         status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "ok\n");
+  EXPECT_TRUE(rt.shutdown(std::chrono::seconds(3)));
+  server.join();
 }
 
 TEST_P(http_real_peer_test, python_http_client_with_a_bad_host) {

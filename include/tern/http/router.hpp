@@ -17,6 +17,8 @@
 //
 // A router is built before the server starts and then only read, so one router can serve every worker of a
 // runtime at once; handlers run on the worker of their connection and must be safe to run on several at once.
+// A handler may move to another worker (runtime::switch_to, to use what that worker owns) and return from there:
+// the connection goes on on its own loop all the same.
 #pragma once
 
 #include <cstddef>

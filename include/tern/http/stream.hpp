@@ -22,7 +22,9 @@
 // start() is given the length (writing more is refused; less closes the connection after the handler), and is
 // chunked otherwise (to an HTTP/1.0 client: delimited by closing the connection). A handler that returns without
 // start() gets a 500 sent for it; one that started but did not finish() has its connection closed, so the peer
-// sees an incomplete response rather than a wrong one.
+// sees an incomplete response rather than a wrong one. The reader and the stream are the connection's, and its
+// loop's: awaited on another loop (a handler that moved with runtime::switch_to), they refuse with
+// tern::error::wrong_loop and change nothing; switch back first.
 #pragma once
 
 #include <cstddef>
