@@ -619,6 +619,211 @@ TEST_P(ws_stream_test, sends_from_another_worker_through_an_outbox) {
   EXPECT_EC(rt.block_on(box.sender().send(ws::message_type::text, "late")), tern::sync::error::closed);
 }
 
+// write_from cancelled while it waits for a message: the outbox is closed with it (senders see closed), so a
+// producer of another worker does not fill the queue and then wait for ever on a writer that is gone.
+TEST_P(ws_stream_test, a_cancelled_write_from_closes_its_outbox) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  ws::outbox box(2);
+  const std::error_code writer = rt.block_on([](tern::runtime& rt, ws::outbox& box) -> tern::task<std::error_code> {
+    co_await rt.switch_to(0);
+    ws_pair p = co_await ws_over_tcp(*tern::io_context::current());
+    co_return co_await tern::with_timeout(p.server.write_from(box), 50ms);
+  }(rt, box));
+  EXPECT_EC(writer, std::errc::timed_out);
+  // The producer, on worker 1: three sends into a queue of two, each bounded so that a hang shows as timed_out.
+  auto producer = rt.spawn_on(
+      1,
+      [](ws::sender to) -> tern::task<std::vector<std::error_code>> {
+        std::vector<std::error_code> results;
+        for (int i = 0; i < 3; ++i) {
+          results.push_back(co_await tern::with_timeout(to.send(ws::message_type::text, "late"), 2s));
+        }
+        co_return results;
+      },
+      box.sender());
+  auto join = [](auto h) -> tern::task<std::vector<std::error_code>> { co_return co_await std::move(h); };
+  const std::vector<std::error_code> results = rt.block_on(join(std::move(producer)));
+  ASSERT_EQ(results.size(), 3u);
+  for (const std::error_code& ec : results) EXPECT_EC(ec, tern::sync::error::closed);
+}
+
+// Producers of another worker blocked on a full outbox while write_from is stuck on a peer that does not read:
+// cancelling write_from wakes them with closed.
+TEST_P(ws_stream_test, cancelling_write_from_wakes_blocked_producers) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  ws::outbox box(2);
+  std::atomic<int> queued{0};
+  auto producer = rt.spawn_on(
+      1,
+      [](ws::sender to, std::atomic<int>* queued) -> tern::task<std::error_code> {
+        for (;;) {
+          if (auto ec = co_await to.send(ws::message_type::binary, std::string(1 << 20, 'm'))) co_return ec;
+          queued->fetch_add(1);
+        }
+      },
+      box.sender(), &queued);
+  const std::error_code writer =
+      rt.block_on([](tern::runtime& rt, ws::outbox& box, std::atomic<int>* queued) -> tern::task<std::error_code> {
+        co_await rt.switch_to(0);
+        ws_pair p = co_await ws_over_tcp(*tern::io_context::current());
+        auto writing = tern::spawn(*tern::io_context::current(), [](ws_tcp& s, ws::outbox& box) -> tern::task<std::error_code> {
+          co_return co_await tern::with_timeout(s.write_from(box), 500ms);
+        }(p.server, box));
+        // The client never reads: the socket fills, then the outbox, then the producer waits.
+        co_return co_await std::move(writing);
+      }(rt, box, &queued));
+  EXPECT_EC(writer, std::errc::timed_out);
+  auto join = [](auto h) -> tern::task<std::error_code> { co_return co_await std::move(h); };
+  EXPECT_EC(rt.block_on(join(std::move(producer))), tern::sync::error::closed);
+  EXPECT_GE(queued.load(), 2);
+}
+
+// The pattern outbox.hpp shows: write_from detached for the connection's life, and the outbox object gone while
+// its senders and the writer go on (the outbox is on the heap here, so that ASan sees any use of it after).
+TEST_P(ws_stream_test, a_detached_write_from_outlives_its_outbox_object) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    ws_pair p = co_await ws_over_tcp(ctx);
+    auto box = std::make_unique<ws::outbox>(4);
+    ws::sender to = box->sender();
+    tern::spawn(ctx, p.server.write_from(*box)).detach();
+    box.reset();
+    std::string m;
+    for (const char* text : {"first", "second", "third"}) {
+      CO_ASSERT_OK(co_await to.send(ws::message_type::text, text));
+      auto [ec, t] = co_await p.client.read(m);
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(m, text);
+    }
+    // The peer goes: a write fails, the writer ends and closes the queue.
+    p.client.next_layer().close();
+    std::error_code ec;
+    for (int i = 0; i < 1000 && !ec; ++i) {
+      ec = co_await to.send(ws::message_type::text, "into the void");
+      if (!ec) co_await tern::sleep_for(1ms);
+    }
+    EXPECT_EC(ec, tern::sync::error::closed);
+  }(ctx));
+}
+
+// A broadcast from another worker to four connections, one of whose clients never reads: try_send never waits,
+// so the broadcaster drops that reader when its outbox is full (and closes it) instead of stalling everyone; the
+// other three get every message, in order; the dropped connection's writer gives up on its stuck message after
+// its deadline. The broadcaster is paced by the readers that do read (a stand-in for messages arriving at a
+// human rate), never by the one that does not.
+TEST_P(ws_stream_test, a_broadcast_drops_the_reader_that_does_not_read) {
+  constexpr int readers = 4;  // reader 0 never reads
+  constexpr int count = 600;
+  constexpr std::size_t size = 64 * 1024;
+  constexpr int window = 8;     // the broadcaster runs at most this far ahead of the slowest reader that reads
+  constexpr std::size_t capacity = 16;
+  struct shared {
+    std::array<std::atomic<int>, readers> read{};
+    std::vector<ws::sender> to;
+    std::array<int, readers> dropped_at{-1, -1, -1, -1};
+  } st;
+  auto message = [](int i) {
+    std::string m(size, static_cast<char>('a' + i % 26));
+    const std::string tag = std::to_string(i) + ":";
+    m.replace(0, tag.size(), tag);
+    return m;
+  };
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  auto broadcast = [](shared& st, decltype(message)& message) -> tern::task<void> {
+    std::array<bool, readers> live{};
+    live.fill(true);
+    for (int i = 0; i < count; ++i) {
+      for (int k = 1; k < readers; ++k) {
+        while (st.read[k].load() < i - window) co_await tern::sleep_for(1ms);
+      }
+      const std::string m = message(i);
+      for (int k = 0; k < readers; ++k) {
+        if (!live[k]) continue;
+        const std::error_code ec = st.to[k].try_send(ws::message_type::binary, m);
+        if (!ec) continue;
+        live[k] = false;
+        if (ec == tern::sync::error::full) {
+          st.dropped_at[k] = i;
+          st.to[k].close();
+        }
+      }
+    }
+    for (int k = 0; k < readers; ++k) st.to[k].close();  // the end of the broadcast
+  };
+  struct results {
+    std::array<std::error_code, readers> writers;
+    std::array<int, readers> got{};
+  };
+  const results r = rt.block_on(
+      [](tern::runtime& rt, shared& st, decltype(message)& message, decltype(broadcast)& broadcast) -> tern::task<results> {
+        co_await rt.switch_to(0);
+        tern::io_context& ctx = *tern::io_context::current();
+        std::vector<ws_pair> pairs;
+        pairs.reserve(readers);  // a stream may not move while its writer runs
+        std::vector<tern::join_handle<std::error_code>> writers;
+        for (int k = 0; k < readers; ++k) {
+          pairs.push_back(co_await ws_over_tcp(ctx));
+          ws::outbox box(capacity);
+          st.to.push_back(box.sender());
+          writers.push_back(tern::spawn(ctx, pairs.back().server.write_from(box, 1s)));
+        }
+        auto reading = [](ws_tcp& client, std::atomic<int>& read, decltype(message)& message) -> tern::task<int> {
+          std::string m;
+          int good = 0;
+          for (int i = 0; i < count; ++i) {
+            auto [ec, t] = co_await client.read(m);
+            if (ec) break;
+            if (m == message(i)) ++good;
+            read.store(i + 1);
+          }
+          co_return good;
+        };
+        std::vector<tern::join_handle<int>> clients;
+        for (int k = 1; k < readers; ++k) clients.push_back(tern::spawn(ctx, reading(pairs[k].client, st.read[k], message)));
+        auto broadcaster = rt.spawn_on(1, broadcast(st, message));
+        co_await std::move(broadcaster);
+        results r;
+        for (int k = 1; k < readers; ++k) r.got[k] = co_await std::move(clients[k - 1]);
+        for (int k = 0; k < readers; ++k) r.writers[k] = co_await std::move(writers[k]);
+        co_return r;
+      }(rt, st, message, broadcast));
+  EXPECT_GE(st.dropped_at[0], 0) << "the reader that does not read is dropped";
+  EXPECT_EC(r.writers[0], std::errc::timed_out) << "and its stuck write gives up";
+  for (int k = 1; k < readers; ++k) {
+    EXPECT_EQ(st.dropped_at[k], -1) << "reader " << k;
+    EXPECT_EQ(r.got[k], count) << "reader " << k << " got every message, in order";
+    EXPECT_OK(r.writers[k]);
+  }
+}
+
+// try_send: queued while there is room, full when there is none (nothing waits), closed once closed.
+TEST_P(ws_stream_test, try_send_never_waits) {
+  ws::outbox box(2);
+  ws::sender to = box.sender();
+  EXPECT_OK(to.try_send(ws::message_type::text, "one"));
+  EXPECT_OK(to.try_send(ws::message_type::text, "two"));
+  EXPECT_EC(to.try_send(ws::message_type::text, "three"), tern::sync::error::full);
+  EXPECT_EQ(box.size(), 2u);
+  EXPECT_TRUE(to.close());
+  EXPECT_FALSE(box.close()) << "closed already";
+  EXPECT_EC(to.try_send(ws::message_type::text, "four"), tern::sync::error::closed);
+}
+
+// write_from's frame destroyed with its loop (a connection still open at teardown): the outbox is closed too.
+TEST_P(ws_stream_test, write_from_destroyed_with_its_loop_closes_its_outbox) {
+  ws::outbox box(2);
+  ws::sender to = box.sender();
+  {
+    tern::io_context loop(options());
+    tern::spawn(loop, [](tern::io_context& loop, ws::outbox box) -> tern::task<void> {
+      ws_pair p = co_await ws_over_tcp(loop);
+      (void)co_await p.server.write_from(box);
+    }(loop, box)).detach();
+    loop.block_on([]() -> tern::task<void> { (void)co_await tern::sleep_for(50ms); }());
+    EXPECT_OK(to.try_send(ws::message_type::text, "queued, then written"));
+  }
+  EXPECT_EC(to.try_send(ws::message_type::text, "after"), tern::sync::error::closed);
+}
+
 TEST_P(ws_stream_test, a_read_is_cancelled_by_a_timeout) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     ws_pair p = co_await ws_over_tcp(ctx);

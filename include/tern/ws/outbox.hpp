@@ -6,17 +6,25 @@
 // the queue holds (stream::write_from):
 //
 //   ws::outbox box(64);                                  // room for 64 messages
-//   tern::spawn(ctx, ws_stream.write_from(box)).detach();  // on the stream's loop, for the connection's life
+//   tern::spawn(ctx, ws_stream.write_from(box)).detach();  // on the stream's loop, while the stream lives
 //   ws::sender to_client = box.sender();                 // copy it to any worker
 //   ...
 //   std::error_code ec = co_await to_client.send(ws::message_type::text, "tick");  // from any worker
 //
+// The queue is shared: the outbox, its senders and a running write_from() each hold it, so any of them may go
+// first (write_from() takes its outbox by value). The stream is not: it must outlive write_from(), as it must any
+// of its operations (close the outbox, or let the connection fail, and await the writer before the stream goes).
+//
 // send() completes once the message is queued: at once while there is room, else when the writer has taken one
 // (so a producer faster than the connection waits instead of growing memory); it is cancellable like any channel
-// send. It fails with sync::error::closed once box.close() was called or write_from() ended (the connection
-// failed or closed): what was queued and not yet written is dropped. A message owns its bytes (a std::string), so
-// the producer's buffer is free as soon as send() returns. Messages from one sender are written in the order
-// their sends completed; writes of the stream's own loop (write, ping, close) take turns with them.
+// send, and with_timeout(to.send(...), d) bounds the wait. try_send() never waits: sync::error::full says the
+// queue is full, which is how a broadcast tells a reader too slow for it and drops it (close(), and forget the
+// sender) instead of waiting for it with every other reader. Sends fail with sync::error::closed once the outbox
+// was closed (close() of the outbox or of any sender) or write_from() ended, however it ended (the connection
+// failed, the writer was cancelled, or its loop went away): what was queued and not yet written is then dropped.
+// A message owns its bytes (a std::string), so the producer's buffer is free as soon as the send returns. Messages
+// from one sender are written in the order their sends completed; writes of the stream's own loop (write, ping,
+// close) take turns with them.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +55,14 @@ class sender {
     queued_message m{t, std::move(payload)};
     co_return co_await box_->send(std::move(m));
   }
+  // Queues a message if there is room now, never waiting: empty, sync::error::full (the writer is behind by the
+  // outbox's capacity: the peer reads too slowly) or sync::error::closed. The payload is dropped when refused.
+  [[nodiscard]] std::error_code try_send(message_type t, std::string payload) const {
+    return box_->try_send(queued_message{t, std::move(payload)});
+  }
+  // Closes the outbox, as outbox::close() does: for a producer that gives up on this reader. Any thread. True if
+  // this call closed it.
+  bool close() const noexcept { return box_->close(); }
 
  private:
   friend class outbox;
@@ -59,13 +75,15 @@ class outbox {
   // An outbox with room for capacity messages (at least 1).
   explicit outbox(std::size_t capacity) : box_(std::make_shared<sync::channel<queued_message>>(capacity)) {}
 
-  // A handle for senders; it may outlive the outbox (its sends then fail with closed).
+  // A handle for senders. Any thread.
   ws::sender sender() const { return ws::sender(box_); }
-  // Refuses further sends and wakes those waiting; write_from() returns once the queue is empty.
-  void close() noexcept { box_->close(); }
+  // Refuses further sends and wakes those waiting; write_from() writes what is queued, then returns. Any thread.
+  // True if this call closed it.
+  bool close() noexcept { return box_->close(); }
   // Messages queued and not yet taken by the writer.
   std::size_t size() const noexcept { return box_->size(); }
 
+  // The queue itself (what write_from() takes the messages from).
   sync::channel<queued_message>& channel() noexcept { return *box_; }
 
  private:

@@ -52,11 +52,13 @@
 #include <utility>
 
 #include "tern/buffer.hpp"
+#include "tern/cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/http/parser.hpp"
 #include "tern/io_result.hpp"
 #include "tern/stream.hpp"
 #include "tern/task.hpp"
+#include "tern/timer.hpp"
 #include "tern/ws/detail/core.hpp"
 #include "tern/ws/error.hpp"
 #include "tern/ws/outbox.hpp"
@@ -158,9 +160,17 @@ class stream {
   // for a code that may not be sent, such as 1005 or 1006).
   task<std::error_code> close(ws::close_code code = close_code::normal, std::string_view reason = {});
   // Writes the messages queued in box (by senders on any worker; see outbox.hpp), in order, until box is closed
-  // and empty (then yields an empty error_code) or a write fails (then closes box, so that senders stop waiting,
-  // and yields that error). Run it as a task of the stream's loop, beside the reader.
-  task<std::error_code> write_from(outbox& box);
+  // and empty (then yields an empty error_code) or a write fails (then yields that error). However it ends (a
+  // failed write, a cancellation, its frame destroyed with its loop) it closes box, so that no sender waits for a
+  // writer that is gone. Run it as a task of the stream's loop, beside the reader. box is taken by value (the
+  // queue is shared: the caller's outbox object may go first); the stream must outlive the task.
+  task<std::error_code> write_from(outbox box) { return write_queued(std::move(box), clock::duration::zero()); }
+  // The same, with a deadline on each message: one not written within message_timeout (a peer that stopped
+  // reading) ends it with timed_out, and the stream writes no more (part of a frame may have gone out). A server
+  // whose broadcasts drop slow readers with try_send uses it to free their connections too.
+  task<std::error_code> write_from(outbox box, clock::duration message_timeout) {
+    return write_queued(std::move(box), message_timeout);
+  }
 
   // ---- state ----------------------------------------------------------------------------------------------------
 
@@ -183,6 +193,7 @@ class stream {
 
  private:
   task<std::error_code> receive();
+  task<std::error_code> write_queued(outbox box, clock::duration message_timeout);
   task<std::error_code> send_raw(const unsigned char* data, std::size_t size);
   task<std::error_code> send_frame(detail::opcode op, bool fin, bool rsv1, const unsigned char* data,
                                    std::size_t size);
@@ -668,15 +679,22 @@ task<std::error_code> stream<Stream>::close(ws::close_code code, std::string_vie
 
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
-task<std::error_code> stream<Stream>::write_from(outbox& box) {
+task<std::error_code> stream<Stream>::write_queued(outbox box, clock::duration message_timeout) {
+  struct closer {  // however the writer ends, its senders see closed
+    sync::channel<queued_message>& queue;
+    ~closer() { (void)queue.close(); }
+  } guard{box.channel()};
   for (;;) {
-    auto [ec, message] = co_await box.channel().receive();
+    auto [ec, message] = co_await guard.queue.receive();
     if (ec == sync::error::closed) co_return std::error_code{};
     if (ec) co_return ec;
-    if (std::error_code wec = co_await write(message->type, message->payload)) {
-      box.close();
-      co_return wec;
+    std::error_code wec;
+    if (message_timeout > clock::duration::zero()) {
+      wec = co_await with_timeout(write(message->type, message->payload), message_timeout);
+    } else {
+      wec = co_await write(message->type, message->payload);
     }
+    if (wec) co_return wec;
   }
 }
 
