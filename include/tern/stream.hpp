@@ -3,7 +3,7 @@
 // What tern's generic I/O helpers (buffered_reader, buffered_writer) need of a stream: read_some and write_some
 // operations whose awaited result is io_result<std::size_t>. A TCP socket is one; so is anything else that offers
 // the same two operations (Unix stream sockets, pipes, a TLS stream), whether its operations are awaiters or
-// tasks.
+// tasks. A stream that belongs to a loop says which (loop_bound).
 #pragma once
 
 #include <concepts>
@@ -15,6 +15,8 @@
 #include "tern/io_result.hpp"
 
 namespace tern {
+
+class io_context;
 
 namespace detail {
 // The type co_await yields for an awaitable (an awaiter, or a type with operator co_await such as task).
@@ -51,6 +53,13 @@ template <class S>
 concept gather_write_stream = write_stream<S> && requires(S& s, std::span<const const_buffer> bufs) {
   { s.write_some(bufs) };
   requires std::same_as<detail::awaited_t<decltype(s.write_some(bufs))>, io_result<std::size_t>>;
+};
+
+// S belongs to a loop, which context() names (a socket, or a stream layered on one, such as tls::stream): its
+// operations are awaited by tasks of that loop. Layers above it check that before they touch their own state.
+template <class S>
+concept loop_bound = requires(const S& s) {
+  { s.context() } -> std::same_as<io_context&>;
 };
 
 }  // namespace tern

@@ -762,3 +762,37 @@ TEST_P(tls_stream_test, kernel_tls_is_offered_only_where_the_kernel_has_it) {
 }
 
 }  // namespace
+
+namespace {
+
+// A layer above a TLS stream (ws::stream) makes the same check through it.
+static_assert(tern::loop_bound<tls_tcp>);
+
+// A TLS stream used from another worker than its socket's: every operation refuses at once with wrong_loop, before
+// OpenSSL or the stream's buffers are touched, so the stream goes on working on its own loop. (A write from the
+// wrong thread used to encrypt its records, fail to send them, and leave the stream's sending side failed.)
+TEST_P(tls_stream_test, operations_from_another_worker_are_refused_and_change_nothing) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  const bool ok = rt.block_on([](tern::runtime& rt) -> tern::task<bool> {
+    co_await rt.switch_to(0);
+    std::optional<tls_pair> shaken = co_await shaken_pair(rt.worker(0));
+    if (!shaken) co_return false;
+    tls_pair& p = *shaken;
+    co_await rt.switch_to(1);
+    char buf[16];
+    const auto [wec, wn] = co_await p.client.write_all(tern::const_buffer("from worker 1", 13));
+    const auto [rec, rn] = co_await p.server.read_some(tern::mutable_buffer(buf, sizeof buf));
+    const std::error_code sec = co_await p.client.shutdown_send();
+    co_await rt.switch_to(0);
+    EXPECT_EC(wec, tern::error::wrong_loop);
+    EXPECT_EQ(wn, 0u);
+    EXPECT_EC(rec, tern::error::wrong_loop);
+    EXPECT_EC(sec, tern::error::wrong_loop);
+    const bool both = co_await carries(p.client, p.server, "on worker 0 again") &&
+                      co_await carries(p.server, p.client, "and back");
+    co_return both;
+  }(rt));
+  EXPECT_TRUE(ok);
+}
+
+}  // namespace

@@ -834,3 +834,40 @@ TEST_P(ws_stream_test, a_read_is_cancelled_by_a_timeout) {
 }
 
 }  // namespace
+
+namespace {
+
+// A WebSocket used from another worker than its socket's: every operation refuses at once with wrong_loop and
+// changes nothing, so the stream goes on on its own loop. (A write from the wrong thread used to fail its send and
+// leave every later write failing; a read, every later read.)
+TEST_P(ws_stream_test, operations_from_another_worker_are_refused_and_change_nothing) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  const bool ok = rt.block_on([](tern::runtime& rt) -> tern::task<bool> {
+    co_await rt.switch_to(0);
+    ws_pair p = co_await ws_over_tcp(rt.worker(0));
+    co_await rt.switch_to(1);
+    std::string m;
+    const std::error_code w = co_await p.client.write(ws::message_type::text, "from worker 1");
+    const std::error_code ping = co_await p.client.ping("x");
+    const auto [r, t] = co_await p.server.read(m);
+    const std::error_code closed = co_await p.server.close(ws::close_code::normal, "");
+    ws::outbox box(1);
+    const std::error_code queued = co_await p.server.write_from(box);
+    co_await rt.switch_to(0);
+    EXPECT_EC(w, tern::error::wrong_loop);
+    EXPECT_EC(ping, tern::error::wrong_loop);
+    EXPECT_EC(r, tern::error::wrong_loop);
+    EXPECT_EC(closed, tern::error::wrong_loop);
+    EXPECT_EC(queued, tern::error::wrong_loop);
+    EXPECT_EC(box.sender().try_send(ws::message_type::text, "x"), tern::sync::error::closed);
+    EXPECT_TRUE(p.client.is_open() && p.server.is_open());
+    EXPECT_OK(co_await p.client.write(ws::message_type::text, "on worker 0 again"));
+    co_await expect_message(p.server, ws::message_type::text, "on worker 0 again");
+    EXPECT_OK(co_await p.server.write(ws::message_type::binary, "and back"));
+    co_await expect_message(p.client, ws::message_type::binary, "and back");
+    co_return true;
+  }(rt));
+  EXPECT_TRUE(ok);
+}
+
+}  // namespace

@@ -35,8 +35,10 @@
 //   "unable to get local issuer certificate", in tls::verify_category()) on the side that checked, the alert it
 //   sent ("tlsv1 alert unknown ca") on the other.
 //
-// Lifetime: S's rules apply (the loop outlives the stream; operations are awaited by tasks of S's loop). A stream
-// may be moved while nothing is pending; a moved-from stream may only be destroyed or assigned to.
+// Lifetime: S's rules apply (the loop outlives the stream; operations are awaited by tasks of S's loop). An
+// operation awaited on another thread than the one running S's loop (when S names it: loop_bound) completes at
+// once with tern::error::wrong_loop, before OpenSSL or the stream's buffers are touched. A stream may be moved
+// while nothing is pending; a moved-from stream may only be destroyed or assigned to.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +49,7 @@
 
 #include "tern/buffer.hpp"
 #include "tern/error.hpp"
+#include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/stream.hpp"
 #include "tern/task.hpp"
@@ -81,6 +84,12 @@ class stream {
   // The stream underneath (the socket), for its options and endpoints. Reading or writing it directly breaks TLS.
   Stream& next_layer() noexcept { return next_; }
   const Stream& next_layer() const noexcept { return next_; }
+  // The loop the stream belongs to: its next layer's (so that a layer above, such as ws::stream, checks it too).
+  io_context& context() const noexcept
+    requires loop_bound<Stream>
+  {
+    return next_.context();
+  }
 
   // Clients, before the handshake: the server's name, sent in SNI and checked against its certificate (when the
   // context verifies and checks names). An IP address is checked but not sent. invalid_argument on a server.
@@ -137,6 +146,13 @@ class stream {
   task<std::error_code> provide(detail::want w);
   // Sends everything in the output buffer (one sender at a time: waits for a send in progress).
   task<std::error_code> send_output();
+  // tern::error::wrong_loop on a thread that does not run the next layer's loop (when it names one).
+  std::error_code off_loop() const noexcept {
+    if constexpr (loop_bound<Stream>) {
+      if (!next_.context().running_here()) [[unlikely]] return make_error_code(tern::error::wrong_loop);
+    }
+    return {};
+  }
 
   Stream next_;
   std::unique_ptr<detail::engine> engine_;
@@ -145,6 +161,7 @@ class stream {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::handshake() {
+  if (std::error_code ec = off_loop()) co_return ec;
   for (;;) {
     const detail::step s = engine_->handshake();
     if (s.next == detail::want::nothing) {
@@ -159,6 +176,7 @@ task<std::error_code> stream<Stream>::handshake() {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<io_result<std::size_t>> stream<Stream>::read(mutable_buffer b, bool fill) {
+  if (std::error_code ec = off_loop()) co_return io_result<std::size_t>{ec, 0};
   std::size_t done = 0;
   if (b.size() == 0) co_return io_result<std::size_t>{{}, 0};
   for (;;) {
@@ -175,6 +193,7 @@ task<io_result<std::size_t>> stream<Stream>::read(mutable_buffer b, bool fill) {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<io_result<std::size_t>> stream<Stream>::write(const_buffer b, bool all) {
+  if (std::error_code ec = off_loop()) co_return io_result<std::size_t>{ec, 0};
   std::size_t done = 0;
   while (done < b.size()) {
     const detail::step s = engine_->write(b + done);
@@ -194,6 +213,7 @@ task<io_result<std::size_t>> stream<Stream>::write(const_buffer b, bool all) {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::shutdown_send() {
+  if (std::error_code ec = off_loop()) co_return ec;
   for (;;) {
     const detail::step s = engine_->shutdown();
     if (s.next == detail::want::nothing) {
