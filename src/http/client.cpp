@@ -6,6 +6,11 @@
 // memory when the buffer is empty). A connection goes back to the pool only when its response ended exactly where
 // the framing said and the server allows reuse: anything else (a timeout, an error, bytes after the response)
 // closes it.
+//
+// The pool, the options and the resolver are a client_state that the client, its running requests and its
+// exchanges share (a shared_ptr each: no allocation per request), so that none of them depends on the client
+// object outliving it. The request coroutines are static functions of that state, never members of the client: a
+// coroutine's `this` would dangle once the client went.
 #include "tern/http/client.hpp"
 
 #include <sys/socket.h>
@@ -18,6 +23,7 @@
 #include "tern/error.hpp"
 #include "tern/net/connect.hpp"
 #include "tern/net/error.hpp"
+#include "tern/net/resolver.hpp"
 
 namespace tern::http {
 
@@ -66,6 +72,38 @@ struct client_connection {
   bool broken = false;         // an error: never reused
 };
 
+struct client_state {
+  client_state(io_context& c, client_options o) : ctx(&c), opts(std::move(o)) {}
+
+  // tern::error::wrong_loop on a thread that does not run the client's loop, before anything is touched.
+  std::error_code off_loop() const noexcept {
+    return ctx->running_here() ? std::error_code{} : make_error_code(tern::error::wrong_loop);
+  }
+  task<io_result<std::unique_ptr<client_connection>>> connect(std::string_view host, std::uint16_t port,
+                                                              bool secure);
+  std::unique_ptr<client_connection> take_idle(std::string_view key);
+  void give_back(std::unique_ptr<client_connection> c);
+
+  // The requests, as coroutines that hold the state rather than a client.
+  static task<io_result<client_exchange>> start_exchange(std::shared_ptr<client_state> self, http::scheme s,
+                                                         std::string_view host, std::uint16_t port, method m,
+                                                         std::string_view target, const fields& headers,
+                                                         std::optional<std::uint64_t> body_length);
+  static task<io_result<response>> send_request(std::shared_ptr<client_state> self, http::scheme s,
+                                                std::string host, std::uint16_t port, client_request req);
+
+  io_context* ctx;
+  client_options opts;
+  std::unique_ptr<net::resolver> resolver;  // made on first use
+  // Looked up by string_view (transparent), so a request finds its pool without making a key string.
+  struct key_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
+  };
+  std::unordered_map<std::string, std::vector<std::unique_ptr<client_connection>>, key_hash, std::equal_to<>> idle;
+  bool closed = false;  // the client object is gone: nothing is pooled any more
+};
+
 }  // namespace detail
 
 namespace {
@@ -88,6 +126,8 @@ void append_hex(std::string& out, std::size_t v) {
 }
 
 using sized = io_result<std::size_t>;
+
+task<io_result<response>> failed_request(std::error_code ec) { co_return io_result<response>{ec, {}}; }
 
 // The pool's key of a host and port, "host:port", made in place (a request looks its pool up without
 // allocating); a host longer than any DNS name is cut, which only costs it pooling.
@@ -169,26 +209,28 @@ std::optional<url> url::parse(std::string_view text) {
 
 // ---- client_exchange ----
 
-client_exchange::client_exchange(client_exchange&& o) noexcept : client_(o.client_), conn_(std::move(o.conn_)) {}
+client_exchange::client_exchange(client_exchange&& o) noexcept
+    : client_(std::move(o.client_)), conn_(std::move(o.conn_)) {}
 
 client_exchange& client_exchange::operator=(client_exchange&& o) noexcept {
   if (this != &o) {
-    if (conn_ && client_ != nullptr) client_->give_back(std::move(conn_));
-    client_ = o.client_;
+    if (conn_) client_->give_back(std::move(conn_));
+    client_ = std::move(o.client_);
     conn_ = std::move(o.conn_);
   }
   return *this;
 }
 
 client_exchange::~client_exchange() {
-  if (conn_ && client_ != nullptr) client_->give_back(std::move(conn_));
+  if (conn_) client_->give_back(std::move(conn_));
 }
 
 const response_head& client_exchange::head() const noexcept { return conn_->parser.head(); }
 
 task<std::error_code> client_exchange::write(const_buffer b) {
+  if (std::error_code ec = client_->off_loop()) co_return ec;
   detail::client_connection& c = *conn_;
-  const client_options& o = client_->opts_;
+  const client_options& o = client_->opts;
   if (c.finished || (c.request_length && c.written + b.size() > *c.request_length)) {
     co_return std::make_error_code(std::errc::invalid_argument);
   }
@@ -223,8 +265,9 @@ task<std::error_code> client_exchange::write(const_buffer b) {
 }
 
 task<std::error_code> client_exchange::finish() {
+  if (std::error_code ec = client_->off_loop()) co_return ec;
   detail::client_connection& c = *conn_;
-  const client_options& o = client_->opts_;
+  const client_options& o = client_->opts;
   if (c.finished || (c.request_length && c.written != *c.request_length)) {
     co_return std::make_error_code(std::errc::invalid_argument);
   }
@@ -316,8 +359,9 @@ task<std::error_code> client_exchange::finish() {
 }
 
 task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
+  if (std::error_code ec = client_->off_loop()) co_return sized{ec, 0};
   detail::client_connection& c = *conn_;
-  const client_options& o = client_->opts_;
+  const client_options& o = client_->opts;
   if (!c.have_head) co_return sized{std::make_error_code(std::errc::invalid_argument), 0};
   if (c.body_done) co_return sized{make_error_code(tern::error::eof), 0};
   if (b.size() == 0) co_return sized{std::error_code{}, 0};
@@ -396,33 +440,23 @@ task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
   }
 }
 
-// ---- client ----
+// ---- the shared state ----
 
-client::client(io_context& ctx, client_options opts) : ctx_(&ctx), opts_(std::move(opts)) {}
+namespace detail {
 
-client::~client() = default;
-
-std::size_t client::idle_connections() const noexcept {
-  std::size_t n = 0;
-  for (const auto& [key, list] : idle_) n += list.size();
-  return n;
-}
-
-void client::close_idle() noexcept { idle_.clear(); }
-
-std::unique_ptr<detail::client_connection> client::take_idle(std::string_view key) {
-  auto it = idle_.find(key);
-  if (it == idle_.end()) return nullptr;
+std::unique_ptr<client_connection> client_state::take_idle(std::string_view key) {
+  auto it = idle.find(key);
+  if (it == idle.end()) return nullptr;
   auto& list = it->second;
   const clock::time_point now = clock::now();
   while (!list.empty()) {
-    std::unique_ptr<detail::client_connection> c = std::move(list.back());
+    std::unique_ptr<client_connection> c = std::move(list.back());
     list.pop_back();
-    if (now - c->last_used > opts_.idle_timeout) continue;
+    if (now - c->last_used > opts.idle_timeout) continue;
     // A server that closed the connection while it was pooled has sent its FIN (or a reset): a peek that finds
     // anything but "nothing yet" means the connection is gone. Servers close idle connections after seconds, so
     // one used within the last 100 ms is taken without the system call (a request that still meets a closed
-    // connection is retried, when idempotent: see send()).
+    // connection is retried, when idempotent: see send_request()).
     // Over TLS, bytes may wait that are not an end (a TLS 1.3 session ticket sent after the last response): only
     // the connection's end or an error tells there.
     if (now - c->last_used > std::chrono::milliseconds(100)) {
@@ -438,127 +472,50 @@ std::unique_ptr<detail::client_connection> client::take_idle(std::string_view ke
   return nullptr;
 }
 
-void client::give_back(std::unique_ptr<detail::client_connection> c) {
+void client_state::give_back(std::unique_ptr<client_connection> c) {
+  // Not from another thread than the loop's (an exchange destroyed there), and not once the client is gone: the
+  // connection closes with c instead.
+  if (!ctx->running_here() || closed) return;
   const response_head& h = c->parser.head();
   const bool reusable = !c->broken && c->finished && c->have_head && c->body_done && h.keep_alive &&
                         c->begin == c->end && c->out.empty();
-  if (!reusable) return;  // the connection closes with c
-  auto& list = idle_[c->key];
-  if (list.size() >= opts_.max_idle_per_host) return;
+  if (!reusable) return;
+  auto& list = idle[c->key];
+  if (list.size() >= opts.max_idle_per_host) return;
   c->last_used = clock::now();
   list.push_back(std::move(c));
 }
 
-task<io_result<std::unique_ptr<detail::client_connection>>> client::connect(std::string_view host, std::uint16_t port,
-                                                                           bool secure) {
-  using result = io_result<std::unique_ptr<detail::client_connection>>;
-  if (secure && !opts_.tls) co_return result{std::make_error_code(std::errc::protocol_not_supported), nullptr};
-  const clock::time_point deadline = clock::now() + opts_.connect_timeout;
-  if (!resolver_) resolver_ = std::make_unique<net::resolver>(*ctx_);
+task<io_result<std::unique_ptr<client_connection>>> client_state::connect(std::string_view host, std::uint16_t port,
+                                                                          bool secure) {
+  using result = io_result<std::unique_ptr<client_connection>>;
+  if (secure && !opts.tls) co_return result{std::make_error_code(std::errc::protocol_not_supported), nullptr};
+  const clock::time_point deadline = clock::now() + opts.connect_timeout;
+  if (!resolver) resolver = std::make_unique<net::resolver>(*ctx);
   auto [ec, socket] =
-      co_await with_deadline(net::connect(*resolver_, std::string(host), std::to_string(port)), deadline);
+      co_await with_deadline(net::connect(*resolver, std::string(host), std::to_string(port)), deadline);
   if (ec) co_return result{ec, nullptr};
   (void)socket.set_no_delay(true);
   std::unique_ptr<transport> wrapped;
   if (secure) {
     // The handshake is part of connecting: the same deadline covers both.
-    wrapped = opts_.tls(std::move(socket), host);
+    wrapped = opts.tls(std::move(socket), host);
     if (std::error_code hec = co_await with_deadline(wrapped->handshake(), deadline)) co_return result{hec, nullptr};
   }
   const bool v6 = host.find(':') != std::string_view::npos;
   std::string field = v6 ? "[" + std::string(host) + "]" : std::string(host);
   if (port != (secure ? 443 : 80)) field += ":" + std::to_string(port);
-  auto c = std::make_unique<detail::client_connection>(std::string(pool_key(host, port, secure).view()),
-                                                       std::move(socket), std::move(field), opts_.limits);
+  auto c = std::make_unique<client_connection>(std::string(pool_key(host, port, secure).view()), std::move(socket),
+                                               std::move(field), opts.limits);
   c->secure = std::move(wrapped);
   co_return result{std::error_code{}, std::move(c)};
 }
 
-task<io_result<client_exchange>> client::exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
-                                                  std::string_view target, const fields& headers,
-                                                  std::optional<std::uint64_t> body_length) {
-  const bool secure = s == http::scheme::https;
-  using result = io_result<client_exchange>;
-  const std::string_view name = to_string(m);
-  if (name.empty() || target.empty() || target.find_first_of(" \r\n") != std::string_view::npos) {
-    co_return result{std::make_error_code(std::errc::invalid_argument), {}};
-  }
-  std::unique_ptr<detail::client_connection> conn = take_idle(pool_key(host, port, secure).view());
-  if (!conn) {
-    auto [ec, fresh] = co_await connect(host, port, secure);
-    if (ec) co_return result{ec, {}};
-    conn = std::move(fresh);
-  }
-  detail::client_connection& c = *conn;
-  c.parser.reset();
-  c.begin = c.end = c.pinned = 0;  // a pooled connection has nothing unread (give_back checks)
-  c.request_method = m;
-  c.request_length = body_length;
-  c.request_chunked = !body_length;
-  c.written = 0;
-  c.finished = c.have_head = c.body_done = false;
-  c.received = 0;
-  std::string& out = c.out;
-  out.clear();
-  out.append(name);
-  out.push_back(' ');
-  out.append(target);
-  out.append(" HTTP/1.1\r\nHost: ");
-  out.append(c.host_field);
-  out.append("\r\n");
-  if (!opts_.user_agent.empty() && !headers.contains("user-agent")) {
-    out.append("User-Agent: ");
-    out.append(opts_.user_agent);
-    out.append("\r\n");
-  }
-  if (c.request_chunked) {
-    out.append("Transfer-Encoding: chunked\r\n");
-  } else if (*body_length != 0 || sends_body(m)) {
-    out.append("Content-Length: ");
-    out.append(std::to_string(*body_length));
-    out.append("\r\n");
-  }
-  for (field f : headers) {
-    if (iequals(f.name, "host") || iequals(f.name, "content-length") || iequals(f.name, "transfer-encoding")) continue;
-    out.append(f.name);
-    out.append(": ");
-    out.append(f.value);
-    out.append("\r\n");
-  }
-  out.append("\r\n");
-  client_exchange ex;
-  ex.client_ = this;
-  ex.conn_ = std::move(conn);
-  co_return result{std::error_code{}, std::move(ex)};
-}
-
-task<io_result<response>> client::send(http::scheme s, std::string host, std::uint16_t port, client_request req) {
-  using result = io_result<response>;
-  for (int attempt = 0;; ++attempt) {
-    auto [ec, ex] = co_await exchange(s, host, port, req.method, req.target, req.headers, req.body.size());
-    if (ec) co_return result{ec, {}};
-    const bool reused = ex.conn_->reused;
-    ec = co_await ex.write(const_buffer(req.body.data(), req.body.size()));
-    if (!ec) ec = co_await ex.finish();
-    if (ec) {
-      // A pooled connection the server closed in the meantime: once more on a new one, when that is safe.
-      const bool stale = reused && ex.conn_->received == 0 && ec != tern::error::timed_out &&
-                         ec != tern::error::operation_canceled;
-      if (stale && attempt == 0 && idempotent(req.method)) continue;
-      co_return result{ec, {}};
-    }
-    response r;
-    const response_head& h = ex.head();
-    r.status = h.status;
-    for (field f : h.headers) r.headers.add(f.name, f.value);
-    if (std::error_code rec = co_await read_body(ex, r.body)) co_return result{rec, {}};
-    co_return result{std::error_code{}, std::move(r)};
-  }
-}
+namespace {
 
 // The whole response body into body: sized once when the length is known (no read past it), grown geometrically
 // otherwise.
-task<std::error_code> client::read_body(client_exchange& ex, std::string& body) {
+task<std::error_code> read_body(client_exchange& ex, std::string& body) {
   const response_head& h = ex.head();
   std::size_t at = 0;
   if (h.framing == body_framing::content_length) {
@@ -581,23 +538,144 @@ task<std::error_code> client::read_body(client_exchange& ex, std::string& body) 
   co_return std::error_code{};
 }
 
+}  // namespace
+
+task<io_result<client_exchange>> client_state::start_exchange(std::shared_ptr<client_state> state, http::scheme s,
+                                                              std::string_view host, std::uint16_t port, method m,
+                                                              std::string_view target, const fields& headers,
+                                                              std::optional<std::uint64_t> body_length) {
+  using result = io_result<client_exchange>;
+  if (std::error_code ec = state->off_loop()) co_return result{ec, {}};
+  const bool secure = s == http::scheme::https;
+  const std::string_view name = to_string(m);
+  if (name.empty() || target.empty() || target.find_first_of(" \r\n") != std::string_view::npos) {
+    co_return result{std::make_error_code(std::errc::invalid_argument), {}};
+  }
+  std::unique_ptr<detail::client_connection> conn = state->take_idle(pool_key(host, port, secure).view());
+  if (!conn) {
+    auto [ec, fresh] = co_await state->connect(host, port, secure);
+    if (ec) co_return result{ec, {}};
+    conn = std::move(fresh);
+  }
+  detail::client_connection& c = *conn;
+  c.parser.reset();
+  c.begin = c.end = c.pinned = 0;  // a pooled connection has nothing unread (give_back checks)
+  c.request_method = m;
+  c.request_length = body_length;
+  c.request_chunked = !body_length;
+  c.written = 0;
+  c.finished = c.have_head = c.body_done = false;
+  c.received = 0;
+  std::string& out = c.out;
+  out.clear();
+  out.append(name);
+  out.push_back(' ');
+  out.append(target);
+  out.append(" HTTP/1.1\r\nHost: ");
+  out.append(c.host_field);
+  out.append("\r\n");
+  const client_options& opts = state->opts;
+  if (!opts.user_agent.empty() && !headers.contains("user-agent")) {
+    out.append("User-Agent: ");
+    out.append(opts.user_agent);
+    out.append("\r\n");
+  }
+  if (c.request_chunked) {
+    out.append("Transfer-Encoding: chunked\r\n");
+  } else if (*body_length != 0 || sends_body(m)) {
+    out.append("Content-Length: ");
+    out.append(std::to_string(*body_length));
+    out.append("\r\n");
+  }
+  for (field f : headers) {
+    if (iequals(f.name, "host") || iequals(f.name, "content-length") || iequals(f.name, "transfer-encoding")) continue;
+    out.append(f.name);
+    out.append(": ");
+    out.append(f.value);
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+  client_exchange ex;
+  ex.client_ = std::move(state);
+  ex.conn_ = std::move(conn);
+  co_return result{std::error_code{}, std::move(ex)};
+}
+
+task<io_result<response>> client_state::send_request(std::shared_ptr<client_state> state, http::scheme s,
+                                                     std::string host, std::uint16_t port, client_request req) {
+  using result = io_result<response>;
+  for (int attempt = 0;; ++attempt) {
+    auto [ec, ex] = co_await start_exchange(state, s, host, port, req.method, req.target, req.headers,
+                                            req.body.size());
+    if (ec) co_return result{ec, {}};
+    const bool reused = ex.conn_->reused;
+    ec = co_await ex.write(const_buffer(req.body.data(), req.body.size()));
+    if (!ec) ec = co_await ex.finish();
+    if (ec) {
+      // A pooled connection the server closed in the meantime: once more on a new one, when that is safe.
+      const bool stale = reused && ex.conn_->received == 0 && ec != tern::error::timed_out &&
+                         ec != tern::error::operation_canceled;
+      if (stale && attempt == 0 && idempotent(req.method)) continue;
+      co_return result{ec, {}};
+    }
+    response r;
+    const response_head& h = ex.head();
+    r.status = h.status;
+    for (field f : h.headers) r.headers.add(f.name, f.value);
+    if (std::error_code rec = co_await read_body(ex, r.body)) co_return result{rec, {}};
+    co_return result{std::error_code{}, std::move(r)};
+  }
+}
+
+}  // namespace detail
+
+// ---- client ----
+
+client::client(io_context& ctx, client_options opts)
+    : state_(std::make_shared<detail::client_state>(ctx, std::move(opts))) {}
+
+client::~client() {
+  state_->closed = true;
+  state_->idle.clear();
+}
+
+const client_options& client::options() const noexcept { return state_->opts; }
+
+std::size_t client::idle_connections() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [key, list] : state_->idle) n += list.size();
+  return n;
+}
+
+void client::close_idle() noexcept { state_->idle.clear(); }
+
+task<io_result<client_exchange>> client::exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
+                                                  std::string_view target, const fields& headers,
+                                                  std::optional<std::uint64_t> body_length) {
+  return detail::client_state::start_exchange(state_, s, host, port, m, target, headers, body_length);
+}
+
+task<io_result<response>> client::send(http::scheme s, std::string host, std::uint16_t port, client_request req) {
+  return detail::client_state::send_request(state_, s, std::move(host), port, std::move(req));
+}
+
 task<io_result<response>> client::get(std::string_view target_url) {
   std::optional<url> u = url::parse(target_url);
-  if (!u) co_return io_result<response>{std::make_error_code(std::errc::invalid_argument), {}};
+  if (!u) return failed_request(std::make_error_code(std::errc::invalid_argument));
   client_request req;
   req.target = std::move(u->target);
-  co_return co_await send(u->scheme, std::move(u->host), u->port, std::move(req));
+  return detail::client_state::send_request(state_, u->scheme, std::move(u->host), u->port, std::move(req));
 }
 
 task<io_result<response>> client::post(std::string_view target_url, std::string body, std::string_view content_type) {
   std::optional<url> u = url::parse(target_url);
-  if (!u) co_return io_result<response>{std::make_error_code(std::errc::invalid_argument), {}};
+  if (!u) return failed_request(std::make_error_code(std::errc::invalid_argument));
   client_request req;
   req.method = method::post;
   req.target = std::move(u->target);
   req.body = std::move(body);
   req.headers.set("Content-Type", content_type);
-  co_return co_await send(u->scheme, std::move(u->host), u->port, std::move(req));
+  return detail::client_state::send_request(state_, u->scheme, std::move(u->host), u->port, std::move(req));
 }
 
 }  // namespace tern::http

@@ -60,6 +60,29 @@ http::router client_routes() {
              }
              (void)co_await out.finish();
            });
+  // A body that trickles: n pieces of 1000 bytes, 20 ms apart.
+  r.stream(http::method::get, "/drip/{n}",
+           [](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             const int n = std::stoi(std::string(q.param("n")));
+             if (co_await out.start(200, {}, static_cast<std::uint64_t>(n) * 1000)) co_return;
+             const std::string piece(1000, 'd');
+             for (int i = 0; i < n; ++i) {
+               if (co_await out.write(tern::const_buffer(piece.data(), piece.size()))) co_return;
+               co_await tern::sleep_for(20ms);
+             }
+             (void)co_await out.finish();
+           });
+  // Reads its body only after a while (so that an upload fills the sockets first), then counts it.
+  r.stream(http::method::put, "/late-count",
+           [](http::request&, http::body_reader& body, http::response_stream& out) -> tern::task<void> {
+             co_await tern::sleep_for(300ms);
+             std::string all;
+             if (co_await body.read_all(all, 1 << 26)) co_return;
+             const std::string text = std::to_string(all.size());
+             (void)co_await out.start(200, {}, text.size());
+             (void)co_await out.write(tern::const_buffer(text.data(), text.size()));
+             (void)co_await out.finish();
+           });
   r.stream(http::method::put, "/count",
            [](http::request&, http::body_reader& body, http::response_stream& out) -> tern::task<void> {
              std::string all;
@@ -286,6 +309,174 @@ s.serve_forever()
   }(ctx, port));
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
+}
+
+// An exchange may outlive its client: it goes on (the client's options are its own), and its connection is closed
+// rather than pooled when it ends. The client is on the heap, so that ASan sees any use of it after it went.
+TEST_P(http_client_test, an_exchange_outlives_its_client) {
+  server_thread s(GetParam(), client_routes());
+  run_bounded(ctx, [](tern::io_context& ctx, server_thread& s) -> tern::task<void> {
+    auto c = std::make_unique<http::client>(ctx);
+    auto [ec, ex] = co_await c->exchange("127.0.0.1", s.port(), http::method::put, "/count");
+    CO_ASSERT_OK(ec);
+    c.reset();
+    const std::string piece(50000, 'u');
+    for (int i = 0; i < 4; ++i) CO_ASSERT_OK(co_await ex.write(tern::const_buffer(piece.data(), piece.size())));
+    CO_ASSERT_OK(co_await ex.finish());
+    EXPECT_EQ(ex.head().status, 200);
+    char buf[64];
+    auto [rec, n] = co_await ex.read_some(tern::mutable_buffer(buf, sizeof buf));
+    CO_ASSERT_OK(rec);
+    EXPECT_EQ(std::string(buf, n), "200000 u");
+    auto [eof, none] = co_await ex.read_some(tern::mutable_buffer(buf, sizeof buf));
+    EXPECT_EC(eof, tern::error::eof);
+  }(ctx, s));
+}
+
+// A client destroyed while its requests run: they finish as if it were still there (the client's state is
+// shared with them), and nothing is pooled after it.
+TEST_P(http_client_test, requests_outlive_their_client) {
+  server_thread s(GetParam(), client_routes());
+  run_bounded(ctx, [](tern::io_context& ctx, server_thread& s) -> tern::task<void> {
+    auto c = std::make_unique<http::client>(ctx);
+    CO_ASSERT_OK((co_await c->get(s.url("/hello"))).ec);  // one connection pooled
+    auto slow = tern::spawn(ctx, c->get(s.url("/drip/10")));
+    auto fresh = tern::spawn(ctx, c->get(s.url("/hello")));
+    co_await tern::sleep_for(50ms);
+    c.reset();
+    auto [sec, slow_r] = co_await std::move(slow);
+    CO_ASSERT_OK(sec);
+    EXPECT_EQ(slow_r.body, std::string(10000, 'd'));
+    auto [fec, fresh_r] = co_await std::move(fresh);
+    CO_ASSERT_OK(fec);
+    EXPECT_EQ(fresh_r.body, "hello\n");
+    // Their connections were closed, not kept for a pool that is gone.
+    for (int i = 0; i < 200 && s.connections() != 0; ++i) co_await tern::sleep_for(10ms);
+    EXPECT_EQ(s.connections(), 0u);
+  }(ctx, s));
+}
+
+// A client used from another worker than its loop's: requests and exchange operations refuse at once with
+// wrong_loop, and the pool is as it was (a request from the wrong thread used to take a pooled connection, fail
+// on it, and lose it, racing the loop that owns the pool).
+TEST_P(http_client_test, requests_from_another_worker_are_refused_and_change_nothing) {
+  server_thread s(GetParam(), client_routes());
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  const bool ok = rt.block_on([](tern::runtime& rt, server_thread& s) -> tern::task<bool> {
+    co_await rt.switch_to(0);
+    http::client c(rt.worker(0));
+    auto [xec, ex] = co_await c.exchange("127.0.0.1", s.port(), http::method::put, "/count");
+    if (xec) co_return false;
+    auto [ec, r] = co_await c.get(s.url("/hello"));  // a second connection, pooled after
+    if (ec) co_return false;
+    co_await rt.switch_to(1);
+    auto [gec, g] = co_await c.get(s.url("/hello"));
+    auto [pec, p] = co_await c.post(s.url("/echo"), "x", "text/plain");
+    auto [eec, e] = co_await c.exchange("127.0.0.1", s.port(), http::method::get, "/hello");
+    const std::error_code wec = co_await ex.write(tern::const_buffer("uu", 2));
+    const std::error_code fec = co_await ex.finish();
+    co_await rt.switch_to(0);
+    EXPECT_EC(gec, tern::error::wrong_loop);
+    EXPECT_EC(pec, tern::error::wrong_loop);
+    EXPECT_EC(eec, tern::error::wrong_loop);
+    EXPECT_EC(wec, tern::error::wrong_loop);
+    EXPECT_EC(fec, tern::error::wrong_loop);
+    EXPECT_EQ(c.idle_connections(), 1u);
+    // The exchange goes on where it belongs.
+    EXPECT_OK(co_await ex.write(tern::const_buffer("uuu", 3)));
+    EXPECT_OK(co_await ex.finish());
+    char buf[16];
+    auto [rec, n] = co_await ex.read_some(tern::mutable_buffer(buf, sizeof buf));
+    EXPECT_OK(rec);
+    EXPECT_EQ(std::string(buf, n), "3 u");
+    auto [again, a] = co_await c.get(s.url("/hello"));
+    EXPECT_OK(again);
+    EXPECT_EQ(a.body, "hello\n");
+    EXPECT_EQ(s.connections(), 2u) << "the pooled connection served again; the exchange has its own";
+    co_return true;
+  }(rt, s));
+  EXPECT_TRUE(ok);
+}
+
+// Several tasks sending to one host at once through one client: each gets its own answer, over connections the
+// pool shares out (never one connection for two requests at a time).
+TEST_P(http_client_test, concurrent_requests_to_one_host) {
+  server_thread s(GetParam(), client_routes());
+  run_bounded(ctx, [](tern::io_context& ctx, server_thread& s) -> tern::task<void> {
+    http::client c(ctx);
+    constexpr int tasks = 8, each = 25;
+    auto one = [](http::client& c, server_thread& s, int k) -> tern::task<int> {
+      int right = 0;
+      for (int i = 0; i < each; ++i) {
+        const std::string body = "task " + std::to_string(k) + " request " + std::to_string(i);
+        if (i % 3 == 0) {
+          auto [ec, r] = co_await c.get(s.url("/chunks/" + std::to_string(i)));
+          std::string expected;
+          for (int j = 0; j < i; ++j) expected += "piece" + std::to_string(j) + ";";
+          if (!ec && r.body == expected) ++right;
+        } else {
+          auto [ec, r] = co_await c.post(s.url("/echo"), body, "text/plain");
+          if (!ec && r.status == 200 && r.body == body) ++right;
+        }
+      }
+      co_return right;
+    };
+    std::vector<tern::join_handle<int>> running;
+    for (int k = 0; k < tasks; ++k) running.push_back(tern::spawn(ctx, one(c, s, k)));
+    for (int k = 0; k < tasks; ++k) EXPECT_EQ(co_await std::move(running[k]), each) << "task " << k;
+    EXPECT_LE(c.idle_connections(), static_cast<std::size_t>(tasks));
+    EXPECT_LE(s.connections(), static_cast<std::size_t>(tasks));
+  }(ctx, s));
+}
+
+// A request cancelled in the middle of its response's body, or of its own body: its connection is not pooled
+// (what is left of the message would be read as the next response), and the next requests are answered right.
+TEST_P(http_client_test, a_request_cancelled_in_mid_body) {
+  http::server_options opts;
+  opts.limits.max_body = 1u << 27;
+  server_thread s(GetParam(), client_routes(), opts);
+  run_bounded(ctx, [](tern::io_context& ctx, server_thread& s) -> tern::task<void> {
+    http::client c(ctx);
+    // The response's body, by a deadline on the request.
+    auto [tec, t] = co_await tern::with_timeout(c.get(s.url("/drip/50")), 150ms);
+    EXPECT_EC(tec, tern::error::timed_out);
+    EXPECT_EQ(c.idle_connections(), 0u);
+    auto [ec, r] = co_await c.get(s.url("/hello"));
+    CO_ASSERT_OK(ec);
+    EXPECT_EQ(r.body, "hello\n");
+    // The response's body, by a deadline on one read of an exchange; the exchange is dropped after it.
+    {
+      auto [xec, ex] = co_await c.exchange("127.0.0.1", s.port(), http::method::get, "/drip/50");
+      CO_ASSERT_OK(xec);
+      CO_ASSERT_OK(co_await ex.finish());
+      char buf[100000];
+      std::size_t got = 0;
+      for (;;) {
+        auto [rec, n] = co_await tern::with_timeout(ex.read_some(tern::mutable_buffer(buf, sizeof buf)), 5ms);
+        got += n;
+        if (rec) {
+          EXPECT_EC(rec, tern::error::timed_out);
+          break;
+        }
+      }
+      EXPECT_GT(got, 0u);
+      EXPECT_LT(got, 50000u);
+    }
+    // The request's own body: an upload the server does not read yet, cut by a deadline.
+    {
+      auto [xec, ex] = co_await c.exchange("127.0.0.1", s.port(), http::method::put, "/late-count", {}, 64u << 20);
+      CO_ASSERT_OK(xec);
+      const std::string big(32u << 20, 'u');
+      EXPECT_EC(co_await tern::with_timeout(ex.write(tern::const_buffer(big.data(), big.size())), 100ms),
+                tern::error::timed_out);
+    }
+    EXPECT_EQ(c.idle_connections(), 0u) << "no connection cut in mid-message is pooled";
+    for (int i = 0; i < 3; ++i) {
+      auto [pec, p] = co_await c.post(s.url("/echo"), "after " + std::to_string(i), "text/plain");
+      CO_ASSERT_OK(pec);
+      EXPECT_EQ(p.body, "after " + std::to_string(i));
+    }
+  }(ctx, s));
 }
 
 TEST(http_url, parse) {

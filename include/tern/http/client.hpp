@@ -19,8 +19,13 @@
 // is then closed, never pooled. Every operation takes the awaiting task's stop token (cancellation, with_timeout
 // on the task) like any other.
 //
-// Responses are whole strings; exchange() gives the streaming form, for uploads and downloads of any size. A
-// client belongs to its loop: use it from tasks of that loop only.
+// Responses are whole strings; exchange() gives the streaming form, for uploads and downloads of any size.
+//
+// A client belongs to its loop: its requests and exchanges are awaited by tasks of that loop (on another thread
+// they complete at once with tern::error::wrong_loop, leaving the pool as it was). Any number of requests may run
+// at once, to one host or many: each takes a connection of its own. The client's pool and options are shared
+// with its running requests and its exchanges, so either may outlive the client object: they go on, and their
+// connections are closed when they end instead of being pooled.
 //
 // https:// URLs (and scheme::https) go through client_options::tls, which wraps each new connection: with
 // <tern/http/tls.hpp>, http::tls_client(ctx) does it with tern::tls (the host name sent in SNI and checked against
@@ -91,13 +96,15 @@ struct url {
 
 namespace detail {
 struct client_connection;
+struct client_state;
 }
 
 class client;
 
 // One request and its response, written and read piece by piece (client::exchange). The connection goes back to
 // the pool when the exchange is destroyed after its response was read whole and may be reused; otherwise it is
-// closed.
+// closed (as it is when the client is gone, or the exchange is destroyed on another thread than the client's
+// loop). Its operations are awaited one at a time, by tasks of the client's loop.
 class client_exchange {
  public:
   client_exchange() = default;
@@ -116,8 +123,8 @@ class client_exchange {
   task<io_result<std::size_t>> read_some(mutable_buffer b);
 
  private:
-  friend class client;
-  client* client_ = nullptr;
+  friend struct detail::client_state;
+  std::shared_ptr<detail::client_state> client_;  // the pool the connection goes back to, and the options
   std::unique_ptr<detail::client_connection> conn_;
 };
 
@@ -126,7 +133,7 @@ class client {
   explicit client(io_context& ctx, client_options opts = {});
   client(const client&) = delete;
   client& operator=(const client&) = delete;
-  // Closes the pooled connections. No request may be running.
+  // Closes the pooled connections. Requests still running and exchanges still alive go on (see above).
   ~client();
 
   // Awaitable: sends req to host:port and reads the whole response; io_result<response>.
@@ -156,26 +163,10 @@ class client {
   std::size_t idle_connections() const noexcept;
   // Closes every pooled connection.
   void close_idle() noexcept;
-  const client_options& options() const noexcept { return opts_; }
+  const client_options& options() const noexcept;
 
  private:
-  friend class client_exchange;
-  task<io_result<std::unique_ptr<detail::client_connection>>> connect(std::string_view host, std::uint16_t port,
-                                                                      bool secure);
-  task<std::error_code> read_body(client_exchange& ex, std::string& body);
-  std::unique_ptr<detail::client_connection> take_idle(std::string_view key);
-  void give_back(std::unique_ptr<detail::client_connection> c);
-
-  io_context* ctx_;
-  client_options opts_;
-  std::unique_ptr<net::resolver> resolver_;  // made on first use
-  // Looked up by string_view (transparent), so a request finds its pool without making a key string.
-  struct key_hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
-  };
-  std::unordered_map<std::string, std::vector<std::unique_ptr<detail::client_connection>>, key_hash, std::equal_to<>>
-      idle_;
+  std::shared_ptr<detail::client_state> state_;
 };
 
 }  // namespace tern::http
