@@ -75,10 +75,9 @@ struct client_connection {
 struct client_state {
   client_state(io_context& c, client_options o) : ctx(&c), opts(std::move(o)) {}
 
-  // tern::error::wrong_loop on a thread that does not run the client's loop, before anything is touched.
-  std::error_code off_loop() const noexcept {
-    return ctx->running_here() ? std::error_code{} : make_error_code(tern::error::wrong_loop);
-  }
+  // True on a thread that does not run the client's loop: every operation then refuses with wrong_loop before it
+  // touches anything (a bool: an empty error_code would cost a call of std::system_category() each time).
+  bool off_loop() const noexcept { return !ctx->running_here(); }
   task<io_result<std::unique_ptr<client_connection>>> connect(std::string_view host, std::uint16_t port,
                                                               bool secure);
   std::unique_ptr<client_connection> take_idle(std::string_view key);
@@ -228,7 +227,7 @@ client_exchange::~client_exchange() {
 const response_head& client_exchange::head() const noexcept { return conn_->parser.head(); }
 
 task<std::error_code> client_exchange::write(const_buffer b) {
-  if (std::error_code ec = client_->off_loop()) co_return ec;
+  if (client_->off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::client_connection& c = *conn_;
   const client_options& o = client_->opts;
   if (c.finished || (c.request_length && c.written + b.size() > *c.request_length)) {
@@ -265,7 +264,7 @@ task<std::error_code> client_exchange::write(const_buffer b) {
 }
 
 task<std::error_code> client_exchange::finish() {
-  if (std::error_code ec = client_->off_loop()) co_return ec;
+  if (client_->off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::client_connection& c = *conn_;
   const client_options& o = client_->opts;
   if (c.finished || (c.request_length && c.written != *c.request_length)) {
@@ -359,7 +358,7 @@ task<std::error_code> client_exchange::finish() {
 }
 
 task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
-  if (std::error_code ec = client_->off_loop()) co_return sized{ec, 0};
+  if (client_->off_loop()) [[unlikely]] co_return sized{make_error_code(tern::error::wrong_loop), 0};
   detail::client_connection& c = *conn_;
   const client_options& o = client_->opts;
   if (!c.have_head) co_return sized{std::make_error_code(std::errc::invalid_argument), 0};
@@ -545,7 +544,7 @@ task<io_result<client_exchange>> client_state::start_exchange(std::shared_ptr<cl
                                                               std::string_view target, const fields& headers,
                                                               std::optional<std::uint64_t> body_length) {
   using result = io_result<client_exchange>;
-  if (std::error_code ec = state->off_loop()) co_return result{ec, {}};
+  if (state->off_loop()) [[unlikely]] co_return result{make_error_code(tern::error::wrong_loop), {}};
   const bool secure = s == http::scheme::https;
   const std::string_view name = to_string(m);
   if (name.empty() || target.empty() || target.find_first_of(" \r\n") != std::string_view::npos) {

@@ -177,36 +177,33 @@ bool ipv_future(std::string_view s) noexcept {
   return true;
 }
 
-// RFC 3986 reg-name: unreserved, sub-delims and percent-encoded octets (an IPv4 address is one too).
-bool reg_name(std::string_view s) noexcept {
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (is(s[i], host_char)) continue;
-    if (s[i] != '%' || i + 2 >= s.size() || !is(s[i + 1], hex_char) || !is(s[i + 2], hex_char)) return false;
-    i += 2;
-  }
-  return true;
-}
-
-// A Host field value: uri-host [":" port] (RFC 9112 §3.2, RFC 3986 §3.2.2 and §3.2.3).
+// A Host field value: uri-host [":" port] (RFC 9112 §3.2, RFC 3986 §3.2.2 and §3.2.3). One pass over the usual
+// value, a reg-name (unreserved, sub-delims, percent-encoded octets; an IPv4 address is one too) that the first
+// ':' ends, then the port's digits.
 bool valid_host(std::string_view v) noexcept {
-  std::string_view port;
-  if (!v.empty() && v.front() == '[') {
+  const char* p = v.data();
+  const char* const end = p + v.size();
+  if (p != end && *p == '[') {
     const std::size_t close = v.find(']');
     if (close == std::string_view::npos) return false;
     const std::string_view literal = v.substr(1, close - 1);
     if (!ipv6_address(literal) && !ipv_future(literal)) return false;
-    const std::string_view rest = v.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') return false;
-      port = rest.substr(1);
-    }
+    p += close + 1;
+    if (p != end && *p != ':') return false;
   } else {
-    const std::size_t colon = v.find(':');  // a reg-name has none: the first one starts the port
-    if (!reg_name(v.substr(0, colon))) return false;
-    if (colon != std::string_view::npos) port = v.substr(colon + 1);
+    while (p != end && *p != ':') {
+      if (is(*p, host_char)) {
+        ++p;
+      } else if (*p == '%' && end - p >= 3 && is(p[1], hex_char) && is(p[2], hex_char)) {
+        p += 3;
+      } else {
+        return false;
+      }
+    }
   }
-  for (char c : port) {
-    if (c < '0' || c > '9') return false;
+  if (p == end) return true;
+  for (++p; p != end; ++p) {  // the port, after the ':'
+    if (*p < '0' || *p > '9') return false;
   }
   return true;
 }

@@ -341,7 +341,7 @@ task<void> connection::hand_over(response& r) {
   } catch (...) {
     // The protocol's failure ends its connection only (the stream closed with the upgrade function's frame).
   }
-  co_await resume_on{server_->context()};  // the connection leaves its server on the server's loop
+  if (!on_loop()) co_await resume_on{server_->context()};  // the connection leaves its server on its loop
 }
 
 task<void> connection::run() {
@@ -404,7 +404,7 @@ task<void> connection::run() {
     } catch (...) {
       r = response(status::internal_server_error, "internal server error\n");
     }
-    co_await resume_on{server_->context()};
+    if (!on_loop()) [[unlikely]] co_await resume_on{server_->context()};
     if (r.upgrade && r.status == status::switching_protocols && h.version == http11 && !server_->stopping_) {
       co_await hand_over(r);
       co_return;
@@ -592,7 +592,7 @@ task<bool> connection::run_stream(const router::route& route, request& req, bool
     co_await route.streaming(req, reader, out);
   } catch (...) {
   }
-  co_await resume_on{server_->context()};
+  if (!on_loop()) [[unlikely]] co_await resume_on{server_->context()};
   if (!out.started_) {
     answer(response(status::internal_server_error, "internal server error\n"), head_only_, close_, version_);
   } else if (!out.finished_ || out.failed_) {

@@ -146,12 +146,15 @@ class stream {
   task<std::error_code> provide(detail::want w);
   // Sends everything in the output buffer (one sender at a time: waits for a send in progress).
   task<std::error_code> send_output();
-  // tern::error::wrong_loop on a thread that does not run the next layer's loop (when it names one).
-  std::error_code off_loop() const noexcept {
+  // True on a thread that does not run the next layer's loop (when it names one): every operation then refuses with
+  // tern::error::wrong_loop before it touches the stream. A bool rather than an error_code: an empty error_code
+  // costs a call of std::system_category() on every operation.
+  bool off_loop() const noexcept {
     if constexpr (loop_bound<Stream>) {
-      if (!next_.context().running_here()) [[unlikely]] return make_error_code(tern::error::wrong_loop);
+      return !next_.context().running_here();
+    } else {
+      return false;
     }
-    return {};
   }
 
   Stream next_;
@@ -161,7 +164,7 @@ class stream {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::handshake() {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   for (;;) {
     const detail::step s = engine_->handshake();
     if (s.next == detail::want::nothing) {
@@ -176,7 +179,7 @@ task<std::error_code> stream<Stream>::handshake() {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<io_result<std::size_t>> stream<Stream>::read(mutable_buffer b, bool fill) {
-  if (std::error_code ec = off_loop()) co_return io_result<std::size_t>{ec, 0};
+  if (off_loop()) [[unlikely]] co_return io_result<std::size_t>{make_error_code(tern::error::wrong_loop), 0};
   std::size_t done = 0;
   if (b.size() == 0) co_return io_result<std::size_t>{{}, 0};
   for (;;) {
@@ -193,7 +196,7 @@ task<io_result<std::size_t>> stream<Stream>::read(mutable_buffer b, bool fill) {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<io_result<std::size_t>> stream<Stream>::write(const_buffer b, bool all) {
-  if (std::error_code ec = off_loop()) co_return io_result<std::size_t>{ec, 0};
+  if (off_loop()) [[unlikely]] co_return io_result<std::size_t>{make_error_code(tern::error::wrong_loop), 0};
   std::size_t done = 0;
   while (done < b.size()) {
     const detail::step s = engine_->write(b + done);
@@ -213,7 +216,7 @@ task<io_result<std::size_t>> stream<Stream>::write(const_buffer b, bool all) {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::shutdown_send() {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   for (;;) {
     const detail::step s = engine_->shutdown();
     if (s.next == detail::want::nothing) {

@@ -194,13 +194,15 @@ class stream {
   std::uint64_t pongs_received() const noexcept { return core_->pongs; }
 
  private:
-  // tern::error::wrong_loop on a thread that does not run the next layer's loop (when it names one), before any
-  // state of the stream is touched: the check descriptors make for their own operations.
-  std::error_code off_loop() const noexcept {
+  // True on a thread that does not run the next layer's loop (when it names one): every operation then refuses with
+  // tern::error::wrong_loop before it touches the stream, the check descriptors make. A bool rather than an
+  // error_code: an empty error_code costs a call of std::system_category() on every operation.
+  bool off_loop() const noexcept {
     if constexpr (loop_bound<Stream>) {
-      if (!next_.context().running_here()) [[unlikely]] return make_error_code(tern::error::wrong_loop);
+      return !next_.context().running_here();
+    } else {
+      return false;
     }
-    return {};
   }
   task<std::error_code> receive();
   task<std::error_code> write_queued(outbox box, clock::duration message_timeout);
@@ -384,7 +386,7 @@ template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::handshake(std::string_view host, std::string_view target,
                                                 handshake_options o) {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   if (c.server() || c.st != detail::state::idle) co_return std::make_error_code(std::errc::invalid_argument);
   if (std::error_code ec = c.build_request(host, target, o)) co_return ec;
@@ -427,7 +429,7 @@ task<std::error_code> stream<Stream>::answer(const http::request_head& request, 
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::accept(accept_options o) {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   if (!c.server() || c.st != detail::state::idle) co_return std::make_error_code(std::errc::invalid_argument);
   http::request_parser parser(detail::head_limits(c.options().input_buffer_size));
@@ -454,7 +456,7 @@ template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::accept(const http::request_head& request, const_buffer already_read,
                                              accept_options o) {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   if (!c.server() || c.st != detail::state::idle) co_return std::make_error_code(std::errc::invalid_argument);
   if (!c.in_prepend(already_read)) {
@@ -498,7 +500,7 @@ template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<io_result<read_result>> stream<Stream>::read_some(mutable_buffer b) {
   using result = io_result<read_result>;
-  if (std::error_code ec = off_loop()) co_return result{ec, {}};
+  if (off_loop()) [[unlikely]] co_return result{make_error_code(tern::error::wrong_loop), {}};
   detail::core& c = *core_;
   if (c.st == detail::state::idle) co_return result{make_error_code(error::not_open), {}};
   if (c.read_error) co_return result{c.read_error, {}};
@@ -617,7 +619,7 @@ task<io_result<message_type>> stream<Stream>::read(std::string& out) {
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::write_some(bool fin, message_type t, const_buffer b) {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   if (c.st == detail::state::idle) co_return make_error_code(error::not_open);
   auto held = co_await c.output_lock.scoped_lock();
@@ -648,7 +650,7 @@ task<std::error_code> stream<Stream>::write_some(bool fin, message_type t, const
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::send_control(detail::opcode op, const_buffer payload) {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   if (payload.size() > detail::max_control_payload) co_return make_error_code(error::control_too_long);
   if (c.st == detail::state::idle) co_return make_error_code(error::not_open);
@@ -664,7 +666,7 @@ task<std::error_code> stream<Stream>::send_control(detail::opcode op, const_buff
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
 task<std::error_code> stream<Stream>::close(ws::close_code code, std::string_view reason) {
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   const auto value = static_cast<unsigned>(code);
   if (!sendable_close_code(value)) co_return make_error_code(error::bad_close_code);
@@ -701,7 +703,7 @@ task<std::error_code> stream<Stream>::write_queued(outbox box, clock::duration m
     sync::channel<queued_message>& queue;
     ~closer() { (void)queue.close(); }
   } guard{box.channel()};
-  if (std::error_code ec = off_loop()) co_return ec;
+  if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   for (;;) {
     auto [ec, message] = co_await guard.queue.receive();
     if (ec == sync::error::closed) co_return std::error_code{};
