@@ -663,7 +663,7 @@ TEST_P(ws_stream_test, cancelling_write_from_wakes_blocked_producers) {
       },
       box.sender(), &queued);
   const std::error_code writer =
-      rt.block_on([](tern::runtime& rt, ws::outbox& box, std::atomic<int>* queued) -> tern::task<std::error_code> {
+      rt.block_on([](tern::runtime& rt, ws::outbox& box) -> tern::task<std::error_code> {
         co_await rt.switch_to(0);
         ws_pair p = co_await ws_over_tcp(*tern::io_context::current());
         auto writing = tern::spawn(*tern::io_context::current(), [](ws_tcp& s, ws::outbox& box) -> tern::task<std::error_code> {
@@ -671,7 +671,7 @@ TEST_P(ws_stream_test, cancelling_write_from_wakes_blocked_producers) {
         }(p.server, box));
         // The client never reads: the socket fills, then the outbox, then the producer waits.
         co_return co_await std::move(writing);
-      }(rt, box, &queued));
+      }(rt, box));
   EXPECT_EC(writer, std::errc::timed_out);
   auto join = [](auto h) -> tern::task<std::error_code> { co_return co_await std::move(h); };
   EXPECT_EC(rt.block_on(join(std::move(producer))), tern::sync::error::closed);
