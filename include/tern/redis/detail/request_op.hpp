@@ -1,0 +1,148 @@
+// tern/redis/detail/request_op.hpp
+//
+// The machinery under every awaitable of a connection: the request slot the connection queues, and the awaiter
+// base that hands it over, from the connection's own loop or from another worker's.
+//
+// A request lives in its awaiter, in the frame of the task that awaits it: nothing is allocated per request. The
+// connection keeps a queue of pointers to the slots it owes replies to, calls write() to format the request into
+// its output buffer (again, for an idempotent request replayed after a reconnect), deliver() for each node of
+// each reply, and finish() once when it is done with the slot.
+//
+// On the connection's loop, await_suspend submits the slot directly and finish() queues the task's resumption.
+// From another loop, the slot travels as a work item posted to the connection's loop (submit_hop_), and finish()
+// posts the resumption back. A cancellation there (a timeout, a stop) happens on the awaiting task's loop while
+// the slot belongs to the connection's: cancel() posts a second item (cancel_hop_) that withdraws the slot on the
+// connection's loop, and two bits of flags_ decide which of the finish and the cancel hop resumes the task, so
+// that it resumes exactly once and only after the connection has let go of the slot.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <system_error>
+
+#include "tern/detail/timer_wheel.hpp"
+#include "tern/detail/work_queue.hpp"
+#include "tern/error.hpp"
+#include "tern/io_context.hpp"
+#include "tern/redis/request.hpp"
+#include "tern/redis/resp.hpp"
+
+namespace tern::redis::detail {
+
+class connection_state;
+
+// A request as the connection sees it. The timer node bounds its wait while the connection is down.
+struct request_slot : tern::detail::timer_node {
+  enum class kind : std::uint8_t {
+    command,       // replies are values; `replies` of them
+    subscription,  // (P)(UN)SUBSCRIBE: `replies` confirmations arrive as pushes, or one error reply
+  };
+  using write_fn = void (*)(request_slot*, output_buffer&);
+  using deliver_fn = void (*)(request_slot*, std::uint32_t reply_index, const resp::node&);
+  using finish_fn = void (*)(request_slot*, std::error_code);
+
+  write_fn write = nullptr;      // formats the request, and forgets any reply received so far
+  deliver_fn deliver = nullptr;  // one node of reply number reply_index
+  finish_fn finish = nullptr;    // the connection is done with the slot: ec empty when every reply arrived
+  connection_state* state = nullptr;
+  std::uint64_t seq = 0;         // its place in the connection's queue, while queued
+  std::uint32_t replies = 1;
+  kind what = kind::command;
+  bool idempotent = false;       // may be sent again when its connection failed before the reply
+};
+
+// Implemented by the connection (connection.cpp); on its loop only.
+io_context& home_loop(const connection_state& s) noexcept;
+// Queues the slot (formats it, links it): empty, or why it cannot be (then finish() is not called).
+std::error_code submit(connection_state& s, request_slot& slot);
+// Takes a queued slot back (its request unsent is dropped; sent, its reply will be read and dropped): true if it
+// was queued, and finish() will not be called.
+bool withdraw(connection_state& s, request_slot& slot) noexcept;
+
+class request_op : public request_slot {
+ public:
+  explicit request_op(connection_state& s) noexcept {
+    state = &s;
+    finish = &on_finish;
+  }
+  // Moved before it is awaited (into with_timeout, with_stop), never while suspended.
+  request_op(request_op&& o) noexcept : request_slot(o), outcome_(o.outcome_) {}
+  request_op(const request_op&) = delete;
+  request_op& operator=(const request_op&) = delete;
+  request_op& operator=(request_op&&) = delete;
+
+  // Ready at once only when refused before it was sent (a reserved command).
+  bool await_ready() const noexcept { return static_cast<bool>(outcome_); }
+  bool await_suspend(std::coroutine_handle<> h) {
+    caller_ = io_context::current();
+    resume_.handle = h;
+    io_context& home = home_loop(*state);
+    if (caller_ == &home) {
+      outcome_ = submit(*state, *this);
+      return !outcome_;
+    }
+    remote_ = true;
+    submit_hop_.self = this;
+    submit_hop_.run = &on_submit_hop;
+    home.enqueue(&submit_hop_);
+    return true;
+  }
+  // While suspended, on the awaiting task's loop: ends the request with operation_canceled, unless it has ended.
+  void cancel() noexcept {
+    if (!remote_) {
+      if (withdraw(*state, *this)) {
+        outcome_ = make_error_code(tern::error::operation_canceled);
+        caller_->schedule(&resume_);
+      }
+      return;
+    }
+    if (flags_.fetch_or(cancel_bit, std::memory_order_acq_rel) & (done_bit | cancel_bit)) return;
+    cancel_hop_.self = this;
+    cancel_hop_.run = &on_cancel_hop;
+    home_loop(*state).enqueue(&cancel_hop_);
+  }
+  // The loop of the awaiting task (where a timeout's timer runs).
+  io_context& context() const noexcept { return *caller_; }
+
+ protected:
+  std::error_code outcome_;  // how the request ended as far as the connection is concerned
+
+ private:
+  static constexpr std::uint8_t done_bit = 1;    // finished on the connection's loop
+  static constexpr std::uint8_t cancel_bit = 2;  // a cancel hop was posted (or is about to be)
+  struct hop : tern::detail::work_item {
+    request_op* self = nullptr;
+  };
+
+  static void on_finish(request_slot* s, std::error_code ec) {
+    auto* self = static_cast<request_op*>(s);
+    self->outcome_ = ec;
+    if (!self->remote_) {
+      self->caller_->schedule(&self->resume_);
+      return;
+    }
+    if (self->flags_.fetch_or(done_bit, std::memory_order_acq_rel) & cancel_bit) return;  // the cancel hop resumes
+    self->caller_->enqueue(&self->resume_);
+  }
+  static void on_submit_hop(tern::detail::work_item* w) {
+    request_op* self = static_cast<hop*>(w)->self;
+    if (std::error_code ec = submit(*self->state, *self)) on_finish(self, ec);
+  }
+  static void on_cancel_hop(tern::detail::work_item* w) {
+    request_op* self = static_cast<hop*>(w)->self;
+    if ((self->flags_.load(std::memory_order_acquire) & done_bit) == 0 && withdraw(*self->state, *self)) {
+      self->outcome_ = make_error_code(tern::error::operation_canceled);
+    }
+    self->caller_->enqueue(&self->resume_);
+  }
+
+  io_context* caller_ = nullptr;
+  tern::detail::resume_item resume_;
+  hop submit_hop_;
+  hop cancel_hop_;
+  std::atomic<std::uint8_t> flags_{0};
+  bool remote_ = false;
+};
+
+}  // namespace tern::redis::detail

@@ -1,0 +1,158 @@
+// Helpers for the tern::redis tests: a real redis-server per test, started on a free port and on a Unix socket in
+// a temporary directory (no persistence: --save '' --appendonly no), stopped (or killed, and started again on the
+// same port and socket) by the test; and the connection settings that reach it.
+#pragma once
+
+#include "net_support.hpp"
+
+#include <tern/redis/connection.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace tern_test {
+
+namespace redis = tern::redis;
+
+// A free TCP port on 127.0.0.1 (bound and released: the server binds it right after).
+inline std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ADD_FAILURE() << "no free port: " << std::strerror(errno);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class redis_server {
+ public:
+  // Starts redis-server with the given extra arguments (each one config directive word); waits until it answers.
+  explicit redis_server(std::vector<std::string> extra = {}) : extra_(std::move(extra)) {
+    char templ[] = "/tmp/tern-redis-XXXXXX";
+    if (::mkdtemp(templ) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    dir_ = templ;
+    unix_path_ = dir_ + "/redis.sock";
+    port_ = free_port();
+    start();
+  }
+  redis_server(const redis_server&) = delete;
+  redis_server& operator=(const redis_server&) = delete;
+  ~redis_server() {
+    stop(SIGTERM);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::uint16_t port() const noexcept { return port_; }
+  const std::string& unix_path() const noexcept { return unix_path_; }
+  const std::string& dir() const noexcept { return dir_; }
+
+  // Settings for a connection to it over TCP (or over the Unix socket).
+  redis::config tcp_config() const {
+    redis::config c;
+    c.host = "127.0.0.1";
+    c.port = port_;
+    return c;
+  }
+  redis::config unix_config() const {
+    redis::config c;
+    c.unix_path = unix_path_;
+    return c;
+  }
+
+  // Starts the server (again, after kill()), on the same port and socket; true once it answers PING.
+  bool start() {
+    std::vector<std::string> args = {"redis-server",
+                                     "--port", std::to_string(port_),
+                                     "--bind", "127.0.0.1",
+                                     "--unixsocket", unix_path_,
+                                     "--unixsocketperm", "700",
+                                     "--dir", dir_,
+                                     "--save", "",
+                                     "--appendonly", "no",
+                                     "--daemonize", "no",
+                                     "--logfile", dir_ + "/redis.log",
+                                     "--enable-debug-command", "yes",
+                                     "--proto-max-bulk-len", "1gb",
+                                     "--client-output-buffer-limit", "pubsub 0 0 0"};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
+      ADD_FAILURE() << "cannot start redis-server";
+      pid_ = -1;
+      return false;
+    }
+    for (int i = 0; i < 1000; ++i) {
+      if (answers_ping()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ADD_FAILURE() << "redis-server did not answer within 5 s (log: " << dir_ << "/redis.log)";
+    return false;
+  }
+
+  // SIGKILL: the server dies at once, its connections reset.
+  void kill() { stop(SIGKILL); }
+
+  // Stops the server with sig and waits for it.
+  void stop(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    ::unlink(unix_path_.c_str());
+  }
+
+ private:
+  // A blocking PING over the Unix socket.
+  bool answers_ping() const {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", unix_path_.c_str());
+    bool ok = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      const char ping[] = "PING\r\n";
+      char got[16] = {};
+      ok = ::write(fd, ping, sizeof ping - 1) == sizeof ping - 1 && ::read(fd, got, sizeof got) > 0 &&
+           std::string_view(got).substr(0, 7) == "+PONG\r\n";
+    }
+    ::close(fd);
+    return ok;
+  }
+
+  std::vector<std::string> extra_;
+  std::string dir_;
+  std::string unix_path_;
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// A fixture with a server per test, on both backends.
+class redis_test : public backend_test {
+ protected:
+  redis_server server;
+};
+
+}  // namespace tern_test
