@@ -407,6 +407,13 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
         continue;
       }
       if (r.what == resp::parser::status::failed) {
+        // The reply being read broke the protocol or a limit: its request learns why, the others that were sent
+        // lose their connection.
+        queue_entry* e = head();
+        if (e != nullptr && front_seq_ < unsent_seq_ && e->slot != nullptr) {
+          request_slot* slot = std::exchange(e->slot, nullptr);
+          end(*slot, r.ec);
+        }
         fail(r.ec);
         break;
       }
