@@ -69,12 +69,14 @@ class output_buffer {
   }
   void commit(std::size_t n) noexcept { size_ += n; }
   void append(const char* p, std::size_t n) {
+    if (n == 0) return;
     std::memcpy(prepare(n), p, n);
     size_ += n;
   }
   void append(std::string_view s) { append(s.data(), s.size()); }
   // Removes n bytes at pos.
   void erase(std::size_t pos, std::size_t n) noexcept {
+    if (n == 0) return;
     std::memmove(data_.get() + pos, data_.get() + pos + n, size_ - pos - n);
     size_ -= n;
   }
