@@ -379,6 +379,54 @@ void add_ws_scenarios(std::vector<scenario_def>& s) {
     s.push_back(echo);
 }
 
+// ---- redis: a real redis-server on the other CPU, every reply checked ----
+
+// The client (the worker) runs on CPU 0 and starts its own redis-server pinned to CPU 1 (scenarios/redis/): the
+// server's one thread sets the ceiling for every client, so the client's own CPU time per command is the figure
+// that tells the clients apart; commands_per_s says how close each gets to the ceiling. A quick repetition lasts
+// 0.3 s (tens of thousands of commands at one task).
+void add_redis_scenarios(std::vector<scenario_def>& s) {
+    const std::vector<std::string> clients = {"tern/io_uring", "tern/epoll", "hiredis/libevent"};
+    scenario_def pipeline{"redis/pipeline", "redis",
+                          "`tasks` loops on one connection to a redis-server pinned to CPU 1 (the client on CPU 0, "
+                          "over loopback TCP), each a SET of its own key to a 32-byte value naming the task and the "
+                          "iteration, then a GET whose reply must be that value; commands_per_s counts both, "
+                          "client_cpu_us_per_command is the client process's CPU time (getrusage: user + system) over "
+                          "the phase per command. tern: tasks awaiting redis::connection::command_into on one "
+                          "connection, pipelined by the connection; hiredis/libevent: chains of callbacks on "
+                          "hiredis 0.14's async API (redisAsyncCommandArgv) with its libevent adapter; "
+                          "raw/redis-benchmark: redis-benchmark -c 1 -P tasks -d 32 -t set,get, the server's own "
+                          "reference client, which checks no reply: the floor the server allows",
+                          {{"commands_per_s", "commands/s", better::higher},
+                           {"client_cpu_us_per_command", "us", better::lower}},
+                          sweep("tasks", {1, 256}),
+                          sweep("tasks", {1, 16, 256}),
+                          true, true, clients, socket_quick_s};
+    pipeline.impls.push_back("raw/redis-benchmark");
+    pipeline.comparators = {"hiredis/"};
+    s.push_back(pipeline);
+
+    scenario_def pubsub{"redis/pubsub", "redis",
+                        "one publisher connection with `publishers` loops of PUBLISH of a 32-byte payload carrying a "
+                        "sequence number, and `subscribers` connections subscribed to the channel, each checking that "
+                        "it receives every number in order; the publishers stay at most `window` messages ahead of "
+                        "the slowest subscriber (redis-server without an output buffer limit for pub/sub clients, "
+                        "pinned to CPU 1; the client process on CPU 0). messages_per_s counts the messages received "
+                        "by all the subscribers, client_cpu_us_per_message is the client's CPU time per message "
+                        "received. tern: redis::connection::receive loops and tasks awaiting PUBLISH; "
+                        "hiredis/libevent: SUBSCRIBE's callback and chains of PUBLISH callbacks",
+                        {{"messages_per_s", "messages/s", better::higher},
+                         {"client_cpu_us_per_message", "us", better::lower}},
+                        {},
+                        {},
+                        true, true, clients, socket_quick_s};
+    for (std::int64_t subscribers : {1, 10})
+        pubsub.full_points.push_back({{"subscribers", subscribers}, {"publishers", std::int64_t{16}},
+                                      {"window", std::int64_t{1024}}});
+    pubsub.comparators = {"hiredis/"};
+    s.push_back(pubsub);
+}
+
 // ---- tls: loopback TCP with TLS 1.3 on OpenSSL 3, the same settings for every stack ----
 
 // tern::tls::stream against Asio's ssl::stream, both on the system's OpenSSL, each configured by
@@ -875,6 +923,7 @@ std::vector<scenario_def> build_scenarios() {
     add_http_scenarios(s);
     add_tls_scenarios(s);
     add_ws_scenarios(s);
+    add_redis_scenarios(s);
     add_datagram_and_local_scenarios(s);
     add_file_scenarios(s);
     add_services_scenarios(s);
@@ -931,6 +980,13 @@ std::vector<impl_def> build_impls() {
          "one thread over a BIO pair, no socket) and tls/throughput's floor (each end one thread, SSL on a "
          "non-blocking socket, poll())",
          {{"", "tern-bench-raw"}}},
+        {"hiredis/libevent",
+         "hiredis 0.14 (Debian libhiredis-dev), its asynchronous API with the libevent 2.1 adapter, callbacks on one "
+         "event_base",
+         {{"", "tern-bench-redis"}}},
+        {"raw/redis-benchmark",
+         "redis-benchmark (redis-tools) with -c 1 -P tasks: redis/pipeline's floor, the server's own pipelining client",
+         {{"", "tern-bench-redis"}}},
         {"beast/parser",
          "Boost.Beast 1.74 http::basic_parser<true> (eager), a derived class recording every field as a view",
          {{"", "tern-bench-http"}}},

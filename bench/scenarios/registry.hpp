@@ -101,6 +101,8 @@ void tls_throughput(session&);
 void services_start_stop(session&);  // tern::services: registry
 void services_start(session&);
 void services_events(session&);  // tern::services: event_bus
+void redis_pipeline(session&);  // tern::redis
+void redis_pubsub(session&);
 }  // namespace tern_bench::tern_impl
 
 // The HTTP comparators of tern-bench-http: Boost.Beast (on Boost.Asio) and http-parser.
@@ -128,4 +130,11 @@ void files_read_libaio(session&);
 void tls_handshake_crypto(session&);  // raw/crypto: the public-key work of a handshake alone
 void tls_handshake_openssl(session&);  // raw/openssl: both ends over a BIO pair, no socket
 void tls_throughput_openssl(session&);  // raw/openssl: OpenSSL on non-blocking sockets, poll(), no runtime
+void redis_pipeline_benchmark(session&);  // raw/redis-benchmark (in tern-bench-redis): redis-benchmark -P
 }  // namespace tern_bench::raw_impl
+
+// The Redis comparators of tern-bench-redis: hiredis with its libevent adapter.
+namespace tern_bench::hiredis_impl {
+void redis_pipeline(session&);
+void redis_pubsub(session&);
+}  // namespace tern_bench::hiredis_impl

@@ -160,21 +160,13 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
         backoff_timer_(c),
         jitter_(reinterpret_cast<std::uintptr_t>(this) | 1) {
     ping_slot_.state = this;
-    ping_slot_.write = [](request_slot*, output_buffer& out) { write_command(out, "PING"); };
-    ping_slot_.deliver = [](request_slot*, std::uint32_t, const resp::node&) {};
-    ping_slot_.finish = [](request_slot* s, std::error_code) { s->state->ping_pending_ = false; };
+    ping_slot_.ops = &ping_ops;
     for (request_slot& r : resubscribe_) {
       r.state = this;
       r.what = request_slot::kind::subscription;
-      r.deliver = [](request_slot*, std::uint32_t, const resp::node&) {};
-      r.finish = [](request_slot*, std::error_code) {};
     }
-    resubscribe_[0].write = [](request_slot* s, output_buffer& out) {
-      write_command(out, "SUBSCRIBE", s->state->channels_);
-    };
-    resubscribe_[1].write = [](request_slot* s, output_buffer& out) {
-      write_command(out, "PSUBSCRIBE", s->state->patterns_);
-    };
+    resubscribe_[0].ops = &resubscribe_ops[0];
+    resubscribe_[1].ops = &resubscribe_ops[1];
   }
   connection_state(const connection_state&) = delete;
   connection_state& operator=(const connection_state&) = delete;
@@ -269,11 +261,15 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
  private:
   enum class phase : std::uint8_t { idle, connecting, ready, closed };
 
+  // The internal requests: the health check's PING, and the subscriptions made again on a new connection.
+  static const request_slot::operations ping_ops;
+  static const request_slot::operations resubscribe_ops[2];
+
   // ---- the queue ------------------------------------------------------------------------------------------------
 
   void enqueue(request_slot& slot) {
     const std::size_t before = out_.size();
-    slot.write(&slot, out_);
+    slot.ops->write(&slot, out_);
     slot.seq = front_seq_ + queue_.size();
     queue_.push_back({&slot, slot.replies, 0, out_.size() - before, slot.what, false});
     ++stats_.commands_sent;
@@ -289,14 +285,14 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
   static void on_wait_expired(tern::detail::timer_node* n) {
     auto* slot = static_cast<request_slot*>(n);
     connection_state& s = *slot->state;
-    if (s.withdraw(*slot)) slot->finish(slot, make_error_code(error::not_connected));
+    if (s.withdraw(*slot)) slot->ops->finish(slot, make_error_code(error::not_connected));
   }
   void disarm(request_slot& slot) noexcept {
     if (slot.linked()) ctx.timers().remove(&slot);
   }
   void end(request_slot& slot, std::error_code ec) {
     disarm(slot);
-    slot.finish(&slot, ec);
+    slot.ops->finish(&slot, ec);
   }
 
   // The front entry that still expects replies (dropping the finished ones before it), or null.
@@ -444,7 +440,7 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
       fail(make_error_code(error::protocol_error));  // a reply to nothing sent
       return false;
     }
-    if (e->slot != nullptr) e->slot->deliver(e->slot, e->index, n);
+    if (e->slot != nullptr) e->slot->ops->deliver(e->slot, e->index, n);
     if (!parser_.at_reply_boundary()) return false;
     // A subscription's reply (not a push) is its refusal: the whole request ends with it.
     if (e->what == request_slot::kind::subscription) e->replies_left = 1;
@@ -603,7 +599,7 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
         request_slot& slot = resubscribe_[k];
         slot.replies = static_cast<std::uint32_t>(counts[k]);
         const std::size_t before = head_bytes.size();
-        slot.write(&slot, head_bytes);
+        slot.ops->write(&slot, head_bytes);
         resub[resubscribed++] = {&slot, slot.replies, 0, head_bytes.size() - before, slot.what, false};
       }
     }
@@ -618,7 +614,7 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
       }
       if (e.rewrite) {
         const std::size_t before = head_bytes.size();
-        e.slot->write(e.slot, head_bytes);
+        e.slot->ops->write(e.slot, head_bytes);
         e.bytes = head_bytes.size() - before;
         e.rewrite = false;
         ++stats_.replayed;
@@ -922,6 +918,16 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
   connection_stats stats_;
 };
 
+const request_slot::operations connection_state::ping_ops{
+    [](request_slot*, output_buffer& out) { write_command(out, "PING"); },
+    [](request_slot*, std::uint32_t, const resp::node&) {},
+    [](request_slot* s, std::error_code) { s->state->ping_pending_ = false; }};
+const request_slot::operations connection_state::resubscribe_ops[2] = {
+    {[](request_slot* s, output_buffer& out) { write_command(out, "SUBSCRIBE", s->state->channels_); },
+     [](request_slot*, std::uint32_t, const resp::node&) {}, [](request_slot*, std::error_code) {}},
+    {[](request_slot* s, output_buffer& out) { write_command(out, "PSUBSCRIBE", s->state->patterns_); },
+     [](request_slot*, std::uint32_t, const resp::node&) {}, [](request_slot*, std::error_code) {}}};
+
 io_context& home_loop(const connection_state& s) noexcept { return s.ctx; }
 std::error_code submit(connection_state& s, request_slot& slot) { return s.submit(slot); }
 bool withdraw(connection_state& s, request_slot& slot) noexcept { return s.withdraw(slot); }
@@ -929,9 +935,11 @@ sync::channel<message>& message_channel(connection_state& s) noexcept { return s
 
 // ---- pipelines ----------------------------------------------------------------------------------------------------
 
+const request_slot::operations pipeline_op::table_{&pipeline_op::write_request, &pipeline_op::deliver_node,
+                                                   &pipeline_op::on_finish};
+
 pipeline_op::pipeline_op(connection_state& s, pipeline& p) : request_op(s), p_(&p) {
-  write = &write_request;
-  deliver = &deliver_node;
+  ops = &table_;
   idempotent = p.idempotent();
   replies = static_cast<std::uint32_t>(p.size() + (p.is_transaction() ? 2 : 0));
   if (p.empty()) {

@@ -131,8 +131,7 @@ class [[nodiscard]] command_op final : public request_op {
  public:
   command_op(connection_state& s, bool idempotent_request, Value v, const Args&... args)
       : request_op(s), value_(std::move(v)), args_(args...) {
-    write = &write_request;
-    deliver = &deliver_node;
+    ops = &table_;
     idempotent = idempotent_request;
     if (reserved(command_name(args...)) != reserved_kind::none) outcome_ = make_error_code(error::reserved_command);
   }
@@ -154,6 +153,7 @@ class [[nodiscard]] command_op final : public request_op {
     auto* self = static_cast<command_op*>(s);
     self->converter_.feed(self->value_.get(), n);
   }
+  static constexpr operations table_{&write_request, &deliver_node, &on_finish};
 
   Value value_;
   std::tuple<const Args&...> args_;
@@ -174,6 +174,7 @@ class [[nodiscard]] pipeline_op final : public request_op {
   static void write_request(request_slot* s, output_buffer& out);
   static void deliver_node(request_slot* s, std::uint32_t index, const resp::node& n);
   void deliver_exec(const resp::node& n);
+  static const operations table_;
 
   pipeline* p_;
   conversion_error error_;
@@ -187,8 +188,7 @@ class [[nodiscard]] subscription_op final : public request_op {
  public:
   subscription_op(connection_state& s, std::string_view verb, const Args&... names)
       : request_op(s), verb_(verb), names_(names...) {
-    write = &write_request;
-    deliver = &deliver_node;
+    ops = &table_;
     what = kind::subscription;
     idempotent = true;  // the server's subscription state is the same however often it is sent
     replies = static_cast<std::uint32_t>((std::size_t{0} + ... + argument_count(names)));
@@ -211,6 +211,7 @@ class [[nodiscard]] subscription_op final : public request_op {
     auto* self = static_cast<subscription_op*>(s);
     if (!take_error(n, self->error_)) self->error_.set(error::unexpected_type);
   }
+  static constexpr operations table_{&write_request, &deliver_node, &on_finish};
 
   std::string_view verb_;
   std::tuple<const Args&...> names_;

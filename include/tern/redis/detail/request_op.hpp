@@ -3,13 +3,14 @@
 // The machinery under every awaitable of a connection: the request slot the connection queues, and the awaiter
 // base that hands it over, from the connection's own loop or from another worker's.
 //
-// A request lives in its awaiter, in the frame of the task that awaits it: nothing is allocated per request. The
-// connection keeps a queue of pointers to the slots it owes replies to, calls write() to format the request into
-// its output buffer (again, for an idempotent request replayed after a reconnect), deliver() for each node of
-// each reply, and finish() once when it is done with the slot.
+// A request lives in its awaiter, in the frame of the task that awaits it: nothing is allocated per request, and
+// the awaiter is kept small (a frame holds one for each co_await of a command). The connection keeps a queue of
+// pointers to the slots it owes replies to, and calls its operations: write() to format the request into its
+// output buffer (again, for an idempotent request replayed after a reconnect), deliver() for each node of each
+// reply, and finish() once when it is done with the slot.
 //
 // On the connection's loop, await_suspend submits the slot directly and finish() queues the task's resumption.
-// From another loop, the slot travels as a work item posted to the connection's loop (submit_hop_), and finish()
+// From another loop, the slot travels as a work item posted to the connection's loop (node_), and finish()
 // posts the resumption back. A cancellation there (a timeout, a stop) happens on the awaiting task's loop while
 // the slot belongs to the connection's: cancel() posts a second item (cancel_hop_) that withdraws the slot on the
 // connection's loop, and two bits of flags_ decide which of the finish and the cancel hop resumes the task, so
@@ -38,13 +39,14 @@ struct request_slot : tern::detail::timer_node {
     command,       // replies are values; `replies` of them
     subscription,  // (P)(UN)SUBSCRIBE: `replies` confirmations arrive as pushes, or one error reply
   };
-  using write_fn = void (*)(request_slot*, output_buffer&);
-  using deliver_fn = void (*)(request_slot*, std::uint32_t reply_index, const resp::node&);
-  using finish_fn = void (*)(request_slot*, std::error_code);
+  // What the connection calls, one table per kind of request (a pointer in each slot, not three).
+  struct operations {
+    void (*write)(request_slot*, output_buffer&);  // formats the request, forgetting any reply received so far
+    void (*deliver)(request_slot*, std::uint32_t reply_index, const resp::node&);  // a node of reply reply_index
+    void (*finish)(request_slot*, std::error_code);  // done with the slot: ec empty when every reply arrived
+  };
 
-  write_fn write = nullptr;      // formats the request, and forgets any reply received so far
-  deliver_fn deliver = nullptr;  // one node of reply number reply_index
-  finish_fn finish = nullptr;    // the connection is done with the slot: ec empty when every reply arrived
+  const operations* ops = nullptr;
   connection_state* state = nullptr;
   std::uint64_t seq = 0;         // its place in the connection's queue, while queued
   std::uint32_t replies = 1;
@@ -62,10 +64,7 @@ bool withdraw(connection_state& s, request_slot& slot) noexcept;
 
 class request_op : public request_slot {
  public:
-  explicit request_op(connection_state& s) noexcept {
-    state = &s;
-    finish = &on_finish;
-  }
+  explicit request_op(connection_state& s) noexcept { state = &s; }
   // Moved before it is awaited (into with_timeout, with_stop), never while suspended.
   request_op(request_op&& o) noexcept : request_slot(o), outcome_(o.outcome_) {}
   request_op(const request_op&) = delete;
@@ -76,16 +75,16 @@ class request_op : public request_slot {
   bool await_ready() const noexcept { return static_cast<bool>(outcome_); }
   bool await_suspend(std::coroutine_handle<> h) {
     caller_ = io_context::current();
-    resume_.handle = h;
+    handle_ = h;
     io_context& home = home_loop(*state);
     if (caller_ == &home) {
       outcome_ = submit(*state, *this);
       return !outcome_;
     }
     remote_ = true;
-    submit_hop_.self = this;
-    submit_hop_.run = &on_submit_hop;
-    home.enqueue(&submit_hop_);
+    node_.self = this;
+    node_.run = &on_submit_hop;
+    home.enqueue(&node_);
     return true;
   }
   // While suspended, on the awaiting task's loop: ends the request with operation_canceled, unless it has ended.
@@ -93,7 +92,7 @@ class request_op : public request_slot {
     if (!remote_) {
       if (withdraw(*state, *this)) {
         outcome_ = make_error_code(tern::error::operation_canceled);
-        caller_->schedule(&resume_);
+        resume_on(*caller_);
       }
       return;
     }
@@ -106,25 +105,36 @@ class request_op : public request_slot {
   io_context& context() const noexcept { return *caller_; }
 
  protected:
+  // The operations table's finish: what every request does when the connection is done with it.
+  static void on_finish(request_slot* s, std::error_code ec) {
+    auto* self = static_cast<request_op*>(s);
+    self->outcome_ = ec;
+    if (!self->remote_) {
+      self->resume_on(*self->caller_);
+      return;
+    }
+    if (self->flags_.fetch_or(done_bit, std::memory_order_acq_rel) & cancel_bit) return;  // the cancel hop resumes
+    self->resume_on(*self->caller_);
+  }
+
   std::error_code outcome_;  // how the request ended as far as the connection is concerned
 
  private:
   static constexpr std::uint8_t done_bit = 1;    // finished on the connection's loop
   static constexpr std::uint8_t cancel_bit = 2;  // a cancel hop was posted (or is about to be)
+  // A hop to the connection's loop, or the task's resumption: the same node serves the submission (which has run
+  // long before) and then the resumption.
   struct hop : tern::detail::work_item {
     request_op* self = nullptr;
   };
 
-  static void on_finish(request_slot* s, std::error_code ec) {
-    auto* self = static_cast<request_op*>(s);
-    self->outcome_ = ec;
-    if (!self->remote_) {
-      self->caller_->schedule(&self->resume_);
-      return;
-    }
-    if (self->flags_.fetch_or(done_bit, std::memory_order_acq_rel) & cancel_bit) return;  // the cancel hop resumes
-    self->caller_->enqueue(&self->resume_);
+  // Queues the awaiting coroutine's resumption on loop (from any thread): node_ becomes its resume item.
+  void resume_on(io_context& loop) noexcept {
+    node_.self = this;
+    node_.run = &on_resume;
+    loop.enqueue(&node_);
   }
+  static void on_resume(tern::detail::work_item* w) { static_cast<hop*>(w)->self->handle_.resume(); }
   static void on_submit_hop(tern::detail::work_item* w) {
     request_op* self = static_cast<hop*>(w)->self;
     if (std::error_code ec = submit(*self->state, *self)) on_finish(self, ec);
@@ -134,12 +144,12 @@ class request_op : public request_slot {
     if ((self->flags_.load(std::memory_order_acquire) & done_bit) == 0 && withdraw(*self->state, *self)) {
       self->outcome_ = make_error_code(tern::error::operation_canceled);
     }
-    self->caller_->enqueue(&self->resume_);
+    self->resume_on(*self->caller_);
   }
 
   io_context* caller_ = nullptr;
-  tern::detail::resume_item resume_;
-  hop submit_hop_;
+  std::coroutine_handle<> handle_;
+  hop node_;
   hop cancel_hop_;
   std::atomic<std::uint8_t> flags_{0};
   bool remote_ = false;
