@@ -157,9 +157,18 @@ parser::result parser::next(const char* data, std::size_t size) {
     if (size > 0 && std::memchr(data, '\n', size) != nullptr) return fail(error::protocol_error);
     return {};
   }
-  // The line: the type byte, then up to CR LF, looked for only as far as max_line allows.
+  // The line: the type byte, then up to CR LF, looked for only as far as max_line allows. Most lines are a few
+  // bytes ("$32", ":1", "+OK"): a short scan finds their CR before a call to memchr would have started.
   const std::size_t window = std::min(size - 1, limits_.max_line + 1);
-  const char* cr = static_cast<const char*>(std::memchr(data + 1, '\r', window));
+  const char* cr = nullptr;
+  const std::size_t near = std::min<std::size_t>(window, 16);
+  for (std::size_t i = 1; i <= near; ++i) {
+    if (data[i] == '\r') {
+      cr = data + i;
+      break;
+    }
+  }
+  if (cr == nullptr && window > near) cr = static_cast<const char*>(std::memchr(data + 1 + near, '\r', window - near));
   if (cr == nullptr) {
     if (std::memchr(data, '\n', std::min(size, window + 1)) != nullptr) return fail(error::protocol_error);
     if (size - 1 > limits_.max_line) return fail(error::line_too_long);
@@ -170,13 +179,16 @@ parser::result parser::next(const char* data, std::size_t size) {
   if (static_cast<std::size_t>(cr - data) + 1 == size) return {};  // CR is the last byte: LF may follow
   if (cr[1] != '\n') return fail(error::protocol_error);
   const std::string_view line(data + 1, line_size);
-  if (std::memchr(line.data(), '\n', line.size()) != nullptr) return fail(error::protocol_error);
   const std::size_t header = line_size + 3;
 
+  // A bare LF can hide only in a simple string or error: every other line is a number or a fixed word, whose
+  // parse refuses it.
   const char kind = data[0];
   switch (kind) {
-    case '+': return scalar(type::simple_string, header, line);
-    case '-': return scalar(type::simple_error, header, line);
+    case '+':
+    case '-':
+      if (std::memchr(line.data(), '\n', line.size()) != nullptr) return fail(error::protocol_error);
+      return scalar(kind == '+' ? type::simple_string : type::simple_error, header, line);
     case ':': {
       std::int64_t v;
       if (!parse_integer(line, v)) return fail(error::protocol_error);

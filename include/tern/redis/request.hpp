@@ -143,63 +143,105 @@ std::size_t argument_count(const T& a) noexcept {
   }
 }
 
-// "<prefix><n>\r\n"
-inline void write_length(output_buffer& out, char prefix, std::size_t n) {
-  char* p = out.prepare(24);
-  char* start = p;
-  *p++ = prefix;
-  p = std::to_chars(p, p + 21, n).ptr;
-  *p++ = '\r';
-  *p++ = '\n';
-  out.commit(static_cast<std::size_t>(p - start));
+// A command is written in one pass into room reserved for it at once: each argument's bound (its text, or a
+// number's longest form, and its header) is added up first, so that the bytes go out without a capacity check each.
+constexpr std::size_t header_bound = 25;  // "$" or "*", up to 20 digits, CR LF (and a bulk string's closing CR LF)
+constexpr std::size_t number_bound = 40;  // the longest decimal form of an integer or a double
+
+// n in decimal at p; returns the end. The short lengths of most arguments skip to_chars.
+[[gnu::always_inline]] inline char* put_decimal(char* p, std::size_t n) noexcept {
+  if (n < 10) {
+    *p = static_cast<char>('0' + n);
+    return p + 1;
+  }
+  if (n < 100) {
+    p[0] = static_cast<char>('0' + n / 10);
+    p[1] = static_cast<char>('0' + n % 10);
+    return p + 2;
+  }
+  return std::to_chars(p, p + 20, n).ptr;
 }
 
-inline void write_bulk(output_buffer& out, std::string_view s) {
-  char* p = out.prepare(s.size() + 26);
-  char* start = p;
-  *p++ = '$';
-  p = std::to_chars(p, p + 21, s.size()).ptr;
+// "<prefix><n>\r\n"
+[[gnu::always_inline]] inline char* put_length(char* p, char prefix, std::size_t n) noexcept {
+  *p++ = prefix;
+  p = put_decimal(p, n);
   *p++ = '\r';
   *p++ = '\n';
+  return p;
+}
+
+[[gnu::always_inline]] inline char* put_bulk(char* p, std::string_view s) noexcept {
+  p = put_length(p, '$', s.size());
   if (!s.empty()) std::memcpy(p, s.data(), s.size());
   p += s.size();
   *p++ = '\r';
   *p++ = '\n';
-  out.commit(static_cast<std::size_t>(p - start));
+  return p;
 }
 
 template <class T>
-void write_scalar(output_buffer& out, const T& a) {
+std::size_t scalar_bound(const T& a) noexcept {
   if constexpr (text_argument<T>) {
-    write_bulk(out, std::string_view(a));
+    return std::string_view(a).size() + header_bound;
   } else {
-    char digits[40];
-    const auto r = std::to_chars(digits, digits + sizeof digits, a);
-    write_bulk(out, std::string_view(digits, static_cast<std::size_t>(r.ptr - digits)));
+    return number_bound + header_bound;
   }
 }
 
 template <class T>
-void write_argument(output_buffer& out, const T& a) {
+[[gnu::always_inline]] inline char* put_scalar(char* p, const T& a) noexcept {
+  if constexpr (text_argument<T>) {
+    return put_bulk(p, std::string_view(a));
+  } else {
+    char digits[number_bound];
+    const auto r = std::to_chars(digits, digits + sizeof digits, a);
+    return put_bulk(p, std::string_view(digits, static_cast<std::size_t>(r.ptr - digits)));
+  }
+}
+
+// The most bytes an argument takes.
+template <class T>
+std::size_t argument_bound(const T& a) noexcept {
   if constexpr (scalar_argument<T>) {
-    write_scalar(out, a);
+    return scalar_bound(a);
+  } else {
+    std::size_t n = 0;
+    for (const auto& e : a) {
+      if constexpr (is_pair<std::remove_cvref_t<decltype(e)>>::value) {
+        n += scalar_bound(e.first) + scalar_bound(e.second);
+      } else {
+        n += scalar_bound(e);
+      }
+    }
+    return n;
+  }
+}
+
+template <class T>
+[[gnu::always_inline]] inline char* put_argument(char* p, const T& a) noexcept {
+  if constexpr (scalar_argument<T>) {
+    return put_scalar(p, a);
   } else {
     for (const auto& e : a) {
       if constexpr (is_pair<std::remove_cvref_t<decltype(e)>>::value) {
-        write_scalar(out, e.first);
-        write_scalar(out, e.second);
+        p = put_scalar(p, e.first);
+        p = put_scalar(p, e.second);
       } else {
-        write_scalar(out, e);
+        p = put_scalar(p, e);
       }
     }
+    return p;
   }
 }
 
 // The whole command: the array header, then each argument.
 template <class... Args>
 void write_command(output_buffer& out, const Args&... args) {
-  write_length(out, '*', (std::size_t{0} + ... + argument_count(args)));
-  (write_argument(out, args), ...);
+  char* const start = out.prepare(header_bound + (std::size_t{0} + ... + argument_bound(args)));
+  char* p = put_length(start, '*', (std::size_t{0} + ... + argument_count(args)));
+  ((p = put_argument(p, args)), ...);
+  out.commit(static_cast<std::size_t>(p - start));
 }
 
 // Commands a shared, pipelined connection cannot carry, because they change what the replies that follow mean:
