@@ -21,6 +21,7 @@ packages=(
   iptables iproute2 procps ethtool util-linux
   libgtest-dev libgmock-dev
   python3 python3-matplotlib python3-websockets
+  redis-server redis-tools libhiredis-dev libevent-dev
 )
 
 missing=()

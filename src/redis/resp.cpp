@@ -176,7 +176,11 @@ parser::result parser::next(const char* data, std::size_t size) {
   }
   const std::size_t line_size = static_cast<std::size_t>(cr - data) - 1;
   if (line_size > limits_.max_line) return fail(error::line_too_long);
-  if (static_cast<std::size_t>(cr - data) + 1 == size) return {};  // CR is the last byte: LF may follow
+  if (static_cast<std::size_t>(cr - data) + 1 == size) {
+    // CR is the last byte: LF may follow. A bare LF before it fails the line now, as it does while no CR has come.
+    if (std::memchr(data, '\n', static_cast<std::size_t>(cr - data)) != nullptr) return fail(error::protocol_error);
+    return {};
+  }
   if (cr[1] != '\n') return fail(error::protocol_error);
   const std::string_view line(data + 1, line_size);
   const std::size_t header = line_size + 3;

@@ -182,7 +182,7 @@ TEST(resp_parser, malformed_input_is_refused_and_the_parser_stays_failed) {
   const std::string_view bad[] = {
       ":12a\r\n", ":\r\n", ":99999999999999999999\r\n", ",1.5x\r\n", ",\r\n", "#x\r\n", "_x\r\n", "(12a\r\n",
       "$5\r\nhelloXY", "$-2\r\n", "$?\r\n", "*?\r\n", "*-2\r\n", "%-1\r\n", "=3\r\nabc\r\n", "=5\r\ntxt;a\r\n",
-      "?\r\n", "+a\nb\r\n", "+ab\rc\r\n", "\n", "$+5\r\nhello\r\n"};
+      "?\r\n", "+a\nb\r\n", "+ab\rc\r\n", "\n", "$+5\r\nhello\r\n", "+a\nb--\r", "$3\n4\r"};
   for (std::string_view b : bad) {
     const transcript t = parse(b);
     EXPECT_EQ(t.ec, error::protocol_error) << b;
