@@ -136,7 +136,11 @@ parser::result parser::aggregate(resp::type t, std::size_t consumed, std::uint64
   r.n.size = count;
   const std::uint64_t values = (t == type::map || attribute) ? count * 2 : count;
   if (values == 0) {
-    if (!attribute) value_done();
+    if (!attribute) {
+      value_done();
+    } else if (depth_ == 0) {
+      pending_attribute_ = true;  // even an empty attribute is followed by the value it annotates
+    }
     return r;
   }
   if (depth_ == limits_.max_depth) return fail(error::nesting_too_deep);

@@ -156,6 +156,13 @@ TEST(resp_parser, a_reply_ends_when_its_last_element_does) {
   EXPECT_EQ(boundaries, (std::vector<bool>{false, false, false, true}));
 }
 
+TEST(resp_parser, an_empty_attribute_still_precedes_its_value) {
+  const transcript t = parse("+OK\r\n|0\r\n:1\r\n");
+  EXPECT_FALSE(t.ec);
+  EXPECT_EQ(t.lines, (std::vector<std::string>{"0 simple_string 'OK'", "|", "0 attribute (attr) 0", "0 integer '1' =1",
+                                               "|"}));
+}
+
 TEST(resp_parser, limits_are_refused_before_the_bytes_arrive) {
   resp::limits l;
   l.max_bulk = 10;
