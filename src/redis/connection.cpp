@@ -394,7 +394,6 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
 
   template <class S>
   task<void> reader(S& s) {
-    std::size_t need = 0;
     while (!broken_) {
       const resp::parser::result r = parser_.next(in_.get() + in_begin_, in_end_ - in_begin_);
       if (r.what == resp::parser::status::node) {
@@ -413,8 +412,7 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
         fail(r.ec);
         break;
       }
-      need = r.need;
-      prepare_input(need);
+      prepare_input(r.need);
       auto [ec, n] = co_await read_some(s, mutable_buffer(in_.get() + in_end_, in_cap_ - in_end_));
       if (ec) {
         fail(ec);
@@ -670,7 +668,6 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
   task<std::error_code> read_reply(S& s, reply& out) {
     out.clear();
     bool skipping_push = false;
-    std::size_t need = 0;
     for (;;) {
       const resp::parser::result r = parser_.next(in_.get() + in_begin_, in_end_ - in_begin_);
       if (r.what == resp::parser::status::node) {
@@ -684,8 +681,7 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
         continue;
       }
       if (r.what == resp::parser::status::failed) co_return r.ec;
-      need = r.need;
-      prepare_input(need);
+      prepare_input(r.need);
       auto [ec, n] = co_await read_some(s, mutable_buffer(in_.get() + in_end_, in_cap_ - in_end_));
       if (ec) co_return ec;
       in_end_ += n;
@@ -824,6 +820,8 @@ class connection_state : public std::enable_shared_from_this<connection_state> {
     return std::chrono::milliseconds(base * 3 / 4 + static_cast<long long>(jitter_ % (base / 2 + 1)));
   }
 
+  // The connection's background task; keep holds the state alive until it ends, whatever happens to the
+  // connection object.
   template <class S>
   task<void> run(std::shared_ptr<connection_state> keep) {
     std::chrono::milliseconds backoff = std::max(cfg.reconnect_min, std::chrono::milliseconds(1));
