@@ -8,7 +8,7 @@
 #include <tern/redis/connection.hpp>
 
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -21,8 +21,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace tern_test {
 
@@ -99,10 +97,17 @@ class redis_server {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
-      ADD_FAILURE() << "cannot start redis-server";
-      pid_ = -1;
+    // The server dies with the test process (SIGKILL when it goes, even killed by ctest's timeout): forked by
+    // hand for prctl, with only async-signal-safe calls in the child (the test may have threads).
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      ADD_FAILURE() << "cannot start redis-server: " << std::strerror(errno);
       return false;
+    }
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::execvp("redis-server", argv.data());
+      ::_exit(127);
     }
     for (int i = 0; i < 1000; ++i) {
       if (answers_ping()) return true;

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -85,6 +86,7 @@ server::server() : port_(free_port()) {
     pid_ = ::fork();
     if (pid_ < 0) throw bench_failure(std::string("fork: ") + std::strerror(errno));
     if (pid_ == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the server goes with the worker, however the worker ends
         pin_child(server_cpu);
         close_inherited();
         ::execvp("redis-server", argv.data());
