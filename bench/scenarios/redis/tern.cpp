@@ -81,6 +81,7 @@ tern::task<void> subscriber_loop(redis::connection& conn, std::size_t index, pub
     // Counts until the meter is done, then keeps reading (and checking) until its connection is closed.
     for (;;) {
         auto [ec, m] = co_await conn.receive();
+        if (ec && meter.done()) break;  // closed once the last phase was over
         check(ec, "receive");
         const std::uint64_t expected = st.received[index];
         if (m->channel != "bench" || m->payload.size() != redis_bench::value_size ||
