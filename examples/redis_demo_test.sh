@@ -6,16 +6,40 @@
 set -eu
 prog=$1
 dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --unixsocket "$dir/redis.sock" --save '' --appendonly no \
-  --dir "$dir" --logfile "$dir/redis.log" --daemonize no &
-pid=$!
-cleanup() { kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
+# The port is drawn below the kernel's ephemeral range (no socket bound to port 0 or connecting out can take it),
+# and drawn again if the server exits at once (another test took it first).
+free_port() {
+  python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    p = random.randrange(10000, low)
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try: s.bind(("127.0.0.1", p)); print(p); break
+    except OSError: pass
+    finally: s.close()'
+}
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$dir"
+}
 trap cleanup EXIT
-for _ in $(seq 200); do
+for _ in $(seq 10); do
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 --unixsocket "$dir/redis.sock" --save '' --appendonly no \
+    --dir "$dir" --logfile "$dir/redis.log" --daemonize no &
+  pid=$!
+  for _ in $(seq 250); do
+    [ -S "$dir/redis.sock" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.02
+  done
   [ -S "$dir/redis.sock" ] && break
-  sleep 0.02
+  wait "$pid" 2>/dev/null || true
+  pid=
 done
+[ -n "$pid" ] || { echo "redis_demo_test: redis-server did not start:"; cat "$dir/redis.log"; exit 1; }
 
 for where in "127.0.0.1:$port" "$dir/redis.sock"; do
   "$prog" "$where" > "$dir/out"

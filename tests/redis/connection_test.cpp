@@ -18,8 +18,6 @@ using namespace std::chrono_literals;
 
 TERN_INSTANTIATE_BACKENDS(redis_test);
 
-tern::io_context& here() { return *tern::io_context::current(); }
-
 TEST_P(redis_test, set_and_get_over_tcp) {
   run_bounded(ctx, [](redis_server& server) -> task<void> {
     redis::connection conn(here(), server.tcp_config());

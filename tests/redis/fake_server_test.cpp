@@ -16,8 +16,6 @@ using namespace std::chrono_literals;
 class redis_fake_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(redis_fake_test);
 
-tern::io_context& here() { return *tern::io_context::current(); }
-
 // What the server answers to a command (its arguments); nullopt: nothing.
 using answer_fn = std::function<std::optional<std::string>(const std::vector<std::string>& command, int connection)>;
 

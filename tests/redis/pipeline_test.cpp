@@ -18,8 +18,6 @@ using namespace std::chrono_literals;
 class redis_pipeline_test : public redis_test {};
 TERN_INSTANTIATE_BACKENDS(redis_pipeline_test);
 
-tern::io_context& here() { return *tern::io_context::current(); }
-
 std::string value_of(int task, int i) { return "value-" + std::to_string(task) + "-" + std::to_string(i); }
 
 // SET then GET of keys of its own, each reply checked against its request; returns the mismatches.

@@ -15,8 +15,6 @@ using namespace std::chrono_literals;
 class redis_pubsub_test : public redis_test {};
 TERN_INSTANTIATE_BACKENDS(redis_pubsub_test);
 
-tern::io_context& here() { return *tern::io_context::current(); }
-
 // The next message (fails the test, returning an empty one, on an error or after 5 s).
 task<redis::message> next_message(redis::connection& conn) {
   auto [ec, m] = co_await tern::with_timeout(conn.receive(), 5s);

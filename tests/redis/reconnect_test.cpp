@@ -16,8 +16,6 @@ using namespace std::chrono_literals;
 class redis_reconnect_test : public redis_test {};
 TERN_INSTANTIATE_BACKENDS(redis_reconnect_test);
 
-tern::io_context& here() { return *tern::io_context::current(); }
-
 redis::config quick_reconnect(redis::config c) {
   c.reconnect_min = 5ms;
   c.reconnect_max = 20ms;

@@ -20,7 +20,7 @@ struct transcript {
   std::size_t left = 0;  // bytes not consumed at the end
 };
 
-std::string describe(const resp::node& n) {
+std::string show(const resp::node& n) {
   std::string s = std::to_string(n.depth) + " " + resp::to_string(n.type);
   if (n.in_attribute) s += " (attr)";
   if (resp::is_aggregate(n.type)) return s + " " + std::to_string(n.size);
@@ -42,7 +42,7 @@ transcript parse(std::string_view input, std::size_t step = 0, const resp::limit
     if (r.what == resp::parser::status::node) {
       EXPECT_GT(r.consumed, 0u);
       EXPECT_LE(r.consumed, buffer.size());
-      t.lines.push_back(describe(r.n));
+      t.lines.push_back(show(r.n));
       buffer.erase(0, r.consumed);
       if (p.at_reply_boundary()) t.lines.push_back("|");
       continue;

@@ -16,22 +16,19 @@ using namespace std::chrono_literals;
 
 class redis_tls_test : public backend_test {
  protected:
-  std::uint16_t tls_port = free_port();
-  redis_server server{{"--tls-port", std::to_string(tls_port), "--tls-cert-file", pki().server_cert,
-                       "--tls-key-file", pki().server_key, "--tls-ca-cert-file", pki().ca, "--tls-auth-clients",
-                       "no"}};
+  redis_server server{{},
+                      {"--tls-cert-file", pki().server_cert, "--tls-key-file", pki().server_key, "--tls-ca-cert-file",
+                       pki().ca, "--tls-auth-clients", "no"}};
 
   redis::config tls_config(tls::context client) const {
     redis::config c;
     c.host = "localhost";
-    c.port = tls_port;
+    c.port = server.tls_port();
     c.tls = redis::tls_transport(std::move(client));
     return c;
   }
 };
 TERN_INSTANTIATE_BACKENDS(redis_tls_test);
-
-tern::io_context& here() { return *tern::io_context::current(); }
 
 TEST_P(redis_tls_test, commands_and_pub_sub_over_tls) {
   run_bounded(ctx, [](redis::config cfg, redis::config plain) -> task<void> {
