@@ -170,7 +170,7 @@ TEST_P(redis_pipeline_test, timeouts_of_commands_from_another_worker) {
       auto gone = co_await tern::with_timeout(conn.command<std::string>("DEBUG", "SLEEP", "0.05"), 0ms);
       EXPECT_EC(gone.ec, tern::error::timed_out);
     };
-    co_await rt.spawn_on(1, remote, std::ref(conn));
+    co_await rt.spawn_on(1, remote(conn));
     auto [ec, v] = co_await conn.command<std::string>("ECHO", "after");
     EXPECT_OK(ec);
     EXPECT_EQ(v, "after");

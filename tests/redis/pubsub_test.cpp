@@ -144,7 +144,7 @@ TEST_P(redis_pubsub_test, messages_received_on_another_worker) {
       }
       co_return got;
     };
-    auto receiver = rt.spawn_on(1, far, std::ref(sub));
+    auto receiver = rt.spawn_on(1, far(sub));
     while (sub.subscriptions() == 0) co_await tern::sleep_for(1ms);
     for (int i = 0; i < 50; ++i) EXPECT_OK((co_await pub.command<redis::ignore_t>("PUBLISH", "remote", i)).ec);
     EXPECT_EQ(co_await std::move(receiver), 50);
