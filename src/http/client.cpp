@@ -474,9 +474,15 @@ task<io_result<std::unique_ptr<detail::client_connection>>> client::connect(std:
   co_return result{std::error_code{}, std::move(c)};
 }
 
-task<io_result<client_exchange>> client::exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
-                                                  std::string_view target, const fields& headers,
-                                                  std::optional<std::uint64_t> body_length) {
+task<io_result<client_exchange>> client::exchange_owned(http::scheme s, std::string host, std::uint16_t port,
+                                                        method m, std::string target, fields headers,
+                                                        std::optional<std::uint64_t> body_length) {
+  co_return co_await exchange_views(s, host, port, m, target, headers, body_length);
+}
+
+task<io_result<client_exchange>> client::exchange_views(http::scheme s, std::string_view host, std::uint16_t port,
+                                                        method m, std::string_view target, const fields& headers,
+                                                        std::optional<std::uint64_t> body_length) {
   const bool secure = s == http::scheme::https;
   using result = io_result<client_exchange>;
   const std::string_view name = to_string(m);
@@ -535,7 +541,7 @@ task<io_result<client_exchange>> client::exchange(http::scheme s, std::string_vi
 task<io_result<response>> client::send(http::scheme s, std::string host, std::uint16_t port, client_request req) {
   using result = io_result<response>;
   for (int attempt = 0;; ++attempt) {
-    auto [ec, ex] = co_await exchange(s, host, port, req.method, req.target, req.headers, req.body.size());
+    auto [ec, ex] = co_await exchange_views(s, host, port, req.method, req.target, req.headers, req.body.size());
     if (ec) co_return result{ec, {}};
     const bool reused = ex.conn_->reused;
     ec = co_await ex.write(const_buffer(req.body.data(), req.body.size()));
@@ -581,23 +587,29 @@ task<std::error_code> client::read_body(client_exchange& ex, std::string& body) 
   co_return std::error_code{};
 }
 
+namespace {
+task<io_result<response>> refused(std::error_code ec) { co_return io_result<response>{ec, {}}; }
+}  // namespace
+
+// get and post take the URL apart when called, into the strings the request owns: the task refers to nothing of
+// the caller's.
 task<io_result<response>> client::get(std::string_view target_url) {
   std::optional<url> u = url::parse(target_url);
-  if (!u) co_return io_result<response>{std::make_error_code(std::errc::invalid_argument), {}};
+  if (!u) return refused(std::make_error_code(std::errc::invalid_argument));
   client_request req;
   req.target = std::move(u->target);
-  co_return co_await send(u->scheme, std::move(u->host), u->port, std::move(req));
+  return send(u->scheme, std::move(u->host), u->port, std::move(req));
 }
 
 task<io_result<response>> client::post(std::string_view target_url, std::string body, std::string_view content_type) {
   std::optional<url> u = url::parse(target_url);
-  if (!u) co_return io_result<response>{std::make_error_code(std::errc::invalid_argument), {}};
+  if (!u) return refused(std::make_error_code(std::errc::invalid_argument));
   client_request req;
   req.method = method::post;
   req.target = std::move(u->target);
   req.body = std::move(body);
   req.headers.set("Content-Type", content_type);
-  co_return co_await send(u->scheme, std::move(u->host), u->port, std::move(req));
+  return send(u->scheme, std::move(u->host), u->port, std::move(req));
 }
 
 }  // namespace tern::http

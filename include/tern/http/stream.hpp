@@ -23,6 +23,9 @@
 // chunked otherwise (to an HTTP/1.0 client: delimited by closing the connection). A handler that returns without
 // start() gets a 500 sent for it; one that started but did not finish() has its connection closed, so the peer
 // sees an incomplete response rather than a wrong one.
+//
+// Lifetimes: the buffers given to read_some and write, and the fields given to start(), are read in place when the
+// operation runs: await each operation at once (a temporary inside the awaited expression lives long enough).
 #pragma once
 
 #include <cstddef>
