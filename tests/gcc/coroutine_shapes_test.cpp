@@ -65,7 +65,7 @@ TEST_P(gcc_shapes_test, serve_with_options_answers_and_returns_at_shutdown) {
     http::client client(*tern::io_context::current());
     auto [ec, r] = co_await client.get("http://" + where.to_string() + "/hello");
     client.close_idle();
-    co_return ec ? ec.message() : r.body + r.headers.get("server");
+    co_return ec ? ec.message() : r.body + std::string(r.headers.get("server"));
   }(where));
   EXPECT_EQ(body, "hello\nshapes");
   EXPECT_TRUE(rt.shutdown(5s));
