@@ -11,6 +11,7 @@
 #include <tern/http/client.hpp>
 #include <tern/http/server.hpp>
 
+#include <array>
 #include <future>
 #include <string>
 #include <thread>
@@ -84,7 +85,8 @@ TEST_P(gcc_shapes_test, operations_with_defaulted_arguments_awaited_from_a_corou
     EXPECT_EQ(found.endpoints.size(), 1u);
     net::tcp_acceptor acceptor(ctx);
     CO_ASSERT_OK(acceptor.listen(net::endpoint::loopback_v4(0)));
-    auto [cec, socket] = co_await net::connect(ctx, std::vector<net::endpoint>{acceptor.local_endpoint().value});
+    const std::vector<net::endpoint> where{acceptor.local_endpoint().value};  // g++ 12 refuses a braced list here
+    auto [cec, socket] = co_await net::connect(ctx, where);
     CO_ASSERT_OK(cec);
     auto [aec, peer] = co_await acceptor.accept();
     CO_ASSERT_OK(aec);
@@ -97,7 +99,8 @@ TEST_P(gcc_shapes_test, a_choice_between_two_awaited_results_in_its_safe_forms) 
   tern::io_context ctx(options_for(GetParam()));
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<> {
     net::resolver resolver(ctx);
-    for (bool first : {true, false}) {
+    const std::array<bool, 2> choices{true, false};
+    for (const bool first : choices) {
       auto chosen = co_await (first ? resolver.resolve("127.0.0.1", "80") : resolver.resolve("127.0.0.2", "80"));
       CO_ASSERT_OK(chosen.ec);
       EXPECT_EQ(chosen.value.endpoints.at(0).to_string(), first ? "127.0.0.1:80" : "127.0.0.2:80");

@@ -185,7 +185,9 @@ TEST_P(services_runtime_test, add_and_report_from_a_thread_without_a_loop_are_ma
   constexpr int added = 200;
   for (int i = 0; i < added; ++i) {
     reg.add<placed>(svc::named{"p" + std::to_string(i)}, &rt.worker(0), std::ref(at_home), std::ref(elsewhere));
-    if (i % 20 == 0) EXPECT_EQ(reg.report().services.size(), static_cast<std::size_t>(i) + 3);
+    if (i % 20 == 0) {
+      EXPECT_EQ(reg.report().services.size(), static_cast<std::size_t>(i) + 3);
+    }
   }
   done.store(true);
   run_on(rt, 0, [&]() -> tern::task<> {
