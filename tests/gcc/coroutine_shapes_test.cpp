@@ -93,17 +93,14 @@ TEST_P(gcc_shapes_test, operations_with_defaulted_arguments_awaited_from_a_corou
   }(ctx));
 }
 
-// The safe forms of `c ? co_await a() : co_await b()` (which g++ 12 miscompiles: known_bug.cpp): await the chosen
-// task, or assign in an if/else.
-TEST_P(gcc_shapes_test, a_choice_between_two_awaited_results_in_its_safe_forms) {
+// The safe form of `c ? co_await a() : co_await b()` (which g++ 12 miscompiles: known_bug.cpp): assign in an
+// if/else. (`co_await (c ? a() : b())` is no better: g++ 12 frees the chosen task's frame twice.)
+TEST_P(gcc_shapes_test, a_choice_between_two_awaited_results_in_its_safe_form) {
   tern::io_context ctx(options_for(GetParam()));
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<> {
     net::resolver resolver(ctx);
     const std::array<bool, 2> choices{true, false};
     for (const bool first : choices) {
-      auto chosen = co_await (first ? resolver.resolve("127.0.0.1", "80") : resolver.resolve("127.0.0.2", "80"));
-      CO_ASSERT_OK(chosen.ec);
-      EXPECT_EQ(chosen.value.endpoints.at(0).to_string(), first ? "127.0.0.1:80" : "127.0.0.2:80");
       tern::io_result<net::resolve_results> assigned;
       if (first) {
         assigned = co_await resolver.resolve("127.0.0.1", "80");

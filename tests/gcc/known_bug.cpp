@@ -8,12 +8,16 @@
 #include <tern/tern.hpp>
 
 #include <cstdio>
+#include <vector>
 
 namespace net = tern::net;
 
+// Not a braced list in the awaited expression: g++ 12 refuses that outright (array used as initializer).
+std::vector<net::endpoint> local_server() { return {net::endpoint::loopback_v4(53)}; }
+
 tern::task<int> reproduce(tern::io_context& ctx, bool c) {
 #if KNOWN_BUG == 1
-  auto [ec, found] = co_await net::resolver(ctx, net::resolver_options{.servers = {net::endpoint::loopback_v4(53)}})
+  auto [ec, found] = co_await net::resolver(ctx, net::resolver_options{.servers = local_server()})
                          .resolve("127.0.0.1", "80");
 #elif KNOWN_BUG == 2
   net::resolver resolver(ctx);
