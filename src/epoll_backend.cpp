@@ -203,7 +203,9 @@ class epoll_backend final : public backend {
     if ((ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) d.short_read_drains = false;
     for (io_op* op = d.pending_head; op != nullptr;) {
       io_op* next = op->next_pending;  // complete() unlinks op
-      if (op->st == io_op::state::pending && (waits_for_input(op->code) ? in : out)) {
+      // A file call on a watched descriptor (fs::file on a FIFO or a terminal: its stat, its sync) runs on the
+      // blocking pool, which completes it; readiness says nothing about it.
+      if (op->st == io_op::state::pending && !is_file_op(op->code) && (waits_for_input(op->code) ? in : out)) {
         int r = attempt(*op, true);
         note_read(*op, r);
         // A connect's check is two calls (SO_ERROR, then getpeername); a poll's retry makes none.

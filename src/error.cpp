@@ -5,6 +5,7 @@
 namespace tern::detail {
 
 constinit const error_category_impl error_category_instance;
+constinit const condition_category_impl condition_category_instance;
 
 std::string error_category_impl::message(int value) const {
   switch (static_cast<error>(value)) {
@@ -49,6 +50,20 @@ std::error_condition error_category_impl::default_error_condition(int value) con
     case error::closed: break;
   }
   return {value, *this};
+}
+
+std::string condition_category_impl::message(int value) const {
+  switch (static_cast<condition>(value)) {
+    case condition::end_of_stream: return "end of stream: the peer ended the stream";
+  }
+  return "unknown tern condition";
+}
+
+bool condition_category_impl::equivalent(const std::error_code& code, int value) const noexcept {
+  switch (static_cast<condition>(value)) {
+    case condition::end_of_stream: return code == error::eof;
+  }
+  return false;
 }
 
 }  // namespace tern::detail

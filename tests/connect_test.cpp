@@ -182,7 +182,7 @@ TEST_P(connect_test, connects_by_name_to_the_address_that_accepts) {
         auto [rec, peer] = s.remote_endpoint();
         EXPECT_EQ(peer, good);
         auto [missing, none] = co_await tern::net::connect(r, "missing.test", "80", o);
-        EXPECT_EC(missing, tern::net::resolver_error::not_found);
+        EXPECT_EC(missing, tern::net::dns::error::not_found);
         EXPECT_FALSE(none.is_open());
       }
       server.close();

@@ -69,6 +69,19 @@ TEST(error_category, codes_are_distinct_and_old_spellings_name_them) {
   EXPECT_TRUE(std::error_code(ECANCELED, std::system_category()) == std::errc::operation_canceled);
 }
 
+TEST(error_condition, end_of_stream_is_eof_among_tern_codes_and_never_a_kernel_error) {
+  const std::error_condition end = tern::condition::end_of_stream;
+  EXPECT_STREQ(end.category().name(), "tern.condition");
+  EXPECT_NE(end.message().find("end of stream"), std::string::npos);
+  for (const table_row& row : table) {
+    EXPECT_EQ(std::error_code(row.code) == end, row.code == tern::error::eof) << std::error_code(row.code).message();
+  }
+  EXPECT_TRUE(std::error_code(tern::net::error::eof) == tern::condition::end_of_stream);
+  for (int e : {ECONNRESET, EPIPE, ECONNABORTED, 0}) {
+    EXPECT_FALSE(std::error_code(e, std::system_category()) == end) << e;
+  }
+}
+
 class error_sources_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(error_sources_test);
 
@@ -79,6 +92,17 @@ TERN_INSTANTIATE_BACKENDS(error_sources_test);
   }
   return ::testing::AssertionFailure() << "got " << describe(ec) << ", expected "
                                        << describe(tern::make_error_code(expected));
+}
+
+TEST_P(error_sources_test, a_read_after_the_peer_closed_is_an_end_of_stream) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    socket_pair p = co_await connected_pair(ctx);
+    p.server.close();
+    char buf[4];
+    auto [ec, n] = co_await p.client.read_some(buf);
+    EXPECT_TRUE(ec == tern::condition::end_of_stream) << describe(ec);
+    (void)n;
+  }(ctx));
 }
 
 TEST_P(error_sources_test, socket_cancel_close_and_timeout_report_tern_codes) {

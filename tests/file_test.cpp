@@ -12,8 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -30,6 +37,55 @@ fs::open_options create_rw() {
   o.create = true;
   o.truncate = true;
   return o;
+}
+
+fs::open_options read_write() {
+  fs::open_options o;
+  o.access = fs::open_options::read_write;
+  return o;
+}
+
+// Calls release() unless dismissed within limit: it ends a blocking call that nothing else could end (by writing to
+// the FIFO or terminal it reads), so that a test whose call should have been bounded by tern fails (rescued()) instead
+// of hanging.
+class rescuer {
+ public:
+  rescuer(std::function<void()> release, std::chrono::milliseconds limit)
+      : release_(std::move(release)), thread_([this, limit] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (cv_.wait_for(lock, limit, [this] { return dismissed_; })) return;
+          rescued_ = true;
+          release_();
+        }) {}
+  rescuer(const rescuer&) = delete;
+  rescuer& operator=(const rescuer&) = delete;
+  ~rescuer() { dismiss(); }
+  void dismiss() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      dismissed_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  bool rescued() const { return rescued_.load(); }
+
+ private:
+  std::function<void()> release_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool dismissed_ = false;
+  std::atomic<bool> rescued_{false};
+  std::thread thread_;
+};
+
+// Writes n bytes into the FIFO at path (whose reader is open), without blocking.
+void feed_fifo(const std::string& path, std::size_t n) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  const std::string bytes(n, 'r');
+  (void)!::write(fd, bytes.data(), bytes.size());
+  ::close(fd);
 }
 
 TEST_P(file_test, written_data_reads_back_and_a_read_past_the_end_is_eof) {
@@ -68,6 +124,103 @@ TEST_P(file_test, written_data_reads_back_and_a_read_past_the_end_is_eof) {
     EXPECT_EC(xec, tern::error::eof);
     EXPECT_EQ(xn, 50u) << "the bytes before the end are counted";
   }(ctx, dir.path("data.bin")));
+}
+
+// read_exact and write_all at the file's own position: each call goes on where the last one ended, in as many
+// kernel calls as it takes (a write into a FIFO takes several: the pipe holds 64 KiB).
+TEST_P(file_test, sequential_write_all_and_read_exact_go_on_from_the_files_position) {
+  temp_dir dir;
+  run_bounded(ctx, [](tern::io_context& ctx, std::string path) -> tern::task<void> {
+    auto [ec, f] = co_await fs::file::open(ctx, path, create_rw());
+    CO_ASSERT_OK(ec);
+    const std::vector<char> data = make_pattern(3 * 1024 * 1024 + 17);
+    const std::size_t half = data.size() / 2;
+    auto [w1, n1] = co_await f.write_all(tern::const_buffer(data.data(), half));
+    CO_ASSERT_OK(w1);
+    auto [w2, n2] = co_await f.write_all(tern::const_buffer(data.data() + half, data.size() - half));
+    CO_ASSERT_OK(w2);
+    EXPECT_EQ(n1 + n2, data.size());
+    EXPECT_EQ(::lseek(f.native_handle(), 0, SEEK_CUR), static_cast<off_t>(data.size()));
+    CO_ASSERT(::lseek(f.native_handle(), 0, SEEK_SET) == 0);
+    std::vector<char> back(data.size());
+    auto [r1, m1] = co_await f.read_exact(tern::mutable_buffer(back.data(), 1000));
+    CO_ASSERT_OK(r1);
+    auto [r2, m2] = co_await f.read_exact(tern::mutable_buffer(back.data() + 1000, back.size() - 1000));
+    CO_ASSERT_OK(r2);
+    EXPECT_EQ(m1 + m2, data.size());
+    EXPECT_TRUE(back == data);
+    char more[10];
+    auto [eec, en] = co_await f.read_exact(more);
+    EXPECT_EC(eec, tern::error::eof);
+    EXPECT_EQ(en, 0u);
+
+    fs::open_options append;
+    append.access = fs::open_options::write_only;
+    append.append = true;
+    auto [aec, tail] = co_await fs::file::open(ctx, path, append);
+    CO_ASSERT_OK(aec);
+    CO_ASSERT_OK((co_await tail.write_all(tern::const_buffer("tail"))).ec);
+    auto [sec, st] = co_await f.stat();
+    CO_ASSERT_OK(sec);
+    EXPECT_EQ(st.size, data.size() + 4);
+  }(ctx, dir.path("sequential.bin")));
+}
+
+TEST_P(file_test, a_fifo_carries_a_large_write_all_to_a_read_exact) {
+  temp_dir dir;
+  const std::string fifo = dir.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  run_bounded(ctx, [](tern::io_context& ctx, std::string fifo) -> tern::task<void> {
+    auto [rec, reader] = co_await fs::file::open(ctx, fifo, read_write());
+    CO_ASSERT_OK(rec);
+    fs::open_options wo;
+    wo.access = fs::open_options::write_only;
+    auto [wec, writer] = co_await fs::file::open(ctx, fifo, wo);  // a reader is open: no wait
+    CO_ASSERT_OK(wec);
+    const std::vector<char> data = make_pattern(1024 * 1024 + 3);
+    auto sending = tern::spawn(ctx, writer.write_all(data));
+    std::vector<char> back(data.size());
+    auto [xec, xn] = co_await tern::with_timeout(reader.read_exact(back), 10s);
+    CO_ASSERT_OK(xec);
+    EXPECT_EQ(xn, data.size());
+    EXPECT_TRUE(back == data);
+    auto [sec, sn] = co_await std::move(sending);
+    EXPECT_OK(sec);
+    EXPECT_EQ(sn, data.size());
+  }(ctx, fifo));
+}
+
+// An operation copies its paths: one made from a string that is gone before it is awaited (or spawned, and awaited
+// later) still names the file, though the string's memory has been written over. Both a short path and one longer
+// than the copy kept in place.
+TEST_P(file_test, paths_are_copied_so_an_operation_may_outlive_the_string_it_was_given) {
+  temp_dir dir;
+  run_bounded(ctx, [](tern::io_context& ctx, const temp_dir& dir) -> tern::task<void> {
+    const std::array<std::string, 2> names{std::string("short"), std::string(150, 'l')};
+    for (const std::string& name : names) {
+      auto path = [&dir, &name](const char* suffix) { return dir.path(name + suffix); };
+      auto made = [&] { return fs::create_directory(ctx, path(".d").c_str()); }();  // the string died here
+      scribble(path(".d").size());
+      EXPECT_OK(co_await made);
+      auto opening = [&] { return fs::file::open(ctx, path(".d/f"), create_rw()); }();
+      scribble(path(".d/f").size());
+      auto [oec, f] = co_await opening;
+      CO_ASSERT_OK(oec);
+      CO_ASSERT_OK((co_await f.write_all(tern::const_buffer("abc"))).ec);
+      auto stat = tern::spawn(ctx, fs::status(ctx, path(".d/f").c_str()));
+      auto renaming = [&] { return fs::rename(ctx, path(".d/f").c_str(), path(".d/g").c_str()); }();
+      scribble(path(".d/f").size());
+      auto [sec, st] = co_await std::move(stat);
+      CO_ASSERT_OK(sec);
+      EXPECT_EQ(st.size, 3u);
+      EXPECT_OK(co_await renaming);
+      auto removing = [&] { return fs::remove(ctx, path(".d/g").c_str()); }();
+      scribble(path(".d/g").size());
+      EXPECT_OK(co_await removing);
+      auto removing_dir = [&] { return fs::remove(ctx, path(".d").c_str(), true); }();
+      EXPECT_OK(co_await removing_dir);
+    }
+  }(ctx, dir));
 }
 
 TEST_P(file_test, open_errors_are_clear) {
@@ -256,25 +409,58 @@ TEST_P(file_test, a_full_disk_is_no_space_and_the_loop_goes_on) {
   }(ctx, mount_point + "/fill.bin"));
 }
 
-// A read of an empty FIFO (opened read-write, so it never sees eof) waits until someone writes: a call that stays
-// pending as long as the test wants. On io_uring such a read is cancelled in the ring. On epoll it blocks a pool
-// thread, where nothing can interrupt it; there the calls that can be cancelled are those still waiting for a
-// thread, so the test first occupies every pool thread with such a read. (A read of a regular file would not do:
-// under epoll one the page cache answers completes on the loop without reaching the pool.)
+// A read lease on a file, held through a descriptor of this process: an open of the file for writing waits inside
+// open(2) until release() (the kernel breaks the lease; the SIGIO it sends to the holder is ignored here). Under
+// epoll such an open holds a pool thread for as long as the test wants.
+class lease_holder {
+ public:
+  explicit lease_holder(const std::string& path) {
+    std::signal(SIGIO, SIG_IGN);
+    const int w = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (w >= 0) ::close(w);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    held_ = fd_ >= 0 && ::fcntl(fd_, F_SETLEASE, F_RDLCK) == 0;
+  }
+  lease_holder(const lease_holder&) = delete;
+  lease_holder& operator=(const lease_holder&) = delete;
+  ~lease_holder() {
+    release();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool held() const { return held_; }
+  void release() {
+    if (held_) ::fcntl(fd_, F_SETLEASE, F_UNLCK);
+    held_ = false;
+  }
+
+ private:
+  int fd_ = -1;
+  bool held_ = false;
+};
+
+fs::open_options write_only() {
+  fs::open_options o;
+  o.access = fs::open_options::write_only;
+  return o;
+}
+
+// A call that stays pending as long as the test wants: on io_uring a read of an empty FIFO (opened read-write, so
+// it never sees eof), cancelled in the ring. On epoll, the calls that can be cancelled are those still waiting for a
+// pool thread (one that runs cannot be interrupted), so the test first occupies every pool thread with an open that
+// waits for a lease to be broken. (A read of a regular file would not do: under epoll one the page cache answers
+// completes on the loop without reaching the pool; nor would a FIFO's, which waits for readiness on the loop.)
 TEST_P(file_test, pending_calls_are_cancelled) {
   temp_dir dir;
   const std::string fifo = dir.path("fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  run_bounded(ctx, [](tern::io_context& ctx, const temp_dir& dir, std::string fifo) -> tern::task<void> {
-    fs::open_options rw;
-    rw.access = fs::open_options::read_write;
-    auto [fec, pipe] = co_await fs::file::open(ctx, fifo, rw);
-    CO_ASSERT_OK(fec);
-    auto [qfec, queue_end] = co_await fs::file::open(ctx, fifo, rw);
-    CO_ASSERT_OK(qfec);
-    char buf[8];
-
+  lease_holder lease(dir.path("leased.bin"));
+  if (GetParam() == tern::backend_kind::epoll && !lease.held()) GTEST_SKIP() << "no file lease here";
+  run_bounded(ctx, [](tern::io_context& ctx, const temp_dir& dir, std::string fifo, lease_holder& lease)
+                  -> tern::task<void> {
     if (ctx.backend() == tern::backend_kind::io_uring) {
+      auto [fec, pipe] = co_await fs::file::open(ctx, fifo, read_write());
+      CO_ASSERT_OK(fec);
+      char buf[8];
       auto pending = tern::spawn(ctx, pipe.read_some(buf));
       co_await tern::sleep_for(5ms);
       pipe.cancel();
@@ -286,57 +472,52 @@ TEST_P(file_test, pending_calls_are_cancelled) {
       co_return;
     }
 
+    auto [dec, data] = co_await fs::file::open(ctx, dir.path("data.bin"), create_rw());
+    CO_ASSERT_OK(dec);
+    const std::string leased = dir.path("leased.bin");
     const unsigned threads = tern::detail::blocking_pool::max_threads();
-    std::vector<char> bytes(threads);
-    std::vector<tern::join_handle<tern::io_result<std::size_t>>> blocked;
-    for (unsigned i = 0; i < threads; ++i) {
-      blocked.push_back(tern::spawn(ctx, pipe.read_some(tern::mutable_buffer(&bytes[i], 1))));
+    std::vector<tern::join_handle<tern::io_result<fs::file>>> blocked;
+    for (unsigned i = 0; i < threads; ++i) blocked.push_back(tern::spawn(ctx, fs::file::open(ctx, leased, write_only())));
+    // Once every pool thread is inside open(), waiting for the lease, a call waits for a thread. Until then (a
+    // loaded machine may take a while to get them there) one may still run and finish: try again.
+    std::error_code queued_ec;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      co_await tern::sleep_for(20ms);
+      auto queued = tern::spawn(ctx, data.sync());
+      co_await tern::sleep_for(5ms);
+      data.cancel();
+      queued_ec = co_await std::move(queued);
+      if (queued_ec) break;
     }
-    co_await tern::sleep_for(20ms);  // every pool thread is now inside read() on the FIFO
-    auto queued = tern::spawn(ctx, queue_end.read_some(buf));
-    co_await tern::sleep_for(5ms);
-    queue_end.cancel();
-    auto [qec, qn] = co_await std::move(queued);
-    EXPECT_EC(qec, tern::error::operation_canceled) << "a read waiting for a pool thread is taken back";
-    auto [tec, tn] = co_await tern::with_timeout(queue_end.read_some(buf), 5ms);
-    EXPECT_EC(tec, tern::error::timed_out);
+    EXPECT_EC(queued_ec, tern::error::operation_canceled) << "a call waiting for a thread is taken back";
+    EXPECT_EC(co_await tern::with_timeout(data.sync(), 5ms), tern::error::timed_out);
 
-    // Writing to the FIFO releases the blocked reads: each gets its byte.
-    const std::string data(threads, 'x');
-    CO_ASSERT(::write(pipe.native_handle(), data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+    lease.release();  // the blocked opens go on: each gets its file
     for (auto& h : blocked) {
-      auto [bec, bn] = co_await std::move(h);
-      EXPECT_OK(bec);
-      EXPECT_EQ(bn, 1u);
+      auto [oec, opened] = co_await std::move(h);
+      EXPECT_OK(oec);
     }
-    (void)qn, (void)tn;
-  }(ctx, dir, fifo));
+  }(ctx, dir, fifo, lease));
 }
 
-// A read the page cache can answer does not wait for a thread: with every pool thread blocked in a FIFO read
-// (epoll), a read of a file just written still completes, with its bytes. Under io_uring there is no pool, and the
-// same read completes as well.
+// A read the page cache can answer does not wait for a thread: with every pool thread blocked (epoll; see above), a
+// read of a file just written still completes, with its bytes. Under io_uring there is no pool, and the same read
+// completes as well.
 TEST_P(file_test, cached_reads_do_not_wait_for_blocked_pool_threads) {
   temp_dir dir;
-  const std::string fifo = dir.path("fifo");
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  run_bounded(ctx, [](tern::io_context& ctx, const temp_dir& dir, std::string fifo) -> tern::task<void> {
-    fs::open_options rw;
-    rw.access = fs::open_options::read_write;
-    auto [fec, pipe] = co_await fs::file::open(ctx, fifo, rw);
-    CO_ASSERT_OK(fec);
+  lease_holder lease(dir.path("leased.bin"));
+  if (GetParam() == tern::backend_kind::epoll && !lease.held()) GTEST_SKIP() << "no file lease here";
+  run_bounded(ctx, [](tern::io_context& ctx, const temp_dir& dir, lease_holder& lease) -> tern::task<void> {
     auto [dec, data_file] = co_await fs::file::open(ctx, dir.path("cached.bin"), create_rw());
     CO_ASSERT_OK(dec);
     const std::vector<char> data = make_pattern(64 * 1024);
     auto [wec, wn] = co_await data_file.write_all_at(data, 0);
     CO_ASSERT_OK(wec);
 
+    const std::string leased = dir.path("leased.bin");
     const unsigned threads = ctx.backend() == tern::backend_kind::epoll ? tern::detail::blocking_pool::max_threads() : 0;
-    std::vector<char> bytes(threads);
-    std::vector<tern::join_handle<tern::io_result<std::size_t>>> blocked;
-    for (unsigned i = 0; i < threads; ++i) {
-      blocked.push_back(tern::spawn(ctx, pipe.read_some(tern::mutable_buffer(&bytes[i], 1))));
-    }
+    std::vector<tern::join_handle<tern::io_result<fs::file>>> blocked;
+    for (unsigned i = 0; i < threads; ++i) blocked.push_back(tern::spawn(ctx, fs::file::open(ctx, leased, write_only())));
     co_await tern::sleep_for(20ms);
 
     std::vector<char> back(data.size());
@@ -345,14 +526,43 @@ TEST_P(file_test, cached_reads_do_not_wait_for_blocked_pool_threads) {
     EXPECT_EQ(rn, data.size());
     EXPECT_TRUE(back == data);
 
-    const std::string release(threads, 'x');
-    CO_ASSERT(::write(pipe.native_handle(), release.data(), release.size()) == static_cast<ssize_t>(release.size()));
+    lease.release();
     for (auto& h : blocked) {
-      auto [bec, bn] = co_await std::move(h);
-      EXPECT_OK(bec);
-      EXPECT_EQ(bn, 1u);
+      auto [oec, opened] = co_await std::move(h);
+      EXPECT_OK(oec);
     }
-  }(ctx, dir, fifo));
+  }(ctx, dir, lease));
+}
+
+// Opening a FIFO waits for nobody, on either backend (as with O_NONBLOCK): a reader opens at once, a writer without
+// a reader is refused with ENXIO. (What a reader's read does before any writer came differs: eof under epoll, a wait
+// under io_uring; a reader that should wait for writers opens the FIFO read-write.)
+TEST_P(file_test, opening_a_fifo_never_waits_for_its_other_end) {
+  temp_dir dir;
+  const std::string fifo = dir.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  rescuer rescue([fifo] {
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // releases an open that waits
+    if (w >= 0) ::close(w);
+  }, 10s);
+  run_bounded(ctx, [](tern::io_context& ctx, std::string fifo) -> tern::task<void> {
+    auto [nec, nobody] = co_await tern::with_timeout(fs::file::open(ctx, fifo, write_only()), 5s);
+    EXPECT_EC(nec, std::errc::no_such_device_or_address);
+    auto [ec, reader] = co_await tern::with_timeout(fs::file::open(ctx, fifo), 5s);
+    CO_ASSERT_OK(ec);
+    auto [wec, writer] = co_await tern::with_timeout(fs::file::open(ctx, fifo, write_only()), 5s);
+    CO_ASSERT_OK(wec);
+    CO_ASSERT_OK((co_await writer.write_all(tern::const_buffer("hi"))).ec);
+    char back[2];
+    auto [rec, n] = co_await tern::with_timeout(reader.read_exact(back), 5s);
+    CO_ASSERT_OK(rec);
+    EXPECT_EQ(std::string(back, n), "hi");
+    writer.close();
+    auto [eec, en] = co_await tern::with_timeout(reader.read_exact(back), 5s);
+    EXPECT_EC(eec, tern::error::eof) << "once the writer that came has gone";
+    (void)en;
+  }(ctx, fifo));
+  EXPECT_FALSE(rescue.rescued()) << "the open waited for a writer";
 }
 
 // A range whose first half is in the page cache and whose second half is not (dropped with POSIX_FADV_DONTNEED
@@ -393,6 +603,134 @@ TEST_P(file_test, partly_cached_reads_are_whole) {
       EXPECT_TRUE(std::equal(back.begin(), back.begin() + static_cast<std::ptrdiff_t>(n), data.begin()));
     }
   }(ctx, dir.path("half.bin")));
+}
+
+// fs::file is advertised for FIFOs and character devices. A read of one waits for a writer for as long as it takes,
+// so it must wait like a pipe's (readiness under epoll, the ring under io_uring), where a timeout or a stop ends it,
+// never inside a blocking call on a pool thread, where nothing can.
+TEST_P(file_test, a_fifo_read_that_nobody_answers_ends_at_its_timeout) {
+  temp_dir dir;
+  const std::string fifo = dir.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  rescuer rescue([fifo] { feed_fifo(fifo, 2); }, 10s);
+  run_bounded(ctx, [](tern::io_context& ctx, std::string fifo) -> tern::task<void> {
+    auto [ec, f] = co_await fs::file::open(ctx, fifo, read_write());  // read-write: the open waits for nobody
+    CO_ASSERT_OK(ec);
+    char byte = 0;
+    auto [rec, n] = co_await tern::with_timeout(f.read_some(tern::mutable_buffer(&byte, 1)), 50ms);
+    EXPECT_EC(rec, tern::error::timed_out);
+    std::stop_source stop;
+    auto stopped = tern::spawn(ctx, tern::with_stop(f.read_some(tern::mutable_buffer(&byte, 1)), stop.get_token()));
+    co_await tern::sleep_for(5ms);
+    stop.request_stop();
+    auto [sec, sn] = co_await std::move(stopped);
+    EXPECT_EC(sec, tern::error::operation_canceled);
+    (void)n, (void)sn;
+  }(ctx, fifo));
+  EXPECT_FALSE(rescue.rescued()) << "the read ended only when the FIFO got a byte";
+}
+
+TEST_P(file_test, a_terminal_read_that_nobody_answers_ends_at_its_timeout) {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const int terminal = ::open(::ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(terminal, 0);
+  rescuer rescue([master] { (void)!::write(master, "r\n", 2); }, 10s);
+  run_bounded(ctx, [](tern::io_context& ctx, int terminal) -> tern::task<void> {
+    auto [aec, f] = fs::file::adopt(ctx, tern::unique_fd(terminal));
+    CO_ASSERT_OK(aec);
+    auto [sec, st] = co_await f.stat();
+    CO_ASSERT_OK(sec);
+    EXPECT_EQ(st.type, fs::file_type::character_device);
+    char buf[16];
+    auto [rec, n] = co_await tern::with_timeout(f.read_some(buf), 50ms);
+    EXPECT_EC(rec, tern::error::timed_out);
+    (void)n;
+  }(ctx, terminal));
+  EXPECT_FALSE(rescue.rescued()) << "the read ended only when the terminal got a line";
+  ::close(master);
+}
+
+// A character device that epoll cannot watch (/dev/null: its calls never wait) is a file like any other.
+TEST_P(file_test, a_device_that_cannot_be_polled_still_reads_and_writes) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [ec, f] = co_await fs::file::open(ctx, "/dev/null", read_write());
+    CO_ASSERT_OK(ec);
+    auto [wec, wn] = co_await f.write_all(tern::const_buffer("into nothing"));
+    EXPECT_OK(wec);
+    EXPECT_EQ(wn, 12u);
+    char buf[8];
+    auto [rec, rn] = co_await f.read_some(buf);
+    EXPECT_EC(rec, tern::error::eof);
+    (void)rn;
+  }(ctx));
+}
+
+TEST_P(file_test, a_loop_torn_down_with_a_fifo_read_pending_does_not_wait_for_it) {
+  temp_dir dir;
+  const std::string fifo = dir.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  rescuer rescue([fifo] { feed_fifo(fifo, 1); }, 10s);
+  {
+    tern::io_context loop(options());
+    bool reading = false;
+    tern::spawn(loop, [](tern::io_context& ctx, std::string fifo, bool& reading) -> tern::task<void> {
+      auto [ec, f] = co_await fs::file::open(ctx, fifo, read_write());
+      CO_ASSERT_OK(ec);
+      char byte = 0;
+      reading = true;
+      (void)co_await f.read_some(tern::mutable_buffer(&byte, 1));
+      ADD_FAILURE() << "the read completed, though nobody wrote";
+    }, std::ref(loop), fifo, std::ref(reading)).detach();
+    for (int i = 0; i < 10000 && !reading; ++i) {
+      loop.poll();
+      if (!reading) std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(reading);
+    loop.poll();
+    std::this_thread::sleep_for(20ms);  // under epoll, long enough for a pool thread to be inside read()
+  }  // the loop's destructor destroys the suspended task, and its pending read with it
+  EXPECT_FALSE(rescue.rescued()) << "the loop's teardown waited until the FIFO got a byte";
+}
+
+TEST_P(file_test, a_hundred_pending_fifo_reads_leave_the_blocking_pool_to_files) {
+  temp_dir dir;
+  const std::string fifo = dir.path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  constexpr std::size_t readers = 100;
+  rescuer rescue([fifo] { feed_fifo(fifo, readers); }, 20s);
+  run_bounded(ctx, [](tern::io_context& ctx, const temp_dir& dir, std::string fifo) -> tern::task<void> {
+    auto [ec, f] = co_await fs::file::open(ctx, fifo, read_write());
+    CO_ASSERT_OK(ec);
+    std::vector<char> bytes(readers);
+    std::vector<tern::join_handle<tern::io_result<std::size_t>>> pending;
+    for (std::size_t i = 0; i < readers; ++i) {
+      pending.push_back(tern::spawn(ctx, f.read_some(tern::mutable_buffer(&bytes[i], 1))));
+    }
+    co_await tern::sleep_for(20ms);
+    // File calls (under epoll, the pool's) still run: a file made, written, synced, stat'ed.
+    auto [dec, data] = co_await tern::with_timeout(fs::file::open(ctx, dir.path("data.bin"), create_rw()), 5s);
+    CO_ASSERT_OK(dec);
+    auto [wec, wn] = co_await tern::with_timeout(data.write_all_at(tern::const_buffer("some bytes"), 0), 5s);
+    EXPECT_OK(wec);
+    EXPECT_OK(co_await tern::with_timeout(data.sync(), 5s));
+    auto [sec, st] = co_await tern::with_timeout(fs::status(ctx, dir.path("data.bin").c_str()), 5s);
+    EXPECT_OK(sec);
+    EXPECT_EQ(st.size, 10u);
+    // The readers are all still waiting, and each takes its byte once they come.
+    for (auto& h : pending) EXPECT_FALSE(h.done());
+    const std::string release(readers, 'x');
+    CO_ASSERT(::write(f.native_handle(), release.data(), release.size()) == static_cast<ssize_t>(release.size()));
+    for (auto& h : pending) {
+      auto [rec, n] = co_await std::move(h);
+      EXPECT_OK(rec);
+      EXPECT_EQ(n, 1u);
+    }
+    (void)wn;
+  }(ctx, dir, fifo));
+  EXPECT_FALSE(rescue.rescued()) << "the file calls waited behind the FIFO reads";
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ using tern::net::address_family;
 using tern::net::endpoint;
 using tern::net::resolve_results;
 using tern::net::resolver;
-using tern::net::resolver_error;
+namespace dns = tern::net::dns;
 using tern::net::resolver_options;
 
 class resolver_test : public backend_test {};
@@ -104,7 +104,7 @@ TEST_P(resolver_test, follows_a_cname_and_reports_the_canonical_name) {
 TEST_P(resolver_test, a_name_that_does_not_exist_is_not_found_with_the_resolvers_message) {
   with_server(ctx, dns_behaviour::answer, [](resolver& r, dns_server& server) -> tern::task<void> {
     auto [ec, found] = co_await r.resolve("nowhere.test", "80");
-    EXPECT_EC(ec, resolver_error::not_found);
+    EXPECT_EC(ec, dns::error::not_found);
     EXPECT_STREQ(ec.category().name(), "tern.resolver");
     EXPECT_EQ(ec.message(), ares_strerror(ARES_ENOTFOUND));
     EXPECT_TRUE(found.endpoints.empty());
@@ -119,7 +119,7 @@ TEST_P(resolver_test, a_name_that_does_not_exist_is_not_found_with_the_resolvers
 TEST_P(resolver_test, a_name_without_addresses_of_the_family_has_no_data) {
   with_server(ctx, dns_behaviour::answer, [](resolver& r, dns_server&) -> tern::task<void> {
     auto [ec, found] = co_await r.resolve("v4only.test", "80", address_family::v6);
-    EXPECT_EC(ec, resolver_error::no_data);
+    EXPECT_EC(ec, dns::error::no_data);
     EXPECT_TRUE(found.endpoints.empty());
     // Asked for either family, the name's one address comes back.
     auto [ok, any] = co_await r.resolve("v4only.test", "80");
@@ -133,7 +133,7 @@ TEST_P(resolver_test, a_server_that_never_answers_times_out_after_its_tries) {
       ctx, dns_behaviour::silent,
       [](resolver& r, dns_server& server) -> tern::task<void> {
         auto [ec, found] = co_await r.resolve("host.test", "80", address_family::v4);
-        EXPECT_EC(ec, resolver_error::timed_out);
+        EXPECT_EC(ec, tern::error::timed_out);  // as every deadline tern reports
         EXPECT_EC(ec, std::errc::timed_out);
         EXPECT_TRUE(found.endpoints.empty());
         EXPECT_EQ(server.questions(dns_server::type_a), 3) << "one question per try";
@@ -144,7 +144,7 @@ TEST_P(resolver_test, a_server_that_never_answers_times_out_after_its_tries) {
 TEST_P(resolver_test, a_malformed_answer_is_a_bad_response) {
   with_server(ctx, dns_behaviour::malformed, [](resolver& r, dns_server&) -> tern::task<void> {
     auto [ec, found] = co_await r.resolve("host.test", "80", address_family::v4);
-    EXPECT_EC(ec, resolver_error::bad_response);
+    EXPECT_EC(ec, dns::error::bad_response);
     EXPECT_TRUE(found.endpoints.empty());
   });
 }
@@ -154,7 +154,7 @@ TEST_P(resolver_test, noise_is_ignored_until_the_tries_run_out) {
       ctx, dns_behaviour::noise,
       [](resolver& r, dns_server& server) -> tern::task<void> {
         auto [ec, found] = co_await r.resolve("host.test", "80", address_family::v4);
-        EXPECT_EC(ec, resolver_error::timed_out);
+        EXPECT_EC(ec, tern::error::timed_out);
         EXPECT_TRUE(found.endpoints.empty());
         EXPECT_EQ(server.questions(), 2);
       },
@@ -166,7 +166,7 @@ TEST_P(resolver_test, a_failing_server_is_a_server_failure) {
     // c-ares 1.18 treats SERVFAIL as an unusable server and, with no other server left, reports that none could
     // be contacted; later versions report the failure itself.
     auto [ec, found] = co_await r.resolve("host.test", "80", address_family::v4);
-    EXPECT_TRUE(ec == resolver_error::server_failure || ec == resolver_error::connection_refused) << describe(ec);
+    EXPECT_TRUE(ec == dns::error::server_failure || ec == dns::error::connection_refused) << describe(ec);
     EXPECT_TRUE(found.endpoints.empty());
   });
 }
@@ -233,7 +233,7 @@ TEST_P(resolver_test, service_names_come_from_etc_services) {
     CO_ASSERT_OK(ec);
     EXPECT_EQ(texts(found), (std::set<std::string>{"203.0.113.5:80"}));
     auto [bad, none] = co_await r.resolve("host2.test", "no-such-service-here");
-    EXPECT_EC(bad, resolver_error::service_not_found);
+    EXPECT_EC(bad, dns::error::service_not_found);
     EXPECT_TRUE(none.endpoints.empty());
     auto [empty, zero] = co_await r.resolve("host2.test");
     CO_ASSERT_OK(empty);
@@ -260,10 +260,25 @@ TEST_P(resolver_test, many_resolves_at_once_each_get_their_answer) {
         EXPECT_OK(ec);
         EXPECT_EQ(texts(found), (std::set<std::string>{"203.0.113.5:" + port}));
       } else {
-        EXPECT_EC(ec, resolver_error::not_found);
+        EXPECT_EC(ec, dns::error::not_found);
       }
     }
   });
+}
+
+// The resolver's errors are dns::error, as every library's are its error, in c-ares's words; the old names still
+// name them (deprecated).
+TEST(resolver_errors, dns_error_keeps_c_ares_words_and_the_old_names_still_work) {
+  const std::error_code ec = dns::error::not_found;
+  EXPECT_STREQ(ec.category().name(), "tern.resolver");
+  EXPECT_EQ(&ec.category(), &dns::category());
+  EXPECT_EQ(ec.message(), ares_strerror(ARES_ENOTFOUND));
+  EXPECT_TRUE(std::error_code(dns::error::connection_refused) == std::errc::connection_refused);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_TRUE(ec == tern::net::resolver_error::not_found);
+  EXPECT_EQ(&tern::net::resolver_category(), &dns::category());
+#pragma GCC diagnostic pop
 }
 
 TEST_P(resolver_test, with_timeout_cancels_a_pending_resolve) {

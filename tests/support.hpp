@@ -239,6 +239,15 @@ inline int highest_open_fd() {
   return highest;
 }
 
+// Writes over the memory a string of n bytes just freed would have used (the heap's, and the stack below the
+// caller), so that a test of an operation that should have copied a string sees garbage if it did not.
+[[gnu::noinline]] inline void scribble(std::size_t n) {
+  std::string heap(n, '#');
+  volatile char stack[512];
+  for (auto& c : stack) c = '#';
+  asm volatile("" ::"r"(heap.data()) : "memory");
+}
+
 }  // namespace tern_test
 
 namespace tern {

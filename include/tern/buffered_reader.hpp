@@ -12,7 +12,8 @@
 // The operations are tasks: they take the awaiting task's stop token (a task_group's cancel, a runtime's
 // shutdown), work with with_timeout, and allocate nothing in steady state (their frames come from the frame pool).
 // One operation at a time per reader; the stream must outlive the reader, and other reads of the stream made
-// around the reader miss what the reader has buffered.
+// around the reader miss what the reader has buffered. read_until copies its delimiter; the buffers given to
+// read_exact and read_some must outlive the operation.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -48,9 +50,10 @@ class buffered_reader {
   // - eof: the stream ended; value holds the bytes that came after the last delimiter (empty if none), which are
   //   consumed, so a last line without its delimiter is not lost.
   // - the stream's own errors (operation_canceled, timed_out, connection_reset, ...).
-  // delim must stay valid until the operation completes (a string literal, or awaited at once).
+  // delim is copied into the reader (a delimiter of up to 15 bytes allocates nothing).
   TERN_CORO_WRAPPER task<io_result<std::string_view>> read_until(std::string_view delim) {
-    return read_delimited(delim, capacity_, false);
+    delim_.assign(delim);
+    return read_delimited(delim_, capacity_, false);
   }
   // read_until for a one-byte delimiter.
   TERN_CORO_WRAPPER task<io_result<std::string_view>> read_until(char delim) {
@@ -132,6 +135,7 @@ class buffered_reader {
   std::size_t end_ = 0;      // one past the last buffered byte
   std::size_t scanned_ = 0;  // bytes after begin_ already searched for the delimiter without finding it
   char single_delim_ = 0;    // read_until(char)'s delimiter, kept here so the view of it stays valid
+  std::string delim_;        // read_until(string_view)'s, likewise
   bool skipping_ = false;    // a record was too long: drop bytes through its delimiter before the next one
 };
 

@@ -27,6 +27,15 @@
 //
 // Every cancellation tern reports is tern::error::operation_canceled, whichever way it came (cancel(), a stop
 // token, a closed socket, the kernel's ECANCELED), and every deadline tern::error::timed_out.
+//
+// One question has a spelling in every library: did the peer end the stream? Each keeps its own code, because
+// the differences matter (a clean end, or one inside a message, or without TLS's close_notify, or with a
+// WebSocket close code), and each compares equal to one condition that asks only that:
+//
+//   if (ec == tern::condition::end_of_stream) ...   // tern::error::eof, http::error::partial_message,
+//                                                   // tls::error::truncated, any ws::close_code
+//
+// A reset (std::errc::connection_reset) is not an end of stream but a failure: it matches nothing here.
 #pragma once
 
 #include <string>
@@ -69,7 +78,33 @@ inline std::error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), detail::error_category_instance};
 }
 
+// Conditions (std::error_condition) that the codes of several categories compare equal to (see above).
+enum class condition {
+  end_of_stream = 1,  // the peer ended the stream: no more data will arrive (cleanly or not; not by a reset)
+};
+
+namespace detail {
+class condition_category_impl final : public std::error_category {
+ public:
+  constexpr condition_category_impl() noexcept = default;
+  const char* name() const noexcept override { return "tern.condition"; }
+  std::string message(int value) const override;
+  bool equivalent(const std::error_code& code, int value) const noexcept override;
+};
+extern const condition_category_impl condition_category_instance;
+}  // namespace detail
+
+// The category of tern::condition. Other categories say which of their codes match a condition (their
+// equivalent()); this one knows tern's own.
+inline const std::error_category& condition_category() noexcept { return detail::condition_category_instance; }
+
+inline std::error_condition make_error_condition(condition c) noexcept {
+  return {static_cast<int>(c), detail::condition_category_instance};
+}
+
 }  // namespace tern
 
 template <>
 struct std::is_error_code_enum<tern::error> : std::true_type {};
+template <>
+struct std::is_error_condition_enum<tern::condition> : std::true_type {};

@@ -2,9 +2,12 @@
 // aligned buffers. The calls themselves are made by the backends (io_uring SQEs, or the blocking pool on epoll).
 #include "tern/fs/file.hpp"
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tern::fs {
@@ -69,6 +72,41 @@ file_status status_of(const struct ::statx& s) noexcept {
 
 }  // namespace
 
+// A descriptor of ctx for fd, the file's own or adopted. FIFOs, sockets and terminals can keep a reader (or writer)
+// waiting for ever: those the backend can watch are set up as a pipe's end is (non-blocking and watched under epoll),
+// so that their reads and writes at the file's position wait for readiness (transfer_code). Regular files,
+// directories, block devices and the devices epoll refuses (EPERM: /dev/null, /dev/zero, which never wait) are file
+// calls, in blocking mode: flags (>= 0) are the file status flags to leave them with.
+io_result<descriptor*> wrap_file(io_context& ctx, int fd, int flags_if_unpolled = -1) noexcept {
+  struct ::stat st {};
+  const bool may_wait = ::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode));
+  if (!may_wait) {
+    if (flags_if_unpolled >= 0) ::fcntl(fd, F_SETFL, flags_if_unpolled);
+    return tern::detail::wrap_fd(ctx, fd, false, false);
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  const int wanted = ctx.backend() == backend_kind::epoll ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (flags < 0 || (wanted != flags && ::fcntl(fd, F_SETFL, wanted) < 0)) {
+    const std::error_code ec(errno, std::system_category());
+    ::close(fd);
+    return {ec, nullptr};
+  }
+  try {
+    return {{}, ctx.open_descriptor(fd, true)};
+  } catch (const std::system_error& e) {
+    if (e.code() != std::errc::operation_not_permitted) {
+      ::close(fd);
+      return {e.code(), nullptr};
+    }
+  } catch (...) {
+    ::close(fd);
+    return {std::make_error_code(std::errc::not_enough_memory), nullptr};
+  }
+  // A device epoll cannot watch: file calls, in the mode it came in (or was asked for).
+  ::fcntl(fd, F_SETFL, flags_if_unpolled >= 0 ? flags_if_unpolled : flags);
+  return tern::detail::wrap_fd(ctx, fd, false, false);
+}
+
 bool file_io_awaiter::await_ready() noexcept {
   if (refused(true) || refused_buffer()) return true;
   if (!aligned(state_, op_.buf, op_.offset, op_.len)) {
@@ -81,7 +119,7 @@ bool file_io_awaiter::await_ready() noexcept {
 
 file_transfer_awaiter::file_transfer_awaiter(io_context& ctx, descriptor* d, op_code code, void* base,
                                              std::size_t size, std::uint64_t offset, file_state state) noexcept
-    : file_op_awaiter(ctx, d, code),
+    : file_op_awaiter(ctx, d, transfer_code(d, code, offset)),
       base_(static_cast<unsigned char*>(base)),
       size_(size),
       offset_(offset),
@@ -113,7 +151,7 @@ bool file_transfer_awaiter::issue() noexcept {
     const std::size_t rest = size_ - done_;
     op_.buf = base_ + done_;
     op_.len = static_cast<std::uint32_t>(rest < tern::detail::max_op_len ? rest : tern::detail::max_op_len);
-    op_.offset = offset_ + done_;
+    op_.offset = offset_ == file_op::current_position ? offset_ : offset_ + done_;
     if (!op_.ctx->start(op_)) return false;  // pending
     if (finish_piece()) return true;
   }
@@ -127,7 +165,8 @@ bool file_transfer_awaiter::finish_piece() noexcept {
   }
   if (res == 0) {
     // A read at the end of the file; a write that moved nothing (a full device reports ENOSPC instead).
-    ec_ = op_.code == op_code::read_at ? make_error_code(tern::error::eof) : std::make_error_code(std::errc::io_error);
+    const bool read = op_.code == op_code::read_at || op_.code == op_code::read;
+    ec_ = read ? make_error_code(tern::error::eof) : std::make_error_code(std::errc::io_error);
     return true;
   }
   done_ += static_cast<std::size_t>(res);
@@ -157,8 +196,8 @@ io_result<file_status> stat_awaiter::await_resume() const noexcept {
   return {{}, status_of(result_)};
 }
 
-open_awaiter::open_awaiter(io_context& ctx, const char* path, open_options opts) noexcept
-    : file_op_awaiter(ctx, nullptr, op_code::openat), direct_(opts.direct) {
+open_awaiter::open_awaiter(io_context& ctx, const char* path, open_options opts)
+    : file_op_awaiter(ctx, nullptr, op_code::openat), path_(path), direct_(opts.direct) {
   int flags = O_CLOEXEC;
   switch (opts.access) {
     case open_options::read_only: flags |= O_RDONLY; break;
@@ -171,9 +210,35 @@ open_awaiter::open_awaiter(io_context& ctx, const char* path, open_options opts)
   if (opts.append) flags |= O_APPEND;
   if (opts.direct) flags |= O_DIRECT;
   if (opts.dsync) flags |= O_DSYNC;
-  op_.path = path;
+  if (ctx.backend() == backend_kind::epoll) {
+    flags |= O_NONBLOCK;
+    nonblocking_ = true;
+  }
+  op_.path = path_.c_str();
   op_.flags = flags;
   op_.mode = opts.mode;
+  op_.run = &on_opened;
+  op_.owner = this;
+}
+
+bool open_awaiter::issue() noexcept {
+  for (;;) {
+    if (!op_.ctx->start(op_)) return false;  // pending
+    if (!retry_blocking()) return true;
+  }
+}
+
+bool open_awaiter::retry_blocking() noexcept {
+  if (!nonblocking_ || op_.res != -EAGAIN || op_.st == tern::detail::io_op::state::cancelled) return false;
+  op_.flags &= ~O_NONBLOCK;
+  nonblocking_ = false;
+  return true;
+}
+
+void open_awaiter::on_opened(tern::detail::work_item* w) {
+  auto* self = static_cast<open_awaiter*>(static_cast<file_op*>(w)->owner);
+  if (self->retry_blocking() && !self->issue()) return;
+  self->op_.handle.resume();
 }
 
 io_result<file> open_awaiter::await_resume() noexcept {
@@ -194,7 +259,7 @@ io_result<file> open_awaiter::await_resume() noexcept {
       state.memory_alignment = state.offset_alignment = 512;
     }
   }
-  auto [ec, d] = tern::detail::wrap_fd(ctx, fd, false, false);
+  auto [ec, d] = wrap_file(ctx, fd, nonblocking_ ? op_.flags & ~O_NONBLOCK : -1);
   if (ec) return {ec, file(ctx)};
   return {{}, file(ctx, d, state)};
 }
@@ -203,45 +268,42 @@ io_result<file> open_awaiter::await_resume() noexcept {
 
 // ---- file ----
 
-detail::open_awaiter file::open(io_context& ctx, const char* path, open_options opts) noexcept {
+detail::open_awaiter file::open(io_context& ctx, const char* path, open_options opts) {
   return {ctx, path, opts};
 }
-detail::open_awaiter file::open(io_context& ctx, const std::string& path, open_options opts) noexcept {
+detail::open_awaiter file::open(io_context& ctx, const std::string& path, open_options opts) {
   return {ctx, path.c_str(), opts};
 }
-detail::open_awaiter file::open(io_context& ctx, const std::filesystem::path& path, open_options opts) noexcept {
+detail::open_awaiter file::open(io_context& ctx, const std::filesystem::path& path, open_options opts) {
   return {ctx, path.c_str(), opts};
 }
 
 std::error_code file::register_file() noexcept { return register_descriptor(); }
 
 io_result<file> file::adopt(io_context& ctx, unique_fd fd) noexcept {
-  return adopt_as<file>(ctx, std::move(fd), false);
+  auto [ec, d] = detail::wrap_file(ctx, fd.release());
+  if (ec) return {ec, file(ctx)};
+  return {{}, file(ctx, d, {})};
 }
 
 // ---- path calls ----
 
-detail::stat_awaiter status(io_context& ctx, const char* path, bool follow_symlinks) noexcept {
-  return {ctx, nullptr, path, follow_symlinks};
+detail::path_stat_awaiter status(io_context& ctx, const char* path, bool follow_symlinks) {
+  return {ctx, path, follow_symlinks};
 }
 
-detail::file_call_awaiter rename(io_context& ctx, const char* from, const char* to) noexcept {
-  detail::file_call_awaiter a(ctx, nullptr, detail::op_code::renameat);
-  a.op().path = from;
-  a.op().path2 = to;
-  return a;
+detail::path_call_awaiter rename(io_context& ctx, const char* from, const char* to) {
+  return {ctx, detail::op_code::renameat, from, to};
 }
 
-detail::file_call_awaiter remove(io_context& ctx, const char* path, bool directory) noexcept {
-  detail::file_call_awaiter a(ctx, nullptr, detail::op_code::unlinkat);
-  a.op().path = path;
+detail::path_call_awaiter remove(io_context& ctx, const char* path, bool directory) {
+  detail::path_call_awaiter a(ctx, detail::op_code::unlinkat, path);
   a.op().flags = directory ? AT_REMOVEDIR : 0;
   return a;
 }
 
-detail::file_call_awaiter create_directory(io_context& ctx, const char* path, mode_t mode) noexcept {
-  detail::file_call_awaiter a(ctx, nullptr, detail::op_code::mkdirat);
-  a.op().path = path;
+detail::path_call_awaiter create_directory(io_context& ctx, const char* path, mode_t mode) {
+  detail::path_call_awaiter a(ctx, detail::op_code::mkdirat, path);
   a.op().mode = mode;
   return a;
 }

@@ -88,6 +88,13 @@ struct client_state {
                                                          std::string_view host, std::uint16_t port, method m,
                                                          std::string_view target, const fields& headers,
                                                          std::optional<std::uint64_t> body_length);
+  // exchange() with its arguments owned by the task, so that the caller's strings may go before it is awaited.
+  static task<io_result<client_exchange>> exchange_owned(std::shared_ptr<client_state> self, http::scheme s,
+                                                         std::string host, std::uint16_t port, method m,
+                                                         std::string target, fields headers,
+                                                         std::optional<std::uint64_t> body_length) {
+    co_return co_await start_exchange(std::move(self), s, host, port, m, target, headers, body_length);
+  }
   static task<io_result<response>> send_request(std::shared_ptr<client_state> self, http::scheme s,
                                                 std::string host, std::uint16_t port, client_request req);
 
@@ -651,7 +658,8 @@ void client::close_idle() noexcept { state_->idle.clear(); }
 task<io_result<client_exchange>> client::exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
                                                   std::string_view target, const fields& headers,
                                                   std::optional<std::uint64_t> body_length) {
-  return detail::client_state::start_exchange(state_, s, host, port, m, target, headers, body_length);
+  return detail::client_state::exchange_owned(state_, s, std::string(host), port, m, std::string(target), headers,
+                                              body_length);
 }
 
 task<io_result<response>> client::send(http::scheme s, std::string host, std::uint16_t port, client_request req) {

@@ -60,6 +60,11 @@ std::error_condition error_category_impl::default_error_condition(int value) con
   }
 }
 
+bool error_category_impl::equivalent(int value, const std::error_condition& cond) const noexcept {
+  if (cond == tern::condition::end_of_stream) return static_cast<error>(value) == error::partial_message;
+  return default_error_condition(value) == cond;
+}
+
 }  // namespace detail
 
 int status_of(error e) noexcept {

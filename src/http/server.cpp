@@ -840,9 +840,9 @@ io_result<net::endpoint> reserve_port(const net::endpoint& ep, unique_fd& holder
 
 }  // namespace
 
-task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
-                            server_options opts, std::chrono::milliseconds grace,
-                            std::function<void(const net::endpoint&)> on_listening) {
+task<std::error_code> detail::serve_on_workers(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
+                                               server_options opts, std::chrono::milliseconds grace,
+                                               std::function<void(const net::endpoint&)> on_listening) {
   unique_fd holder;
   auto [pec, where] = reserve_port(ep, holder);
   if (pec) co_return pec;

@@ -42,7 +42,6 @@ class resolver_category_impl final : public std::error_category {
   std::string message(int code) const override { return ares_strerror(code); }
   std::error_condition default_error_condition(int code) const noexcept override {
     switch (code) {
-      case ARES_ETIMEOUT: return std::errc::timed_out;
       case ARES_ECONNREFUSED: return std::errc::connection_refused;
       case ARES_ENOMEM: return std::errc::not_enough_memory;
       case ARES_ECANCELLED:
@@ -81,14 +80,16 @@ std::optional<std::uint16_t> lookup_port(std::string_view service) noexcept {
   return std::nullopt;
 }
 
+// c-ares's status as tern reports it: a cancellation and a timeout are tern's own codes, as for any operation.
 std::error_code resolver_code(int status) noexcept {
   if (status == ARES_ECANCELLED || status == ARES_EDESTRUCTION) return make_error_code(error::operation_canceled);
-  return {status, resolver_category()};
+  if (status == ARES_ETIMEOUT) return make_error_code(error::timed_out);
+  return {status, dns::category()};
 }
 
 }  // namespace
 
-const std::error_category& resolver_category() noexcept {
+const std::error_category& dns::category() noexcept {
   static const resolver_category_impl category;
   return category;
 }
@@ -339,10 +340,10 @@ struct resolver_impl {
       }
       if (canonical == nullptr) canonical = info->name;
       if (canonical != nullptr) r.results.canonical_name = canonical;
-      if (r.results.endpoints.empty()) r.ec = make_error_code(resolver_error::no_data);
+      if (r.results.endpoints.empty()) r.ec = make_error_code(dns::error::no_data);
     } catch (const std::bad_alloc&) {
       r.results = {};
-      r.ec = make_error_code(resolver_error::no_memory);
+      r.ec = make_error_code(dns::error::no_memory);
     }
   }
 };
@@ -433,7 +434,7 @@ bool resolve_awaiter::await_ready() noexcept {
   }
   std::optional<std::uint16_t> port = lookup_port(service_);
   if (!port) {
-    req_.ec = make_error_code(resolver_error::service_not_found);
+    req_.ec = make_error_code(dns::error::service_not_found);
     return true;
   }
   port_ = *port;
@@ -441,7 +442,7 @@ bool resolve_awaiter::await_ready() noexcept {
   if (auto address = ip_address::parse(host_)) {
     const bool wanted = family_ == address_family::any || (family_ == address_family::v6) == address->is_v6();
     if (!wanted) {
-      req_.ec = make_error_code(resolver_error::no_data);
+      req_.ec = make_error_code(dns::error::no_data);
       return true;
     }
     try {
@@ -449,7 +450,7 @@ bool resolve_awaiter::await_ready() noexcept {
       req_.results.canonical_name = host_;
     } catch (const std::bad_alloc&) {
       req_.results = {};
-      req_.ec = make_error_code(resolver_error::no_memory);
+      req_.ec = make_error_code(dns::error::no_memory);
     }
     return true;
   }
@@ -460,7 +461,7 @@ bool resolve_awaiter::await_suspend(std::coroutine_handle<> h) noexcept {
   req_.handle = h;
   auto* q = new (std::nothrow) resolve_query;
   if (q == nullptr) {
-    req_.ec = make_error_code(resolver_error::no_memory);
+    req_.ec = make_error_code(dns::error::no_memory);
     return false;
   }
   q->owner = impl_;

@@ -12,17 +12,26 @@
 // - busy counts the start() and stop() coroutines in flight; the registry is settled when it is zero. Ready starts
 //   and stops are queued and run by pump(), iteratively, so a long chain of services without start() or stop()
 //   costs no stack.
+// - Every start() and stop() runs as a task spawned with service_calls' token, which the tasks it awaits inherit:
+//   an operation awaited under that token would wait for the call that awaits it, and is refused instead.
+// - operations counts the operations (start, stop, settled, ...) from their first step to the end of their turn,
+//   on whichever thread they began; the destructor refuses to run while any is counted.
 #include "tern/services/registry.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <deque>
 #include <exception>
+#include <future>
 #include <map>
 #include <span>
 #include <stdexcept>
+#include <stop_token>
+#include <system_error>
 #include <typeindex>
 #include <unordered_map>
 
+#include "tern/error.hpp"
 #include "tern/spawn.hpp"
 
 namespace tern::services {
@@ -153,9 +162,15 @@ struct registry::state {
     std::uint64_t walk = 0;
   };
 
-  explicit state(io_context& h) : home(&h) {}
+  explicit state(io_context& h) : home(&h), service_calls(service_calls_source.get_token()) {}
 
   io_context* home;
+  // Never stopped: its token only marks the tasks of services' start() and stop() (see the invariants above).
+  std::stop_source service_calls_source;
+  std::stop_token service_calls;
+  // Incremented by an operation's first step, on the awaiting thread, and decremented (release) on the home loop
+  // once it has ended its turn, its last access to the state; the destructor's acquire load pairs with it.
+  std::atomic<std::size_t> operations{0};
   std::map<std::uint64_t, std::unique_ptr<node>> nodes;  // by id, so in add order
   std::uint64_t next_id = 1;
   std::unordered_map<std::type_index, std::unique_ptr<interface_record>> interfaces;
@@ -252,7 +267,7 @@ struct registry::state {
     if (n.model->has_start()) {
       n.ph = phase::starting;
       ++busy;
-      tern::spawn(*home, run_start(this, &n)).detach();
+      tern::spawn(*home, run_start(this, &n), service_calls).detach();
     } else {
       become_running(n);
     }
@@ -343,7 +358,7 @@ struct registry::state {
     n.ph = phase::stopping;
     ++busy;
     if (n.model->has_stop()) {
-      tern::spawn(*home, run_stop(this, &n)).detach();
+      tern::spawn(*home, run_stop(this, &n), service_calls).detach();
     } else {
       stop_done(n, nullptr);
     }
@@ -684,6 +699,12 @@ registry::~registry() {
                stderr);
     std::terminate();
   }
+  if (s.operations.load(std::memory_order_acquire) != 0) {
+    std::fputs("tern::services::registry destroyed while an operation (start, stop, remove, settled) is running or "
+               "waiting for its turn (await every operation before destroying the registry)\n",
+               stderr);
+    std::terminate();
+  }
   // Dependents first, without stop(): what depends on nothing constructed goes first.
   std::vector<state::node*> ready;
   for (auto& [id, n] : s.nodes) {
@@ -703,13 +724,51 @@ registry::~registry() {
   }
 }
 
+namespace {
+// Runs f() where the registry's state may be touched: at once on the home loop's thread, or on any thread while no
+// thread runs the home loop (before it runs, after it stopped). From a thread that runs no loop while the home loop
+// runs on another, f() is posted there and this thread waits for it (it holds up no loop). From another loop's
+// thread it is refused with wrong_loop: blocking there could deadlock, and the caller can co_await enter() instead.
+template <class F>
+auto at_home(io_context& home, const char* what, F&& f) -> decltype(f()) {
+  io_context* here = io_context::current();
+  if (here == &home || (here == nullptr && !home.running_elsewhere())) return f();
+  if (here != nullptr) {
+    throw std::system_error(make_error_code(tern::error::wrong_loop),
+                            std::string("tern::services::registry::") + what +
+                                ": called on another loop than the registry's; co_await registry.enter() first");
+  }
+  using R = decltype(f());
+  std::promise<R> done;
+  std::future<R> result = done.get_future();
+  // The handler owns the promise: dropped unrun (its loop torn down), it breaks it and get() throws.
+  home.post([p = std::move(done), &f]() mutable {
+    try {
+      if constexpr (std::is_void_v<R>) {
+        f();
+        p.set_value();
+      } else {
+        p.set_value(f());
+      }
+    } catch (...) {
+      p.set_exception(std::current_exception());
+    }
+  });
+  return result.get();
+}
+}  // namespace
+
 service_id registry::add_model(std::string name, std::unique_ptr<detail::service_model> model,
                                std::vector<detail::interface_info> interfaces,
                                std::vector<detail::dependency_info> dependencies) {
-  if (io_context::current() != nullptr && io_context::current() != home_) {
-    throw std::logic_error("tern::services::registry::add: called on another loop than the registry's; co_await "
-                           "registry.enter() first");
-  }
+  return at_home(*home_, "add", [&] {
+    return add_here(std::move(name), std::move(model), std::move(interfaces), std::move(dependencies));
+  });
+}
+
+service_id registry::add_here(std::string name, std::unique_ptr<detail::service_model> model,
+                              std::vector<detail::interface_info> interfaces,
+                              std::vector<detail::dependency_info> dependencies) {
   state& s = *state_;
   if (s.names.count(name) != 0) {
     throw std::invalid_argument("tern::services::registry::add: a service named '" + name +
@@ -747,10 +806,30 @@ service_id registry::add_model(std::string name, std::unique_ptr<detail::service
 }
 
 namespace {
+// An operation's first step: refused (resource_deadlock_would_occur) when awaited from a service's start() or
+// stop(), which it would wait for; otherwise counted until its turn ends (registry::state::operations).
+// token: the awaiting task's (current_stop_token()).
+void begin_operation(registry::state& s, const std::stop_token* token, const char* what) {
+  if (token != nullptr && *token == s.service_calls) {
+    throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
+                            std::string("tern::services::registry::") + what +
+                                " awaited from a service's start() or stop(): it would wait for that call to end; "
+                                "spawn it instead (tern::spawn(registry.home(), ...)), and it runs after the call");
+  }
+  s.operations.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The end of an operation's turn: the next operation's, and the last access to the state.
+void end_operation(registry::state& s) {
+  s.end_turn();
+  s.operations.fetch_sub(1, std::memory_order_release);
+}
+
 // Runs op on the registry's loop, one operation at a time, and returns to the caller's loop (with op's value, or
 // rethrowing its exception there).
 template <class R, class F>
-task<R> on_home(registry::state& s, F op) {
+task<R> on_home(registry::state& s, const char* what, F op) {
+  begin_operation(s, co_await current_stop_token(), what);
   io_context* back = io_context::current();
   co_await detail::hop_awaiter{s.home};
   co_await s.take_turn();
@@ -762,7 +841,7 @@ task<R> on_home(registry::state& s, F op) {
   } catch (...) {
     error = std::current_exception();
   }
-  s.end_turn();
+  end_operation(s);
   co_await detail::hop_awaiter{back};
   if (error) std::rethrow_exception(error);
   co_return std::move(*value);
@@ -772,19 +851,19 @@ task<R> on_home(registry::state& s, F op) {
 task<registry_report> registry::start() {
   state* s = state_.get();
   const registry* self = this;
-  return on_home<registry_report>(*s, [s, self]() -> task<registry_report> {
+  return on_home<registry_report>(*s, "start", [s, self]() -> task<registry_report> {
     s->running = true;
     s->dirty = true;
     for (auto& [id, n] : s->nodes) s->consider(*n);
     s->pump();
     co_await s->quiet();
-    co_return self->report();
+    co_return self->report_here();
   });
 }
 
 task<void> registry::stop() {
   state* s = state_.get();
-  co_await on_home<bool>(*s, [s]() -> task<bool> {
+  co_await on_home<bool>(*s, "stop", [s]() -> task<bool> {
     s->running = false;
     std::vector<state::node*> all;
     for (auto& [id, n] : s->nodes) all.push_back(n.get());
@@ -800,6 +879,7 @@ task<service_status> registry::start(service_id id) {
   // on_home's steps written out: this is the hot one (start & stop of one service), and a status is large, so it
   // is built once in this frame and moved once to the caller, instead of through a second task and an optional.
   state* s = state_.get();
+  begin_operation(*s, co_await current_stop_token(), "start");
   io_context* back = io_context::current();
   co_await detail::hop_awaiter{s->home};
   co_await s->take_turn();
@@ -822,7 +902,7 @@ task<service_status> registry::start(service_id id) {
   } catch (...) {
     error = std::current_exception();
   }
-  s->end_turn();
+  end_operation(*s);
   co_await detail::hop_awaiter{back};
   if (error) std::rethrow_exception(error);
   co_return status;
@@ -850,29 +930,35 @@ task<bool> stop_one(registry::state& s, service_id id, bool then_remove) {
 
 task<void> registry::stop(service_id id) {
   state* s = state_.get();
-  co_await on_home<bool>(*s, [s, id] { return stop_one(*s, id, false); });
+  co_await on_home<bool>(*s, "stop", [s, id] { return stop_one(*s, id, false); });
 }
 
 task<void> registry::remove(service_id id) {
   state* s = state_.get();
-  co_await on_home<bool>(*s, [s, id] { return stop_one(*s, id, true); });
+  co_await on_home<bool>(*s, "remove", [s, id] { return stop_one(*s, id, true); });
 }
 
 task<registry_report> registry::settled() {
   state* s = state_.get();
   const registry* self = this;
-  return on_home<registry_report>(*s, [s, self]() -> task<registry_report> {
+  return on_home<registry_report>(*s, "settled", [s, self]() -> task<registry_report> {
     co_await s->quiet();
-    co_return self->report();
+    co_return self->report_here();
   });
 }
 
 service_status registry::status(service_id id) const {
-  state_->classify();
-  return state_->status_of(state_->find(id));
+  return at_home(*home_, "status", [&] {
+    state_->classify();
+    return state_->status_of(state_->find(id));
+  });
 }
 
 registry_report registry::report() const {
+  return at_home(*home_, "report", [&] { return report_here(); });
+}
+
+registry_report registry::report_here() const {
   state_->classify();
   registry_report r;
   r.services.reserve(state_->nodes.size());

@@ -27,6 +27,11 @@ std::string error_category_impl::message(int value) const {
   return "unknown TLS error";
 }
 
+bool error_category_impl::equivalent(int value, const std::error_condition& cond) const noexcept {
+  if (cond == tern::condition::end_of_stream) return static_cast<error>(value) == error::truncated;
+  return default_error_condition(value) == cond;
+}
+
 std::string openssl_category_impl::message(int value) const {
   // Loads the error strings, in case nothing else of OpenSSL ran yet in this process.
   OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr);

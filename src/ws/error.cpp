@@ -47,4 +47,9 @@ std::string error_category_impl::message(int value) const {
   return "unknown WebSocket error";
 }
 
+bool error_category_impl::equivalent(int value, const std::error_condition& cond) const noexcept {
+  if (cond == tern::condition::end_of_stream) return value >= 1000;  // a close code
+  return default_error_condition(value) == cond;
+}
+
 }  // namespace tern::ws::detail

@@ -137,6 +137,41 @@ TEST_P(http_client_test, requests_reuse_pooled_connections) {
   }(ctx, s));
 }
 
+// An operation copies the strings it is given: requests made from a URL, a content type, a host and a target that
+// are gone (their memory written over) before the requests are awaited still go where they were sent.
+TEST_P(http_client_test, a_request_keeps_copies_of_its_url_host_and_target) {
+  server_thread s(GetParam(), client_routes());
+  run_bounded(ctx, [](tern::io_context& ctx, server_thread& s) -> tern::task<void> {
+    http::client c(ctx);
+    auto getting = [&] { return c.get(s.url("/chunks/" + std::to_string(3))); }();
+    scribble(s.url("/chunks/3").size());
+    auto posting = [&] { return c.post(s.url("/echo"), "posted", "text/" + std::string(40, 'p')); }();
+    scribble(s.url("/echo").size());
+    auto exchanging = [&] {
+      return c.exchange(std::string("127.0.0.1"), s.port(), http::method::get, "/chunks/" + std::to_string(2));
+    }();
+    scribble(40);
+    auto [gec, g] = co_await std::move(getting);
+    CO_ASSERT_OK(gec);
+    EXPECT_EQ(g.body, "piece0;piece1;piece2;");
+    auto [pec, posted] = co_await std::move(posting);
+    CO_ASSERT_OK(pec);
+    EXPECT_EQ(posted.body, "posted");
+    auto [xec, ex] = co_await std::move(exchanging);
+    CO_ASSERT_OK(xec);
+    CO_ASSERT_OK(co_await ex.finish());
+    std::string body;
+    char buf[64];
+    for (;;) {
+      auto [rec, n] = co_await ex.read_some(tern::mutable_buffer(buf, sizeof buf));
+      if (rec == tern::error::eof) break;
+      CO_ASSERT_OK(rec);
+      body.append(buf, n);
+    }
+    EXPECT_EQ(body, "piece0;piece1;");
+  }(ctx, s));
+}
+
 TEST_P(http_client_test, streaming_exchanges) {
   server_thread s(GetParam(), client_routes());
   run_bounded(ctx, [](tern::io_context& ctx, server_thread& s) -> tern::task<void> {

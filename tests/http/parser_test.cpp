@@ -199,6 +199,21 @@ TEST(http_request_parser, host_must_be_a_uri_host_and_port) {
   }
 }
 
+TEST(http_errors, a_message_cut_short_is_an_end_of_stream_and_nothing_else_is) {
+  const std::error_code partial = http::error::partial_message;
+  EXPECT_TRUE(partial == tern::condition::end_of_stream);
+  EXPECT_FALSE(partial == std::errc::protocol_error);
+  for (http::error e : {http::error::bad_method, http::error::body_too_large, http::error::header_timeout,
+                        http::error::bad_response}) {
+    const std::error_code ec = e;
+    EXPECT_FALSE(ec == tern::condition::end_of_stream) << ec.message();
+  }
+  // The standard conditions still hold.
+  EXPECT_TRUE(std::error_code(http::error::header_timeout) == std::errc::timed_out);
+  EXPECT_TRUE(std::error_code(http::error::body_too_large) == std::errc::message_size);
+  EXPECT_TRUE(std::error_code(http::error::bad_method) == std::errc::protocol_error);
+}
+
 TEST(http_request_parser, limits_are_refused_with_their_status) {
   http::parser_limits limits;
   limits.max_request_line = 64;

@@ -429,6 +429,109 @@ TEST_P(registry_test, a_duplicate_name_is_refused) {
   EXPECT_EQ(reg.report().services[1].name, "another");
 }
 
+// A service whose start() (or stop()) awaits an operation of its own registry. Every such operation waits until no
+// start() or stop() runs, this one included: awaited here it could never finish, so it is refused at once.
+enum class reentry { settled, start_one, stop_one, start_all };
+struct reentrant {
+  svc::registry& reg;
+  reentry what;
+  svc::service_id other;
+  bool in_stop;
+  tern::task<> call() {
+    switch (what) {
+      case reentry::settled: (void)co_await reg.settled(); break;
+      case reentry::start_one: (void)co_await reg.start(other); break;
+      case reentry::stop_one: co_await reg.stop(other); break;
+      case reentry::start_all: (void)co_await reg.start(); break;
+    }
+  }
+  tern::task<> start() {
+    if (!in_stop) co_await call();
+  }
+  tern::task<> stop() {
+    if (in_stop) co_await call();
+  }
+};
+
+// The exception a failed start() or stop() left, as the registry keeps it: a deadlock refused, or not.
+bool refused_as_deadlock(const std::exception_ptr& e) {
+  if (!e) return false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::system_error& x) {
+    return x.code() == std::errc::resource_deadlock_would_occur &&
+           std::string(x.what()).find("spawn") != std::string::npos;
+  } catch (...) {
+  }
+  return false;
+}
+
+TEST_P(registry_test, an_operation_awaited_from_a_start_or_stop_is_refused_instead_of_deadlocking) {
+  for (reentry what : {reentry::settled, reentry::start_one, reentry::stop_one, reentry::start_all}) {
+    SCOPED_TRACE(static_cast<int>(what));
+    journal j;
+    run_bounded(ctx, [](tern::io_context& ctx, journal& j, reentry what) -> tern::task<> {
+      svc::registry reg(ctx);
+      auto other = add_node<a_service>(reg, j, "other");
+      auto in_start = reg.add<reentrant>(svc::named{"in_start"}, std::ref(reg), what, other, false);
+      svc::registry_report r = co_await reg.start();
+      svc::service_status s = reg.status(in_start);
+      EXPECT_EQ(s.state, svc::service_state::failed) << r.to_string();
+      EXPECT_TRUE(refused_as_deadlock(s.error)) << s.reason;
+      auto in_stop = reg.add<reentrant>(svc::named{"in_stop"}, std::ref(reg), what, other, true);
+      EXPECT_EQ((co_await reg.settled()).find("in_stop")->state, svc::service_state::running);
+      co_await reg.stop();
+      svc::service_status t = reg.status(in_stop);
+      EXPECT_EQ(t.state, svc::service_state::stopped);
+      EXPECT_TRUE(refused_as_deadlock(t.stop_error));
+    }(ctx, j, what));
+  }
+}
+
+// The way to do what the refused calls wanted: spawn the operation; it runs once the current one is over.
+struct spawns_an_operation {
+  svc::registry& reg;
+  bool& all_running_after;
+  tern::task<> start() {
+    tern::spawn(reg.home(), [](svc::registry& r, bool& out) -> tern::task<> {
+      out = (co_await r.settled()).all_running();
+    }, std::ref(reg), std::ref(all_running_after)).detach();
+    co_return;
+  }
+};
+
+TEST_P(registry_test, an_operation_spawned_from_a_start_runs_after_it) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<> {
+    bool all_running_after = false;
+    svc::registry reg(ctx);
+    reg.add<spawns_an_operation>(std::ref(reg), std::ref(all_running_after));
+    EXPECT_TRUE((co_await reg.start()).all_running());
+    (void)co_await reg.settled();  // taken after the spawned one, which was waiting for its turn first
+    EXPECT_TRUE(all_running_after);
+    co_await reg.stop();
+  }(ctx));
+}
+
+TEST_P(registry_test, destroying_a_registry_with_an_operation_waiting_for_its_turn_terminates_with_a_message) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const tern::io_context_options opts = options();
+  EXPECT_DEATH(
+      {
+        tern::io_context loop(opts);
+        journal j;
+        auto reg = std::make_unique<svc::registry>(loop);
+        add_node<a_service>(*reg, j, "a");  // its start() suspends once: start() holds the turn meanwhile
+        auto first = [](std::unique_ptr<svc::registry>& r) -> tern::task<> {
+          (void)co_await r->start();
+          r.reset();  // settled() below has just been handed the turn, and not resumed yet
+        };
+        auto ran = tern::spawn(loop, first(reg));
+        auto second = tern::spawn(loop, reg->settled());
+        loop.run();
+      },
+      "registry destroyed while an operation");
+}
+
 struct link_if {
   virtual ~link_if() = default;
 };

@@ -64,8 +64,14 @@ TEST_P(services_runtime_test, registry_operations_awaited_from_another_worker_ru
     auto remote = rt.spawn_on(1, [&]() -> tern::task<> {
       tern::io_context* here = tern::io_context::current();
       EXPECT_EQ(here, &rt.worker(1));
-      // add() is for the home loop: from here it refuses, after enter() it works.
-      EXPECT_THROW(add_node<a_service>(reg, j, "a"), std::logic_error);
+      // add() is for the home loop: from here it refuses with wrong_loop, after enter() it works.
+      try {
+        add_node<a_service>(reg, j, "a");
+        ADD_FAILURE() << "add() from another worker was accepted";
+      } catch (const std::system_error& e) {
+        EXPECT_EQ(e.code(), tern::error::wrong_loop);
+        EXPECT_NE(std::string(e.what()).find("enter()"), std::string::npos) << e.what();
+      }
       co_await reg.enter();
       EXPECT_EQ(tern::io_context::current(), &rt.worker(0));
       auto a = add_node<a_service>(reg, j, "a");
@@ -118,6 +124,81 @@ TEST_P(services_runtime_test, operations_from_two_workers_at_once_are_taken_in_t
     (void)b;
     co_await reg.stop();
   });
+  rt.shutdown(2s);
+}
+
+// Counts where it was constructed: on the registry's loop or elsewhere (from any thread).
+struct placed {
+  placed(tern::io_context* home, std::atomic<int>& at_home, std::atomic<int>& elsewhere) {
+    (tern::io_context::current() == home ? at_home : elsewhere).fetch_add(1);
+  }
+};
+
+TEST_P(services_runtime_test, status_report_and_add_from_another_worker_are_refused_with_wrong_loop) {
+  tern::runtime rt(options());
+  run_on(rt, 0, [&rt]() -> tern::task<> {
+    svc::registry reg(rt.worker(0));
+    journal j;
+    auto a = add_node<a_service>(reg, j, "a");
+    EXPECT_TRUE((co_await reg.start()).all_running());
+    auto remote = rt.spawn_on(1, [&]() -> tern::task<> {
+      auto refused = [](auto&& call) {
+        try {
+          call();
+          return false;
+        } catch (const std::system_error& e) {
+          return e.code() == tern::error::wrong_loop;
+        }
+      };
+      EXPECT_TRUE(refused([&] { (void)reg.status(a); }));
+      EXPECT_TRUE(refused([&] { (void)reg.report(); }));
+      EXPECT_TRUE(refused([&] { add_node<b_service<a_if>>(reg, j, "b"); }));
+      co_await reg.enter();  // on the home loop, all three work
+      EXPECT_EQ(reg.status(a).state, svc::service_state::running);
+      add_node<b_service<a_if>>(reg, j, "b");
+      EXPECT_EQ(reg.report().services.size(), 2u);
+    });
+    co_await std::move(remote);
+    EXPECT_TRUE((co_await reg.settled()).all_running());
+    co_await reg.stop();
+  });
+  rt.shutdown(2s);
+}
+
+TEST_P(services_runtime_test, add_and_report_from_a_thread_without_a_loop_are_made_on_the_running_home_loop) {
+  tern::runtime rt(options());
+  svc::registry reg(rt.worker(0));  // made here; its home loop runs on worker 0's thread
+  journal j;
+  const auto a = add_node<a_service>(reg, j, "a");  // worker 0's loop runs, idle: made there as well
+  const auto b = add_node<b_service<a_if>>(reg, j, "b");
+  run_on(rt, 0, [&reg]() -> tern::task<> { EXPECT_TRUE((co_await reg.start()).all_running()); });
+  // While worker 1 keeps the registry busy (each stop and start of a runs on worker 0), this thread, which runs no
+  // loop, adds services and reads reports: each call is carried out on worker 0's loop, between its other work.
+  std::atomic<bool> done{false};
+  auto churn = rt.spawn_on(1, [&reg, &done, a]() -> tern::task<> {
+    while (!done.load()) {
+      co_await reg.stop(a);
+      (void)co_await reg.start(a);
+    }
+  });
+  std::atomic<int> at_home{0}, elsewhere{0};
+  constexpr int added = 200;
+  for (int i = 0; i < added; ++i) {
+    reg.add<placed>(svc::named{"p" + std::to_string(i)}, &rt.worker(0), std::ref(at_home), std::ref(elsewhere));
+    if (i % 20 == 0) {
+      EXPECT_EQ(reg.report().services.size(), static_cast<std::size_t>(i) + 3);
+    }
+  }
+  done.store(true);
+  run_on(rt, 0, [&]() -> tern::task<> {
+    co_await std::move(churn);
+    svc::registry_report r = co_await reg.settled();
+    EXPECT_TRUE(r.all_running()) << r.to_string();
+    EXPECT_EQ(reg.status(b).state, svc::service_state::running);
+    co_await reg.stop();
+  });
+  EXPECT_EQ(at_home.load(), added);
+  EXPECT_EQ(elsewhere.load(), 0) << "a service was constructed off the registry's loop";
   rt.shutdown(2s);
 }
 

@@ -140,6 +140,11 @@ TEST(tls_errors, each_category_speaks_its_own_words) {
                           tls::openssl_category());
   EXPECT_EQ(openssl.message(), "wrong version number");
   EXPECT_EQ(std::string(openssl.category().name()), "tern.tls.openssl");
+  // A connection cut without close_notify is still the end of the stream, in the words every library shares.
+  EXPECT_TRUE(truncated == tern::condition::end_of_stream);
+  EXPECT_FALSE(std::error_code(tls::error::no_session) == tern::condition::end_of_stream);
+  EXPECT_FALSE(verify == tern::condition::end_of_stream);
+  EXPECT_FALSE(openssl == tern::condition::end_of_stream);
 }
 
 }  // namespace

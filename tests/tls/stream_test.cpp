@@ -341,6 +341,7 @@ TEST_P(tls_stream_test, a_peer_that_closes_without_close_notify_is_truncation) {
     auto [tec, m] = co_await p.client.read_some(buf);
     EXPECT_EC(tec, tls::error::truncated);
     EXPECT_NE(tec, tern::error::eof);
+    EXPECT_TRUE(tec == tern::condition::end_of_stream) << "the one test for every end of a stream";
     auto [again, k] = co_await p.client.read_some(buf);
     EXPECT_EC(again, tls::error::truncated);
     // A shutdown that waits for a close_notify that never comes reports the same.

@@ -120,6 +120,9 @@ TEST_P(ws_stream_test, close_handshake_with_code_and_reason) {
       std::string m;
       auto [ec, t] = co_await s.read(m);
       EXPECT_EQ(ec, ws::close_code{4001});
+      EXPECT_TRUE(ec == tern::condition::end_of_stream);  // a close frame, whatever its code
+      EXPECT_FALSE(std::error_code(ws::error::invalid_utf8) == tern::condition::end_of_stream);
+      EXPECT_FALSE(std::error_code(ws::error::closed) == tern::condition::end_of_stream);
       EXPECT_EQ(s.close_code(), 4001);
       EXPECT_EQ(s.close_reason(), "bye now");
       EXPECT_FALSE(s.is_open());
@@ -162,6 +165,7 @@ TEST_P(ws_stream_test, a_connection_without_close_frame_is_abnormal) {
     std::string m;
     auto [ec, t] = co_await p.client.read(m);
     EXPECT_EQ(ec, ws::close_code::abnormal);
+    EXPECT_TRUE(ec == tern::condition::end_of_stream) << "the one test for every end of a stream";
   }(ctx));
 }
 
@@ -340,6 +344,38 @@ TEST_P(ws_stream_test, subprotocols_agreed) {
     CO_ASSERT_OK(sec);
     EXPECT_EQ(client.subprotocol(), "v2.chat");  // the client's first that the server speaks
     EXPECT_EQ(server.subprotocol(), "v2.chat");
+  }(ctx));
+}
+
+// An operation copies the strings it is given: a handshake made from host and target strings, and a close from a
+// reason, that are gone (their memory written over) before they are awaited still send them.
+TEST_P(ws_stream_test, handshake_and_close_keep_copies_of_their_strings) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    const std::string target = "/room/" + std::string(100, 't');
+    {
+      socket_pair p = co_await connected_pair(ctx);
+      ws_tcp client(std::move(p.client), ws::role::client);
+      auto shaking = [&] { return client.handshake(std::string("example.test:8080"), std::string(target)); }();
+      scribble(target.size());
+      auto sent = tern::spawn(ctx, std::move(shaking));
+      const std::string head = co_await read_head(p.server);
+      EXPECT_NE(head.find("GET " + target + " HTTP/1.1\r\n"), std::string::npos) << head;
+      EXPECT_NE(head.find("Host: example.test:8080\r\n"), std::string::npos) << head;
+      p.server.close();  // no answer: the handshake fails, as it should
+      EXPECT_TRUE(co_await std::move(sent));
+    }
+    ws_pair p = co_await ws_over_tcp(ctx);
+    const std::string reason = "gone for " + std::string(100, 'r');
+    auto closing = [&] { return p.client.close(ws::close_code{4002}, std::string(reason)); }();
+    scribble(reason.size());
+    auto server_side = [](ws_tcp& s, const std::string& reason) -> tern::task<void> {
+      std::string m;
+      auto [ec, t] = co_await s.read(m);
+      EXPECT_EQ(ec, ws::close_code{4002});
+      EXPECT_EQ(s.close_reason(), reason);
+    };
+    auto [closed, unit] = co_await tern::when_all(std::move(closing), server_side(p.server, reason));
+    EXPECT_OK(closed);
   }(ctx));
 }
 

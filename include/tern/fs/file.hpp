@@ -1,11 +1,20 @@
 // tern/fs/file.hpp
 //
-// Files: fs::file (open, positioned reads and writes, sync, allocate, truncate, stat) and the path operations
-// (status, rename, remove, create_directory).
+// Files: fs::file (open, positioned and sequential reads and writes, sync, allocate, truncate, stat) and the path
+// operations (status, rename, remove, create_directory).
 //
 // One API on both backends. io_uring runs every call as an SQE of the loop's ring; epoll cannot poll files, so
 // there each call runs on the blocking pool (detail/blocking_pool.hpp: a few threads per process, started on
-// first use) and its completion comes back to the loop. Either way an operation is an awaiter holding its state,
+// first use) and its completion comes back to the loop.
+//
+// FIFOs, sockets and terminals (character devices the backend can watch) may keep a read or a write waiting for
+// ever. A file opened onto one, or adopted, is set up as a pipe's end is (fs/pipe.hpp): its reads and writes at the
+// file's own position (read_some, write_some, read_exact, write_all) wait for readiness under epoll and in the ring
+// under io_uring, never on a pool thread, so a timeout, a stop or the loop's teardown ends them like a socket's.
+// Opening never waits for a FIFO's other end, on either backend: a reader opens at once, a writer without a reader
+// fails with ENXIO (std::errc::no_such_device_or_address); a reader that must wait for writers opens the FIFO
+// read_write. What can still hold a pool thread under epoll is a call the kernel itself makes wait (an open that
+// breaks a lease, a slow device), which cancellation cannot interrupt once it has started. Either way an operation is an awaiter holding its state,
 // so it allocates nothing (on io_uring, not even on a first call), takes stop tokens, cancel() and with_timeout
 // like every other operation, and reports errors as std::error_code: no such file, permission denied, no space,
 // a read past the end of the file (tern::error::eof), a descriptor table that is full (too_many_files_open).
@@ -24,14 +33,15 @@
 // accepted and change nothing: register_file() succeeds without registering, and registered buffers are plain
 // memory. A registered buffer of another loop's set is refused with wrong_loop.
 //
-// Paths are not copied: a path passed to an operation must stay valid until the operation completes (a string
-// literal, a std::string that outlives the co_await, or a temporary inside the awaited expression).
+// Lifetimes: an operation copies the paths it is given (temporaries are fine, whenever it is awaited); the buffers
+// it reads into or writes from are the caller's and must outlive it.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -87,6 +97,38 @@ namespace detail {
 using tern::detail::descriptor;
 using tern::detail::file_op;
 using tern::detail::op_code;
+
+// The call a read or write at offset makes. On a descriptor the backend watches (a FIFO, a socket or a terminal:
+// see file::open), one at the file's own position is a pipe's read or write, which waits for readiness (epoll) or in
+// the ring (io_uring), so a timeout, a stop or the loop's teardown ends it; everything else is a file call.
+inline op_code transfer_code(const descriptor* d, op_code code, std::uint64_t offset) noexcept {
+  if (d == nullptr || d->unpolled || offset != file_op::current_position) return code;
+  if (code == op_code::read_at) return op_code::read;
+  if (code == op_code::write_at) return op_code::write;
+  return code;
+}
+
+// A path copied into its awaiter: up to inline_size bytes in place, a longer one on the heap.
+class path_copy {
+ public:
+  explicit path_copy(const char* p) {
+    const std::size_t n = std::char_traits<char>::length(p) + 1;
+    char* to = inline_;
+    if (n > inline_size) {
+      heap_ = std::make_unique_for_overwrite<char[]>(n);
+      to = heap_.get();
+    }
+    std::char_traits<char>::copy(to, p, n);
+  }
+  path_copy(const path_copy& o) : path_copy(o.c_str()) {}
+  path_copy& operator=(const path_copy&) = delete;
+  const char* c_str() const noexcept { return heap_ ? heap_.get() : inline_; }
+
+ private:
+  static constexpr std::size_t inline_size = 120;
+  char inline_[inline_size];
+  std::unique_ptr<char[]> heap_;
+};
 
 // File operations that do not fit a descriptor's state (what the ops below check before they start).
 struct file_state {
@@ -165,7 +207,7 @@ class [[nodiscard]] file_io_awaiter : public file_op_awaiter {
  public:
   file_io_awaiter(io_context& ctx, descriptor* d, op_code code, void* buf, std::size_t len, std::uint64_t offset,
                   file_state state) noexcept
-      : file_op_awaiter(ctx, d, code), state_(state) {
+      : file_op_awaiter(ctx, d, transfer_code(d, code, offset)), state_(state) {
     op_.buf = buf;
     op_.len = len > tern::detail::max_op_len ? tern::detail::max_op_len : static_cast<std::uint32_t>(len);
     op_.offset = offset;
@@ -179,7 +221,9 @@ class [[nodiscard]] file_io_awaiter : public file_op_awaiter {
   io_result<std::size_t> await_resume() const noexcept {
     if (misaligned_) return {make_error_code(error::misaligned), 0};
     if (op_.res < 0) return {error(), 0};
-    if (op_.res == 0 && op_.len != 0 && op_.code == op_code::read_at) return {make_error_code(error::eof), 0};
+    if (op_.res == 0 && op_.len != 0 && (op_.code == op_code::read_at || op_.code == op_code::read)) {
+      return {make_error_code(error::eof), 0};
+    }
     return {{}, static_cast<std::size_t>(op_.res)};
   }
 
@@ -236,7 +280,25 @@ class [[nodiscard]] file_call_awaiter : public file_op_awaiter {
   file_op& op() noexcept { return op_; }
 };
 
-// statx of an open file or of a path: yields io_result<file_status>.
+// rename, remove, create_directory: a file_call_awaiter with its paths copied.
+class [[nodiscard]] path_call_awaiter : public file_call_awaiter {
+ public:
+  path_call_awaiter(io_context& ctx, op_code code, const char* path, const char* path2 = "")
+      : file_call_awaiter(ctx, nullptr, code), path_(path), path2_(path2) {
+    repoint();
+  }
+  path_call_awaiter(const path_call_awaiter& o) : file_call_awaiter(o), path_(o.path_), path2_(o.path2_) { repoint(); }
+
+ private:
+  void repoint() noexcept {
+    op().path = path_.c_str();
+    op().path2 = path2_.c_str();
+  }
+  path_copy path_;
+  path_copy path2_;
+};
+
+// statx of an open file (path "") or of a path: yields io_result<file_status>.
 class [[nodiscard]] stat_awaiter : public file_op_awaiter {
  public:
   stat_awaiter(io_context& ctx, descriptor* d, const char* path, bool follow_symlinks) noexcept;
@@ -244,8 +306,24 @@ class [[nodiscard]] stat_awaiter : public file_op_awaiter {
   bool await_ready() noexcept { return refused(op_.path[0] == '\0'); }
   io_result<file_status> await_resume() const noexcept;
 
+ protected:
+  void set_path(const char* path) noexcept { op_.path = path; }
+
  private:
   struct ::statx result_{};
+};
+
+// statx of a path, copied.
+class [[nodiscard]] path_stat_awaiter : public stat_awaiter {
+ public:
+  path_stat_awaiter(io_context& ctx, const char* path, bool follow_symlinks)
+      : stat_awaiter(ctx, nullptr, path, follow_symlinks), path_(path) {
+    set_path(path_.c_str());
+  }
+  path_stat_awaiter(const path_stat_awaiter& o) : stat_awaiter(o), path_(o.path_) { set_path(path_.c_str()); }
+
+ private:
+  path_copy path_;
 };
 
 class open_awaiter;
@@ -258,21 +336,32 @@ class file : public basic_descriptor {
   explicit file(io_context& ctx) noexcept : basic_descriptor(ctx) {}
 
   // Awaitable: opens path on ctx with opts; yields io_result<file>. Awaited by a task running on ctx.
-  static detail::open_awaiter open(io_context& ctx, const char* path, open_options opts = {}) noexcept;
-  static detail::open_awaiter open(io_context& ctx, const std::string& path, open_options opts = {}) noexcept;
-  static detail::open_awaiter open(io_context& ctx, const std::filesystem::path& path,
-                                   open_options opts = {}) noexcept;
-  // Takes ownership of an open file descriptor (any kind the calls below apply to).
+  static detail::open_awaiter open(io_context& ctx, const char* path, open_options opts = {});
+  static detail::open_awaiter open(io_context& ctx, const std::string& path, open_options opts = {});
+  static detail::open_awaiter open(io_context& ctx, const std::filesystem::path& path, open_options opts = {});
+  // Takes ownership of an open file descriptor (any kind the calls below apply to); a FIFO, a socket or a terminal
+  // is set to the mode ctx's backend needs (non-blocking under epoll), as pipe_reader::adopt does.
   [[nodiscard]] static io_result<file> adopt(io_context& ctx, unique_fd fd) noexcept;
 
   // Awaitable: reads up to b.size() bytes at the file's own position, which advances (read(2)): for files read in
-  // order, FIFOs and character devices; yields io_result<size_t> (eof at the end). With it and write_some, a file
-  // is a stream: buffered_reader and buffered_writer work over it.
+  // order, FIFOs and character devices (see above); yields io_result<size_t> (eof at the end). With it and
+  // write_some, a file is a stream: buffered_reader and buffered_writer work over it.
   detail::file_io_awaiter read_some(mutable_buffer b) noexcept {
     return {*ctx_, desc_, detail::op_code::read_at, b.data(), b.size(), detail::file_op::current_position, state_};
   }
   // Awaitable: writes up to b.size() bytes at the file's own position (at the end with open_options::append).
   detail::file_io_awaiter write_some(const_buffer b) noexcept {
+    return {*ctx_, desc_, detail::op_code::write_at, const_cast<void*>(b.data()), b.size(),
+            detail::file_op::current_position, state_};
+  }
+  // Awaitable: fills b from the file's own position, which advances; yields io_result<size_t>, the bytes read
+  // before any error (eof if the file, or every writer of a FIFO, ends first).
+  detail::file_transfer_awaiter read_exact(mutable_buffer b) noexcept {
+    return {*ctx_, desc_, detail::op_code::read_at, b.data(), b.size(), detail::file_op::current_position, state_};
+  }
+  // Awaitable: writes all of b at the file's own position (at the end with open_options::append), in as many calls
+  // as it takes; yields io_result<size_t>, the bytes written before any error.
+  detail::file_transfer_awaiter write_all(const_buffer b) noexcept {
     return {*ctx_, desc_, detail::op_code::write_at, const_cast<void*>(b.data()), b.size(),
             detail::file_op::current_position, state_};
   }
@@ -357,27 +446,45 @@ class file : public basic_descriptor {
 };
 
 namespace detail {
-// open(): openat, then (for direct I/O) the file's alignment from statx; yields io_result<file>.
+// open(): openat, then (for direct I/O) the file's alignment from statx; yields io_result<file>. Under epoll the
+// call is made with O_NONBLOCK, as io_uring makes its first try, so that it never waits in the kernel for a FIFO's
+// other end (a reader opens at once, a writer without a reader is ENXIO, on both backends); only an open that the
+// kernel says would block on something else (EAGAIN: a lease being broken) is made again without it.
 class [[nodiscard]] open_awaiter : public file_op_awaiter {
  public:
-  open_awaiter(io_context& ctx, const char* path, open_options opts) noexcept;
-  open_awaiter(const open_awaiter& o) noexcept : file_op_awaiter(o), direct_(o.direct_) {}
+  open_awaiter(io_context& ctx, const char* path, open_options opts);
+  open_awaiter(const open_awaiter& o)
+      : file_op_awaiter(o), path_(o.path_), direct_(o.direct_), nonblocking_(o.nonblocking_) {
+    op_.path = path_.c_str();
+    op_.run = &on_opened;
+    op_.owner = this;
+  }
   bool await_ready() noexcept { return refused(false); }
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    op_.handle = h;
+    return !issue();
+  }
   io_result<file> await_resume() noexcept;
 
  private:
+  bool issue() noexcept;
+  bool retry_blocking() noexcept;
+  static void on_opened(tern::detail::work_item* w);
+
+  path_copy path_;
   bool direct_;
+  bool nonblocking_ = false;  // O_NONBLOCK added to the call (epoll), to be taken off the file once it is open
 };
 }  // namespace detail
 
 // Awaitable: statx of a path; yields io_result<file_status> (of the link itself when follow_symlinks is false).
-detail::stat_awaiter status(io_context& ctx, const char* path, bool follow_symlinks = true) noexcept;
+detail::path_stat_awaiter status(io_context& ctx, const char* path, bool follow_symlinks = true);
 // Awaitable: renames from to to (replacing to); yields std::error_code.
-detail::file_call_awaiter rename(io_context& ctx, const char* from, const char* to) noexcept;
+detail::path_call_awaiter rename(io_context& ctx, const char* from, const char* to);
 // Awaitable: removes a file (or an empty directory with directory true); yields std::error_code.
-detail::file_call_awaiter remove(io_context& ctx, const char* path, bool directory = false) noexcept;
+detail::path_call_awaiter remove(io_context& ctx, const char* path, bool directory = false);
 // Awaitable: makes a directory; yields std::error_code (file_exists if it does).
-detail::file_call_awaiter create_directory(io_context& ctx, const char* path, mode_t mode = 0755) noexcept;
+detail::path_call_awaiter create_directory(io_context& ctx, const char* path, mode_t mode = 0755);
 
 // Memory for direct I/O: size bytes (rounded up to alignment) at an address that is a multiple of alignment (a
 // power of two; 4096 suits every file system), zero-filled. Converts to mutable_buffer and const_buffer.

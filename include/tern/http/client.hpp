@@ -26,6 +26,8 @@
 // at once, to one host or many: each takes a connection of its own. The client's pool and options are shared
 // with its running requests and its exchanges, so either may outlive the client object: they go on, and their
 // connections are closed when they end instead of being pooled.
+// An operation copies what it is given (URL, host, target, content type, fields), so a request task may be
+// kept and awaited later.
 //
 // https:// URLs (and scheme::https) go through client_options::tls, which wraps each new connection: with
 // <tern/http/tls.hpp>, http::tls_client(ctx) does it with tern::tls (the host name sent in SNI and checked against
@@ -142,17 +144,17 @@ class client {
     return send(http::scheme::http, std::move(host), port, std::move(req));
   }
   // Awaitable: GET of an http:// or https:// URL (invalid_argument for another).
-  task<io_result<response>> get(std::string_view target_url);
+  TERN_CORO_WRAPPER task<io_result<response>> get(std::string_view target_url);
   // Awaitable: POST of body to an http:// or https:// URL, with its Content-Type.
-  task<io_result<response>> post(std::string_view target_url, std::string body,
-                                 std::string_view content_type = "application/octet-stream");
+  TERN_CORO_WRAPPER task<io_result<response>> post(std::string_view target_url, std::string body,
+                                                   std::string_view content_type = "application/octet-stream");
   // Awaitable: starts a request whose body is written piece by piece: with body_length, a body of that many bytes
-  // (Content-Length); without, chunked. Yields the exchange once its head is sent.
-  // host, target and headers are read while the exchange is set up: they must outlive the co_await (a temporary
-  // inside the awaited expression does).
-  task<io_result<client_exchange>> exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
-                                            std::string_view target, const fields& headers = {},
-                                            std::optional<std::uint64_t> body_length = {});
+  // (Content-Length); without, chunked. Yields the exchange once its head is sent. host, target and headers are
+  // copied.
+  TERN_CORO_WRAPPER task<io_result<client_exchange>> exchange(http::scheme s, std::string_view host,
+                                                              std::uint16_t port, method m, std::string_view target,
+                                                              const fields& headers = {},
+                                                              std::optional<std::uint64_t> body_length = {});
   task<io_result<client_exchange>> exchange(std::string_view host, std::uint16_t port, method m,
                                             std::string_view target, const fields& headers = {},
                                             std::optional<std::uint64_t> body_length = {}) {

@@ -31,11 +31,16 @@
 // | header_timeout, body_timeout         | 408    | timed_out          |
 // | bad_status_line, bad_response        | (client side)  | protocol_error |
 // | partial_message                      | (the peer closed inside a message) | (none) |
+//
+// partial_message also compares equal to tern::condition::end_of_stream (tern/error.hpp), with tern::error::eof and
+// the other libraries' ends of a stream.
 #pragma once
 
 #include <string>
 #include <system_error>
 #include <type_traits>
+
+#include "tern/error.hpp"
 
 namespace tern::http {
 
@@ -79,6 +84,7 @@ class error_category_impl final : public std::error_category {
   const char* name() const noexcept override { return "tern.http"; }
   std::string message(int value) const override;
   std::error_condition default_error_condition(int value) const noexcept override;
+  bool equivalent(int value, const std::error_condition& cond) const noexcept override;
 };
 extern const error_category_impl error_category_instance;
 }  // namespace detail

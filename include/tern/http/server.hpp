@@ -128,13 +128,39 @@ class server {
   bool stopping_ = false;
 };
 
+namespace detail {
+// serve(), the coroutine; the overloads below fill in what the call leaves out.
+task<std::error_code> serve_on_workers(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
+                                       server_options opts, std::chrono::milliseconds grace,
+                                       std::function<void(const net::endpoint&)> on_listening);
+}  // namespace detail
+
 // Runs a server on every worker of rt, each listening on ep with SO_REUSEPORT (the kernel spreads the
-// connections), all answering with routes; port 0 picks one free port for all of them. on_listening (if given) is
-// called with the endpoint once every worker listens. Returns after rt's shutdown, whose stop request shuts every
-// server down with grace, or at once with the first error of listening; a listener that broke meanwhile is
-// reported then.
-task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes, net::endpoint ep,
-                            server_options opts = {}, std::chrono::milliseconds grace = std::chrono::seconds(5),
-                            std::function<void(const net::endpoint&)> on_listening = {});
+// connections), all answering with routes (a router, copied or moved in, or a shared_ptr to one); port 0 picks one
+// free port for all of them. on_listening (if given) is called with the endpoint once every worker listens. Returns
+// after rt's shutdown, whose stop request shuts every server down with grace (5 s unless given), or at once with
+// the first error of listening (a listener that broke meanwhile is reported then). Awaitable from any worker, or rt.block_on(serve(...)) from outside.
+// The forms without opts are overloads, not a default argument: g++ 12 destroys twice an aggregate temporary
+// (server_options{}) made in an expression that co_awaits (docs/guide.md, "Compilers").
+TERN_CORO_WRAPPER inline task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes,
+                                                     net::endpoint ep) {
+  return detail::serve_on_workers(rt, std::move(routes), ep, server_options(), std::chrono::seconds(5), {});
+}
+TERN_CORO_WRAPPER inline task<std::error_code> serve(runtime& rt, std::shared_ptr<const router> routes,
+                                                     net::endpoint ep, server_options opts,
+                                                     std::chrono::milliseconds grace = std::chrono::seconds(5),
+                                                     std::function<void(const net::endpoint&)> on_listening = {}) {
+  return detail::serve_on_workers(rt, std::move(routes), ep, std::move(opts), grace, std::move(on_listening));
+}
+TERN_CORO_WRAPPER inline task<std::error_code> serve(runtime& rt, router routes, net::endpoint ep) {
+  return serve(rt, std::make_shared<const router>(std::move(routes)), ep);
+}
+TERN_CORO_WRAPPER inline task<std::error_code> serve(runtime& rt, router routes, net::endpoint ep,
+                                                     server_options opts,
+                                                     std::chrono::milliseconds grace = std::chrono::seconds(5),
+                                                     std::function<void(const net::endpoint&)> on_listening = {}) {
+  return serve(rt, std::make_shared<const router>(std::move(routes)), ep, std::move(opts), grace,
+               std::move(on_listening));
+}
 
 }  // namespace tern::http

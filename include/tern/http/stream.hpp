@@ -25,6 +25,9 @@
 // sees an incomplete response rather than a wrong one. The reader and the stream are the connection's, and its
 // loop's: awaited on another loop (a handler that moved with runtime::switch_to), they refuse with
 // tern::error::wrong_loop and change nothing; switch back first.
+//
+// Lifetimes: the buffers given to read_some and write, and the fields given to start(), are read in place when the
+// operation runs: await each operation at once (a temporary inside the awaited expression lives long enough).
 #pragma once
 
 #include <cstddef>

@@ -15,7 +15,7 @@
 // (one resolve), not raced; with a resolver on the local network the difference is one round trip at most.
 //
 // Like every operation, a connect is cancelled by its task's stop token and by with_timeout (timed_out), which
-// cancel every attempt in flight.
+// cancel every attempt in flight, and it copies what it is given (host, service, endpoints, options).
 #pragma once
 
 #include <chrono>

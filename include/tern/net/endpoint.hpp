@@ -2,6 +2,13 @@
 //
 // An IPv4 or IPv6 address with a port, stored as the sockaddr the kernel takes, so passing it to connect, bind or
 // accept copies nothing. Text forms: "127.0.0.1:8080" and "[::1]:8080" (brackets required for IPv6, as in URLs).
+//
+//   std::optional<net::endpoint> ep = net::endpoint::parse(argv[1]);   // "127.0.0.1:8080", "[::1]:8080"
+//   if (!ep) ...                        // not an address with a port: parse() never throws and looks up no name
+//   acceptor.listen(*ep);
+//
+// parse() takes numbers only: a host name ("localhost:80") is nullopt; net::resolver (or net::connect(ctx, host,
+// service)) turns names into endpoints.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +31,8 @@ class endpoint {
   // An address and a port.
   endpoint(const ip_address& address, std::uint16_t port) noexcept;
 
-  // Parses "a.b.c.d:port" or "[v6]:port"; nullopt on anything else (missing port, port > 65535, bad address).
+  // Parses "a.b.c.d:port" or "[v6]:port"; std::nullopt on anything else (a missing port, a port over 65535, a bad
+  // address, a host name).
   static std::optional<endpoint> parse(std::string_view text) noexcept;
   // Parses an address without a port ("127.0.0.1", "::1", "[::1]") and combines it with port.
   static std::optional<endpoint> parse(std::string_view address, std::uint16_t port) noexcept;

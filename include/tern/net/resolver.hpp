@@ -39,10 +39,12 @@
 
 namespace tern::net {
 
-// The errors of a failed resolution, as c-ares reports them; message() is c-ares's own text. Timeouts and refused
-// connections to the server also compare equal to std::errc::timed_out and std::errc::connection_refused.
-// Cancellation is reported as tern::error::operation_canceled, like every other operation.
-enum class resolver_error {
+namespace dns {
+// The errors of a failed resolution, as c-ares reports them, in the category "tern.resolver"; message() is c-ares's
+// own text. A refused connection to the server also compares equal to std::errc::connection_refused. As for every
+// other operation, a resolve that no server answered within its tries is tern::error::timed_out (not timed_out
+// below, c-ares's value, which is never reported), and a cancelled one tern::error::operation_canceled.
+enum class error {
   no_data = 1,              // the name exists but has no address of the family asked for
   format_error = 2,         // the server could not understand the query
   server_failure = 3,       // SERVFAIL
@@ -54,7 +56,7 @@ enum class resolver_error {
   bad_family = 9,
   bad_response = 10,        // the answer was malformed
   connection_refused = 11,  // the server's port is closed
-  timed_out = 12,           // no server answered within the tries
+  timed_out = 12,           // (reported as tern::error::timed_out)
   end_of_file = 13,
   file_error = 14,          // /etc/resolv.conf or /etc/hosts could not be read
   no_memory = 15,
@@ -68,10 +70,16 @@ enum class resolver_error {
   service_not_found = 25,   // the service is neither a number nor a name in /etc/services
 };
 
-const std::error_category& resolver_category() noexcept;
+// The category of dns::error ("tern.resolver").
+const std::error_category& category() noexcept;
 
-inline std::error_code make_error_code(resolver_error e) noexcept {
-  return {static_cast<int>(e), resolver_category()};
+inline std::error_code make_error_code(error e) noexcept { return {static_cast<int>(e), category()}; }
+}  // namespace dns
+
+// The names before dns::error.
+using resolver_error [[deprecated("renamed tern::net::dns::error")]] = dns::error;
+[[deprecated("renamed tern::net::dns::category")]] inline const std::error_category& resolver_category() noexcept {
+  return dns::category();
 }
 
 // Which addresses a resolve returns.
@@ -159,9 +167,9 @@ class resolver {
   ~resolver();
 
   // The addresses of host with service's port (empty service: port 0). host may be numeric (no query is made).
-  // Yields io_result<resolve_results>: not_found for a name that does not exist, no_data when it has no address
-  // of the family, timed_out when no server answered, operation_canceled, wrong_loop; a non-empty list otherwise.
-  // host and service are copied into the task: temporaries are fine.
+  // Yields io_result<resolve_results>: dns::error::not_found for a name that does not exist, no_data when it has
+  // no address of the family, tern::error::timed_out when no server answered, operation_canceled, wrong_loop; a
+  // non-empty list otherwise. host and service are copied into the task: temporaries are fine.
   task<io_result<resolve_results>> resolve(std::string host, std::string service = {},
                                            address_family family = address_family::any);
 
@@ -179,4 +187,4 @@ class resolver {
 }  // namespace tern::net
 
 template <>
-struct std::is_error_code_enum<tern::net::resolver_error> : std::true_type {};
+struct std::is_error_code_enum<tern::net::dns::error> : std::true_type {};

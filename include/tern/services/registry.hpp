@@ -31,14 +31,20 @@
 // - Starts and stops are concurrent where the graph allows: each start() and stop() coroutine is a task of its
 //   own on the registry's loop. Per service, a count of required interfaces without a running provider and a
 //   list of the services bound to it make a whole start or stop O(N + E) (services + dependency edges).
-// - One home loop: the registry's state is touched only there. add(), status() and report() are called on that
-//   loop's thread (or before it runs); the operations that return tasks (start, stop, remove, settled) may be
-//   awaited from any worker of a runtime: they continue on the home loop and come back to the caller's loop.
-//   Those operations run one at a time, in the order they were awaited.
+// - One home loop: the registry's state is touched only there. add(), status() and report() run on the home
+//   loop's thread; called from a thread that runs no loop, they are carried out there while that loop runs (the
+//   caller waits), or at once while no thread runs it (before it runs). From another worker they throw
+//   std::system_error(tern::error::wrong_loop): co_await enter() first. The operations that return tasks (start,
+//   stop, remove, settled) may be awaited from any worker of a runtime: they continue on the home loop and come
+//   back to the caller's loop. Those operations run one at a time, in the order they were awaited.
 // - A service's start() and stop() run on the home loop; a service that wants other workers spawns there itself.
+//   An operation awaited inside them (directly or through the tasks they await) would wait for them to end, so it
+//   throws std::system_error(std::errc::resource_deadlock_would_occur) instead; spawn it (it then runs after
+//   them). add(), status() and report() may be called there.
 // - Lifetimes: the registry outlives nothing it does not wait for. Await stop() before destroying it; a registry
-//   destroyed with services running destroys them dependents first, without their stop(), and one destroyed
-//   while a start() or stop() is still running terminates the program (they refer to it).
+//   destroyed with services running destroys them dependents first, without their stop(). One destroyed while a
+//   start() or stop() is still running, or while an operation is running or waiting for its turn, terminates the
+//   program with a message (they refer to it).
 #pragma once
 
 #include <coroutine>
@@ -76,7 +82,8 @@ class registry {
   registry& operator=(const registry&) = delete;
 
   // Registers T, constructed with its dependencies and then args (copied now, passed as lvalues). Its
-  // interfaces are T::interfaces (none if it has no such alias). Starts it if the registry is running.
+  // interfaces are T::interfaces (none if it has no such alias). Starts it if the registry is running. Home loop
+  // (see above).
   template <class T, class... Args>
     requires(!detail::starts_with_tag<Args...>::value)
   service_id add(Args&&... args) {
@@ -115,9 +122,9 @@ class registry {
   // Waits until no service is starting or stopping; returns the report.
   task<registry_report> settled();
 
-  // One service's status; throws std::out_of_range for an id it does not know. Home loop only.
+  // One service's status; throws std::out_of_range for an id it does not know. Home loop (see above).
   service_status status(service_id id) const;
-  // Every service's status. Home loop only.
+  // Every service's status. Home loop (see above).
   registry_report report() const;
   // The loop the services run on.
   io_context& home() const noexcept { return *home_; }
@@ -159,6 +166,11 @@ class registry {
   service_id add_model(std::string name, std::unique_ptr<detail::service_model> model,
                        std::vector<detail::interface_info> interfaces,
                        std::vector<detail::dependency_info> dependencies);
+  // add_model and report on the home loop's thread.
+  service_id add_here(std::string name, std::unique_ptr<detail::service_model> model,
+                      std::vector<detail::interface_info> interfaces,
+                      std::vector<detail::dependency_info> dependencies);
+  registry_report report_here() const;
 
   io_context* home_;
   std::unique_ptr<state> state_;

@@ -16,12 +16,15 @@
 // alert the verifier sent ("tlsv1 alert unknown ca"). Errors OpenSSL reports for the operating system (a missing
 // certificate file) are std::system_category codes (std::errc::no_such_file_or_directory). The next layer's own
 // errors (connection_reset, operation_canceled, timed_out) pass through unchanged, and a clean end of the peer's
-// data, after its close_notify, is tern::error::eof as on any tern stream.
+// data, after its close_notify, is tern::error::eof as on any tern stream. Both eof and truncated compare equal to
+// tern::condition::end_of_stream (tern/error.hpp).
 #pragma once
 
 #include <string>
 #include <system_error>
 #include <type_traits>
+
+#include "tern/error.hpp"
 
 namespace tern::tls {
 
@@ -37,6 +40,7 @@ class error_category_impl final : public std::error_category {
   constexpr error_category_impl() noexcept = default;
   const char* name() const noexcept override { return "tern.tls"; }
   std::string message(int value) const override;
+  bool equivalent(int value, const std::error_condition& cond) const noexcept override;
 };
 class openssl_category_impl final : public std::error_category {
  public:

@@ -12,12 +12,17 @@
 //   auto [ec, type] = co_await ws.read(message);
 //   if (ec == ws::close_code::normal) ...          // the peer said goodbye
 //   else if (ec == ws::error::invalid_utf8) ...    // the peer sent bad text; 1007 went back
+//
+// Every close code compares equal to tern::condition::end_of_stream (tern/error.hpp): the peer ended the stream,
+// with a close frame or (abnormal) without one.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <system_error>
 #include <type_traits>
+
+#include "tern/error.hpp"
 
 namespace tern::ws {
 
@@ -68,6 +73,7 @@ class error_category_impl final : public std::error_category {
   constexpr error_category_impl() noexcept = default;
   const char* name() const noexcept override { return "tern.ws"; }
   std::string message(int value) const override;
+  bool equivalent(int value, const std::error_condition& cond) const noexcept override;
 };
 extern const error_category_impl error_category_instance;
 }  // namespace detail

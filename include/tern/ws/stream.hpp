@@ -41,6 +41,8 @@
 // operation awaited on another thread than the one running S's loop (when S names it: loop_bound) completes at
 // once with tern::error::wrong_loop and leaves the stream as it was. A stream may be moved while nothing is
 // pending.
+// An operation copies the strings it is given (host, target, a close reason); what it refers to (buffers, and
+// the spans and fields in handshake_options and accept_options) must outlive it.
 #pragma once
 
 #include <algorithm>
@@ -66,6 +68,23 @@
 #include "tern/ws/outbox.hpp"
 
 namespace tern::ws {
+
+namespace detail {
+// A close reason, copied when close() is called: at most max_control_payload - 2 bytes (a longer one is only
+// remembered as too long).
+class close_reason {
+ public:
+  explicit close_reason(std::string_view r) noexcept : size_(r.size()) {
+    if (!too_long() && size_ != 0) std::memcpy(bytes_, r.data(), size_);
+  }
+  bool too_long() const noexcept { return size_ > max_control_payload - 2; }
+  std::string_view view() const noexcept { return too_long() ? std::string_view() : std::string_view(bytes_, size_); }
+
+ private:
+  char bytes_[max_control_payload - 2];
+  std::size_t size_;
+};
+}  // namespace detail
 
 // Which end of the connection a stream is: a client masks what it sends, a server requires masks.
 enum class role : std::uint8_t { client, server };
@@ -126,7 +145,10 @@ class stream {
   // Client: sends the upgrade request for target ("/chat?room=1") on host ("example.com:8080") and checks the
   // answer: 101, Upgrade, Connection, Sec-WebSocket-Accept, the extension and subprotocol agreed. Awaitable;
   // yields std::error_code (error::rejected with handshake_status() for another status).
-  task<std::error_code> handshake(std::string_view host, std::string_view target, handshake_options o = {});
+  TERN_CORO_WRAPPER task<std::error_code> handshake(std::string_view host, std::string_view target,
+                                                    handshake_options o = {}) {
+    return handshake_as(std::string(host), std::string(target), o);
+  }
   // Server: reads the upgrade request from the next layer and answers it: 101, or 400 / 426 and an error
   // (error::not_upgrade, bad_version, bad_key, bad_request). Awaitable; yields std::error_code.
   task<std::error_code> accept(accept_options o = {});
@@ -160,7 +182,10 @@ class stream {
   // UTF-8), then, unless a read is pending (it will see the peer's close), reads until the peer's close frame,
   // dropping messages. Awaitable; yields std::error_code (empty once the handshake is complete; bad_close_code
   // for a code that may not be sent, such as 1005 or 1006).
-  task<std::error_code> close(ws::close_code code = close_code::normal, std::string_view reason = {});
+  TERN_CORO_WRAPPER task<std::error_code> close(ws::close_code code = close_code::normal,
+                                                std::string_view reason = {}) {
+    return close_with(code, detail::close_reason(reason));
+  }
   // Writes the messages queued in box (by senders on any worker; see outbox.hpp), in order, until box is closed
   // and empty (then yields an empty error_code) or a write fails (then yields that error). However it ends (a
   // failed write, a cancellation, its frame destroyed with its loop) it closes box, so that no sender waits for a
@@ -204,6 +229,8 @@ class stream {
       return false;
     }
   }
+  task<std::error_code> handshake_as(std::string host, std::string target, handshake_options o);
+  task<std::error_code> close_with(ws::close_code code, detail::close_reason reason);
   task<std::error_code> receive();
   task<std::error_code> write_queued(outbox box, clock::duration message_timeout);
   task<std::error_code> send_raw(const unsigned char* data, std::size_t size);
@@ -384,8 +411,7 @@ task<std::error_code> stream<Stream>::reader_sends(detail::opcode op, const unsi
 
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
-task<std::error_code> stream<Stream>::handshake(std::string_view host, std::string_view target,
-                                                handshake_options o) {
+task<std::error_code> stream<Stream>::handshake_as(std::string host, std::string target, handshake_options o) {
   if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   if (c.server() || c.st != detail::state::idle) co_return std::make_error_code(std::errc::invalid_argument);
@@ -665,12 +691,13 @@ task<std::error_code> stream<Stream>::send_control(detail::opcode op, const_buff
 
 template <class Stream>
   requires read_stream<Stream> && write_stream<Stream>
-task<std::error_code> stream<Stream>::close(ws::close_code code, std::string_view reason) {
+task<std::error_code> stream<Stream>::close_with(ws::close_code code, detail::close_reason kept) {
   if (off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   detail::core& c = *core_;
   const auto value = static_cast<unsigned>(code);
   if (!sendable_close_code(value)) co_return make_error_code(error::bad_close_code);
-  if (reason.size() > detail::max_control_payload - 2) co_return make_error_code(error::control_too_long);
+  if (kept.too_long()) co_return make_error_code(error::control_too_long);
+  const std::string_view reason = kept.view();
   if (!detail::valid_utf8(reinterpret_cast<const unsigned char*>(reason.data()), reason.size())) {
     co_return std::make_error_code(std::errc::invalid_argument);
   }
