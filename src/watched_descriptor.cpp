@@ -21,6 +21,7 @@ readiness readiness_of(int revents) noexcept {
 io_result<watched_descriptor> watched_descriptor::adopt(io_context& ctx, unique_fd fd) noexcept {
   watched_descriptor w(ctx);
   auto [ec, d] = detail::wrap_fd(ctx, fd.release(), /*fix_mode=*/false);
+  if (d != nullptr) d->shared_file = true;
   w.desc_ = d;
   return {ec, std::move(w)};
 }
@@ -39,6 +40,7 @@ std::error_code watched_descriptor::move_to(io_context& target) noexcept {
   if (ec) return ec;
   ctx_ = &target;
   auto [wec, d] = detail::wrap_fd(target, fd.release(), /*fix_mode=*/false);
+  if (d != nullptr) d->shared_file = true;
   desc_ = d;
   return wec;
 }

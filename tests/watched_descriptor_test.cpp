@@ -1,7 +1,7 @@
 // watched_descriptor on both backends: readiness waits that read nothing (the owner's own read finds the bytes),
 // level-triggered waits, either-way waits that say which way, hang-ups reported as ready, cancellation and
 // timeouts, a blocking mode left as the owner set it (also across move_to), a duplicate closed without touching the
-// original, and the refusals (wrong loop, nothing asked for).
+// original (and made again under the same number), and the refusals (wrong loop, nothing asked for).
 #include "net_support.hpp"
 
 #include <fcntl.h>
@@ -179,6 +179,26 @@ TEST_P(watched_descriptor_test, closing_the_duplicate_leaves_the_original_open) 
     EXPECT_EQ(::write(p.a.get(), "y", 1), 1);
     char c;
     EXPECT_EQ(::read(p.b.get(), &c, 1), 1);
+  }(ctx));
+}
+
+TEST_P(watched_descriptor_test, a_duplicate_made_again_under_the_same_number_is_watched_afresh) {
+  // The original stays open, so closing a duplicate does not end its epoll registration by itself: the
+  // registration must be removed with it, or the next duplicate under the same number is refused (EEXIST) and
+  // the file's events would reach a descriptor that is gone.
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    raw_pair p = make_raw_pair(true);
+    for (int round = 0; round < 3; ++round) {
+      auto [ec, w] = watched_descriptor::adopt(ctx, tern::unique_fd(::fcntl(p.a.get(), F_DUPFD_CLOEXEC, 900)));
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(w.native_handle(), 900);
+      EXPECT_EQ(::write(p.b.get(), "d", 1), 1);
+      auto [wec, ready] = co_await tern::with_timeout(w.wait_readable(), 10s);
+      CO_ASSERT_OK(wec);
+      char c;
+      EXPECT_EQ(::read(p.a.get(), &c, 1), 1);
+      w.close();
+    }
   }(ctx));
 }
 

@@ -227,6 +227,11 @@ struct descriptor {
   // descriptors or another writer's credentials begin, nor for datagrams. Cleared by epoll once the peer's stream
   // has ended (a short read can then be followed by the end, with no edge to come). In what would be padding.
   bool short_read_drains = false;
+  // Its open file has other descriptors too (watched_descriptor: a duplicate of a library's). close() ends an epoll
+  // registration only with the file's last descriptor, so epoll removes this one's itself before closing it;
+  // otherwise the registration would outlive the descriptor, and a later duplicate under the same number would be
+  // refused (EEXIST). In what would be padding.
+  bool shared_file = false;
   io_context* ctx = nullptr;   // the loop the descriptor belongs to
   union {
     receive_pool::queue rx_queue{};
