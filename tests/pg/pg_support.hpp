@@ -5,6 +5,9 @@
 #include <tern/pg/batch.hpp>
 #include <tern/pg/connection.hpp>
 
+#include <cctype>
+#include <cstdio>
+#include <functional>
 #include <string>
 
 #include "../support.hpp"
@@ -18,14 +21,18 @@ class pg_test : public backend_test {
  public:
   const cluster& db() const { return shared_cluster(); }
 
-  // A table name of this test's own (the test and backend names), so that tests never share data.
+  // A table name of this test's own (from the test's and the backend's names), so that tests never share data,
+  // also when ctest runs them at once.
   std::string table(const std::string& base = "t") const {
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string full = std::string(info->test_suite_name()) + "." + info->name();
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(full));
     std::string name = base + "_" + info->name();
     for (char& c : name) {
       if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
     }
-    return name.substr(0, 60);
+    return name.substr(0, 40) + "_" + hash;
   }
 };
 

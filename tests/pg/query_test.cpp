@@ -221,7 +221,9 @@ TEST_P(pg_query_test, a_script_of_several_statements_runs_outside_the_pipeline) 
 
 TEST_P(pg_query_test, a_hundred_megabytes_of_bytea_round_trip_intact) {
   run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
-    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    // Over TCP: libpq moves what a non-blocking send leaves in its buffer to the front after each partial send,
+    // and loopback TCP takes far larger pieces than a Unix socket, so the 100 MB go in tens of sends, not hundreds.
+    pgl::connection c = co_await connect_to(ctx, t.db().tcp_conninfo());
     std::vector<std::byte> data(100u << 20);
     std::mt19937_64 rng(41);
     for (std::size_t i = 0; i < data.size(); i += 8) {
@@ -231,10 +233,11 @@ TEST_P(pg_query_test, a_hundred_megabytes_of_bytea_round_trip_intact) {
     const pgl::statement echo("SELECT md5($1::bytea), $1::bytea", pgl::format::binary);
     auto [ec, r] = co_await c.query(echo, data);
     PG_ASSERT_OK(ec, r);
-    EXPECT_EQ(r[0][0].as<std::string_view>(), md5_hex(data)) << "the server got every byte";
+    const std::string sent = md5_hex(data);
+    EXPECT_EQ(r[0][0].as<std::string_view>(), sent) << "the server got every byte";
     const std::vector<std::byte> back = r[0][1].as<std::vector<std::byte>>();
     EXPECT_EQ(back.size(), data.size());
-    EXPECT_EQ(md5_hex(back), md5_hex(data)) << "and sent every byte back";
+    EXPECT_EQ(md5_hex(back), sent) << "and sent every byte back";
   }(*this, ctx), 60s);
 }
 
@@ -251,7 +254,9 @@ TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
     // 1M rows of 200 bytes: 200 MB if it were held whole.
     const std::size_t before = resident_bytes();
     std::size_t peak = before;
-    auto [ec, rows] = co_await c.stream("SELECT i, repeat('x', 200) FROM generate_series(1, $1::int) AS i", 1000000);
+    // generate_series in the select list, where the server makes its rows one at a time (in FROM it would make
+    // them all first).
+    auto [ec, rows] = co_await c.stream("SELECT generate_series(1, $1::int), repeat('x', 200)", 1000000);
     CO_ASSERT_OK(ec);
     std::int64_t count = 0, sum = 0;
     for (;;) {
@@ -269,7 +274,7 @@ TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
     EXPECT_LT(peak - before, std::size_t{64} << 20) << "the whole result was held";
     // An abandoned stream: the server is asked to cancel it, and the connection serves the next query.
     {
-      auto [sec, big] = co_await c.stream("SELECT i FROM generate_series(1, 100000000) AS i");
+      auto [sec, big] = co_await c.stream("SELECT generate_series(1, 100000000)");
       CO_ASSERT_OK(sec);
       for (int i = 0; i < 10; ++i) {
         auto [rec, row] = co_await big.next();
@@ -281,7 +286,7 @@ TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
     EXPECT_EQ(co_await scalar<int>(c, "SELECT 7"), 7);
     EXPECT_LT(steady_clock::now() - start, 20s);
     // A stream that fails part way reports the error after the rows before it.
-    auto [fec, failing] = co_await c.stream("SELECT 10 / (3 - i) FROM generate_series(1, 5) AS i");
+    auto [fec, failing] = co_await c.stream("SELECT 10 / (3 - generate_series(1, 5))");
     CO_ASSERT_OK(fec);
     int got = 0;
     std::error_code end;
