@@ -327,6 +327,15 @@ task<std::error_code> poll_connect(io_context& ctx, PGconn* pg) {
   }
 }
 
+// libpq's notice receiver: to the connection's on_notice, or nowhere.
+void deliver_notice(void* arg, const PGresult* r) {
+  auto* s = static_cast<connection_state*>(arg);
+  if (!s->on_notice) return;
+  const char* severity = PQresultErrorField(r, PG_DIAG_SEVERITY);
+  const char* message = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+  s->on_notice(severity != nullptr ? severity : "", message != nullptr ? message : "");
+}
+
 std::string trimmed_message(const PGconn* pg) {
   std::string m = pg != nullptr ? PQerrorMessage(pg) : "out of memory";
   while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
@@ -376,6 +385,7 @@ task<io_result<connection>> connection::connect(io_context& ctx,
       if (pg != nullptr) PQfinish(pg);
     }
   } guard{pg};
+  if (pg != nullptr) PQsetNoticeReceiver(pg, [](void*, const PGresult*) {}, nullptr);  // none before the state
   if (pg == nullptr || PQstatus(pg) == CONNECTION_BAD) {
     c.error_ = trimmed_message(pg);
     co_return io_result<connection>{make_error_code(error::connection_failed), std::move(c)};
@@ -398,6 +408,8 @@ task<io_result<connection>> connection::connect(io_context& ctx,
   }
   s->watch = std::move(w);
   s->cancel = detail::read_cancel_target(s->pg);
+  s->on_notice = std::move(opts.on_notice);
+  PQsetNoticeReceiver(s->pg, &deliver_notice, s);
   c.s_ = s;
   co_return io_result<connection>{std::error_code{}, std::move(c)};
 }

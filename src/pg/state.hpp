@@ -214,6 +214,7 @@ struct connection_state {
   std::chrono::steady_clock::time_point last_cancel{};
 
   connection_stats stats;
+  std::function<void(std::string_view, std::string_view)> on_notice;
 
   // ---- connection.cpp ----
   // Hands op to libpq (or to the gate's queue); false with op->ec_ set if it could not be sent.

@@ -167,6 +167,21 @@ TEST_P(pg_query_test, server_errors_carry_their_sqlstate_and_message_and_the_con
   }(*this, ctx));
 }
 
+TEST_P(pg_query_test, the_servers_notices_go_to_the_connections_handler) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    std::vector<std::string> notices;
+    pgl::connect_options opts;
+    opts.on_notice = [&notices](std::string_view severity, std::string_view message) {
+      notices.push_back(std::string(severity) + ": " + std::string(message));
+    };
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo(), opts);
+    auto [ec, r] = co_await c.query("DROP TABLE IF EXISTS surely_not_there_at_all");
+    PG_ASSERT_OK(ec, r);
+    CO_ASSERT(notices.size() == 1);
+    EXPECT_EQ(notices[0], "NOTICE: table \"surely_not_there_at_all\" does not exist, skipping");
+  }(*this, ctx));
+}
+
 TEST_P(pg_query_test, a_statement_is_prepared_once_per_connection_and_per_parameter_types) {
   run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
     pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());

@@ -45,6 +45,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -75,6 +76,9 @@ struct connect_options {
   // The deadline of every query (0: none); a statement's own timeout takes its place. On expiry the query ends
   // with timed_out and the server is asked to cancel it.
   std::chrono::milliseconds query_timeout{0};
+  // The server's notices and warnings (severity as the server names it, "NOTICE", "WARNING"; its message), on
+  // the loop's thread; empty: dropped (libpq would print them on stderr).
+  std::function<void(std::string_view severity, std::string_view message)> on_notice;
 };
 
 enum class isolation : std::uint8_t { server_default, read_committed, repeatable_read, serializable };
