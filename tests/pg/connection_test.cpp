@@ -107,3 +107,73 @@ TEST_P(pg_connection_test, a_connection_used_from_another_thread_reports_wrong_l
 }
 
 }  // namespace
+
+namespace {
+
+bool is_loss(std::error_code ec) {
+  return ec == pgl::error::connection_lost || ec == pgl::sqlstate::admin_shutdown;
+}
+
+}  // namespace
+
+TEST_P(pg_connection_test, a_lost_connection_ends_every_pending_operation_and_the_loop_goes_on) {
+  run_bounded(ctx, [](pg_connection_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection admin = co_await connect_to(ctx, t.db().socket_conninfo());
+    // Pipelined queries (one running, the others queued behind it on the server) and a notification wait.
+    {
+      pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+      CO_ASSERT_OK(co_await c.listen("lost_channel"));
+      int ended = 0;
+      tern::task_group group(ctx);
+      group.spawn([](pgl::connection& c, int& ended) -> tern::task<void> {
+        auto [ec, n] = co_await c.next_notification();
+        EXPECT_EC(ec, pgl::error::connection_lost);
+        ++ended;
+      }(c, ended));
+      for (int i = 0; i < 4; ++i) {
+        group.spawn([](pgl::connection& c, int& ended) -> tern::task<void> {
+          auto [ec, r] = co_await c.query("SELECT pg_sleep(60)");
+          EXPECT_TRUE(is_loss(ec)) << describe(ec);
+          ++ended;
+        }(c, ended));
+      }
+      co_await tern::sleep_for(100ms);
+      EXPECT_EQ(ended, 0);
+      EXPECT_TRUE(co_await scalar<bool>(admin, "SELECT pg_terminate_backend($1)", c.backend_pid()));
+      co_await group.wait();
+      EXPECT_EQ(ended, 5);
+      EXPECT_FALSE(c.is_open());
+      EXPECT_FALSE(c.error_message().empty());
+      auto [ec, r] = co_await c.query("SELECT 1");
+      EXPECT_EC(ec, pgl::error::connection_lost);
+    }
+    // A transaction's running query and another task's query waiting for the transaction to end.
+    {
+      pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+      const int pid = c.backend_pid();
+      std::error_code in_tx, after_tx, begin_ec;
+      tern::task_group group(ctx);
+      group.spawn([](pgl::connection& c, std::error_code& begin_ec, std::error_code& in_tx) -> tern::task<void> {
+        auto [ec, tx] = co_await c.begin();
+        begin_ec = ec;
+        if (ec) co_return;
+        auto [qec, r] = co_await tx.query("SELECT pg_sleep(60)");
+        in_tx = qec;
+        // The transaction is destroyed on a broken connection: its rollback has nowhere to go, and no error.
+      }(c, begin_ec, in_tx));
+      co_await tern::sleep_for(50ms);
+      group.spawn([](pgl::connection& c, std::error_code& after_tx) -> tern::task<void> {
+        auto [ec, r] = co_await c.query("SELECT 2");
+        after_tx = ec;
+      }(c, after_tx));
+      co_await tern::sleep_for(50ms);
+      EXPECT_TRUE(co_await scalar<bool>(admin, "SELECT pg_terminate_backend($1)", pid));
+      co_await group.wait();
+      EXPECT_OK(begin_ec);
+      EXPECT_TRUE(is_loss(in_tx)) << describe(in_tx);
+      EXPECT_EC(after_tx, pgl::error::connection_lost);
+    }
+    // The loop and the other connection are unaffected.
+    EXPECT_EQ(co_await scalar<int>(admin, "SELECT 7"), 7);
+  }(*this, ctx), 60s);
+}
