@@ -109,6 +109,19 @@ struct cluster {
     run(as_server_user() + bin + "/pg_ctl -D " + data() + " -l " + dir + "/server.log -w -t 60 -o \"-p " +
         std::to_string(port) + " -k " + dir + "\" start > /dev/null");
   }
+  // Starts the server on a free port: another process may take the port between free_tcp_port() finding it and
+  // the server binding it, so a start that fails is tried again on another port (the log says why it failed).
+  void start_on_free_port() {
+    for (int attempt = 1;; ++attempt) {
+      port = free_tcp_port();
+      try {
+        start_server();
+        return;
+      } catch (const std::runtime_error&) {
+        if (attempt == 3) throw;
+      }
+    }
+  }
   void stop_server() const {
     std::system((as_server_user() + bin + "/pg_ctl -D " + data() + " -m fast -w -t 60 stop > /dev/null 2>&1").c_str());
   }
@@ -123,7 +136,6 @@ struct cluster {
     cluster c;
     c.dir = dir;
     c.bin = server_bin_dir();
-    c.port = free_tcp_port();
     std::filesystem::create_directories(dir);
     if (running_as_root()) run("chown postgres:postgres " + dir);
     run("cd " + dir + " && " + as_server_user() + c.bin + "/initdb -D " + c.data() +
@@ -151,7 +163,7 @@ struct cluster {
     }
     // The pristine copy that clones start from (configured, never started).
     run("cp -a " + c.data() + " " + dir + "/template");
-    c.start_server();
+    c.start_on_free_port();
     c.exec("CREATE ROLE tern_pw LOGIN PASSWORD 'secret'; CREATE ROLE tern_tls LOGIN");
     c.save();
     return c;
@@ -162,11 +174,10 @@ struct cluster {
     cluster c;
     c.dir = to;
     c.bin = bin;
-    c.port = free_tcp_port();
     std::filesystem::create_directories(to);
     run("cp -a " + dir + "/template " + c.data());
     if (running_as_root()) run("chown -R postgres:postgres " + to);
-    c.start_server();
+    c.start_on_free_port();
     c.exec("CREATE ROLE tern_pw LOGIN PASSWORD 'secret'; CREATE ROLE tern_tls LOGIN");
     return c;
   }

@@ -48,10 +48,12 @@ TEST_P(pg_pipeline_test, a_failing_query_among_other_tasks_queries_fails_alone) 
     const std::string tbl = t.table();
     CO_ASSERT_OK(co_await c.execute("CREATE TABLE " + tbl + " (v int PRIMARY KEY)"));
     const std::string insert = "INSERT INTO " + tbl + " VALUES ($1)";
-    // Three tasks started in one turn: their queries share a batch, whose middle query fails.
-    auto first = tern::spawn(ctx, c.query(insert, 1));
-    auto middle = tern::spawn(ctx, c.query("SELECT 1 / $1::int", 0));
-    auto last = tern::spawn(ctx, c.query(insert, 3));
+    // Three tasks started in one turn: their queries share a batch, whose middle query fails. (The arguments are
+    // locals: a query's arguments must outlive it, and a spawned query runs after this statement.)
+    const int one = 1, zero = 0, three = 3;
+    auto first = tern::spawn(ctx, c.query(insert, one));
+    auto middle = tern::spawn(ctx, c.query("SELECT 1 / $1::int", zero));
+    auto last = tern::spawn(ctx, c.query(insert, three));
     auto [fec, fr] = co_await std::move(first);
     auto [mec, mr] = co_await std::move(middle);
     auto [lec, lr] = co_await std::move(last);

@@ -256,6 +256,20 @@ TEST_P(pg_query_test, a_hundred_megabytes_of_bytea_round_trip_intact) {
   }(*this, ctx), 60s);
 }
 
+// Under AddressSanitizer freed memory stays in its quarantine (256 MB by default), so the process's resident size
+// says nothing about what the stream holds: the bound is checked in the other builds.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool memory_is_quarantined = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool memory_is_quarantined = true;
+#else
+constexpr bool memory_is_quarantined = false;
+#endif
+#else
+constexpr bool memory_is_quarantined = false;
+#endif
+
 std::size_t resident_bytes() {
   std::ifstream statm("/proc/self/statm");
   std::size_t pages = 0, resident = 0;
@@ -286,7 +300,7 @@ TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
     EXPECT_EQ(count, 1000000);
     EXPECT_EQ(sum, std::int64_t{1000000} * 1000001 / 2);
     EXPECT_EQ(rows.final_result().command_tag(), "SELECT 1000000");
-    EXPECT_LT(peak - before, std::size_t{64} << 20) << "the whole result was held";
+    if (!memory_is_quarantined) EXPECT_LT(peak - before, std::size_t{64} << 20) << "the whole result was held";
     // An abandoned stream: the server is asked to cancel it, and the connection serves the next query.
     {
       auto [sec, big] = co_await c.stream("SELECT generate_series(1, 100000000)");
