@@ -420,6 +420,7 @@ void connection::close() noexcept {
   if (s_ == nullptr) return;
   connection_state* s = std::exchange(s_, nullptr);
   s->closed = true;
+  s->stop_cancel_retry();
   s->fail_all(make_error_code(error::connection_closed));
   if (s->driver_wait != nullptr) s->driver_wait->cancel();
   s->watch.close();

@@ -2,11 +2,13 @@
 // task, the dispatch of results to their queries, holding and resending, the gate, cancellation, and failure.
 #include "state.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/spawn.hpp"
+#include "tern/timer.hpp"
 #include "tern/yield.hpp"
 
 namespace tern::pg::detail {
@@ -26,6 +28,18 @@ readiness without(readiness a, readiness b) noexcept {
 // A result carrying libpq's message about the connection, for an operation that failed with the connection.
 PGresult* connection_report(PGconn* pg) noexcept {
   return pg != nullptr ? PQmakeEmptyPGresult(pg, PGRES_FATAL_ERROR) : nullptr;
+}
+
+// Sends the first batch's cancel request again while the batch goes on: the server drops a request that comes
+// while it waits for the query rather than runs it (the batch was still on its way, or the server had not read it).
+task<> resend_cancel(connection_state* s, std::stop_token stop) {
+  auto interval = std::chrono::milliseconds(500);
+  for (;;) {
+    (void)co_await tern::sleep_for(interval);
+    if (stop.stop_requested()) co_return;
+    s->request_cancel();
+    interval = std::min(interval * 2, std::chrono::milliseconds(8000));
+  }
 }
 
 task<> drive(connection_state* s) {
@@ -86,6 +100,7 @@ std::error_code error_of(const PGresult* r, const PGconn* pg) noexcept {
 }
 
 connection_state::~connection_state() {
+  stop_cancel_retry();
   for (std::size_t i = 0; i < slots.size(); ++i) {
     if (slots[i].res != nullptr) PQclear(slots[i].res);
   }
@@ -478,10 +493,23 @@ void connection_state::cancel_first_batch() noexcept {
   if (first_batch_cancelled) return;  // one request ends the batch
   first_batch_cancelled = true;
   request_cancel();
+  stop_cancel_retry();
+  cancel_retry = std::stop_source();
+  try {
+    tern::spawn(*ctx, resend_cancel(this, cancel_retry.get_token()), cancel_retry.get_token()).detach();
+  } catch (...) {
+    // Out of memory: the request is sent once.
+  }
+}
+
+void connection_state::stop_cancel_retry() noexcept {
+  if (cancel_retry.stop_possible()) cancel_retry.request_stop();
+  cancel_retry = std::stop_source(std::nostopstate);
 }
 
 void connection_state::on_new_batch() noexcept {
   first_batch_cancelled = false;
+  stop_cancel_retry();
   for (std::size_t i = 0; i < slots.size() && slots[i].kind != slot_kind::sync; ++i) {
     if (slots[i].cancel_wanted && slots[i].out == outcome::none) {
       cancel_first_batch();
@@ -609,6 +637,7 @@ void connection_state::fail_all(std::error_code ec) noexcept {
 void connection_state::break_connection(std::error_code ec) noexcept {
   if (broken || closed) return;
   broken = true;
+  stop_cancel_retry();
   if (pg != nullptr && error_text.empty()) {
     error_text = PQerrorMessage(pg);
     while (!error_text.empty() && error_text.back() == '\n') error_text.pop_back();

@@ -26,6 +26,9 @@
 //   and the other tasks' queries of the batch are sent again. A query of a later batch is marked, and cancelled
 //   when its batch becomes the first. A query that fails with query_canceled without having been cancelled, shortly
 //   after a request, was hit by one meant for another (the server had moved on): it is sent again, not failed.
+//   A request that reaches the server while it waits for the batch to arrive is dropped by the server (it cancels
+//   only a running query), so while the cancelled batch has not ended the request is sent again, after 0.5 s and
+//   then at doubling intervals up to 8 s.
 #pragma once
 
 #include <libpq-fe.h>
@@ -36,6 +39,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -212,6 +216,9 @@ struct connection_state {
   cancel_target cancel;
   bool first_batch_cancelled = false;  // a cancel request went out for the batch the server runs now
   std::chrono::steady_clock::time_point last_cancel{};
+  // Stops the task that sends the first batch's cancel request again (stop_cancel_retry: the batch ended, or the
+  // connection did). The task checks it before touching the state, so the state may be gone by then.
+  std::stop_source cancel_retry{std::nostopstate};
 
   connection_stats stats;
   std::function<void(std::string_view, std::string_view)> on_notice;
@@ -245,6 +252,8 @@ struct connection_state {
   void detach(query_op* op, bool send_cancel) noexcept;
   // Sends a cancel request for whatever the server runs now.
   void request_cancel() noexcept;
+  // Stops sending the first batch's cancel request again.
+  void stop_cancel_retry() noexcept;
 
   // The gate.
   bool gate_open_for(const query_op* op) const noexcept { return owner == 0 || op->req_.owner == owner; }
@@ -268,7 +277,7 @@ struct connection_state {
   void on_new_head() noexcept;
   // Whether slot i is in the first batch (the one the server runs now: no sync point before it).
   bool in_first_batch(std::size_t i) noexcept;
-  // Asks the server to cancel what it runs now, once per batch.
+  // Asks the server to cancel what it runs now, once per batch (again while the batch does not end).
   void cancel_first_batch() noexcept;
   // The first batch has ended: cancels the next one if a query of it was cancelled meanwhile.
   void on_new_batch() noexcept;

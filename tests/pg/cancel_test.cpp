@@ -2,8 +2,14 @@
 // query_timeout, over the Unix socket and over TCP; each time a cancel request reaches the server (which reports
 // the cancel: query_canceled for the dropped query, counted in the connection's stats) and the connection serves
 // the next query at once. A query of a later batch is cancelled only once the server gets to its batch, leaving the
-// query before it alone; one of the batch the server runs ends that batch, whose other queries run again.
+// query before it alone; one of the batch the server runs ends that batch, whose other queries run again. A cancel
+// request the server drops (it came while the server waited for the query) is sent again.
 #include "pg_support.hpp"
+
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
 
 namespace {
 
@@ -21,6 +27,41 @@ tern::task<void> expect_cancelled_on_server(pgl::connection& c, std::uint64_t co
   EXPECT_LT(clock_type::now() - start, 20s) << "the sleep ran to its end";
   EXPECT_EQ(c.stats().cancels_confirmed, confirmed);
   EXPECT_TRUE(c.is_open());
+}
+
+// Whether the process has a SIGINT waiting (it is stopped, so its handler has not run).
+bool sigint_pending(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("SigPnd:") || line.starts_with("ShdPnd:")) {
+      std::istringstream hex(line.substr(7));
+      unsigned long long mask = 0;
+      hex >> std::hex >> mask;
+      if ((mask & (1ULL << (SIGINT - 1))) != 0) return true;
+    }
+  }
+  return false;
+}
+
+TEST_P(pg_cancel_test, a_cancel_request_the_server_dropped_is_sent_again) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const int pid = c.backend_pid();
+    // The server's process is held still until the cancel request has reached it, so that it handles the request
+    // before it has read the query: while it waits for a query, PostgreSQL drops a cancel request.
+    CO_ASSERT(::kill(pid, SIGSTOP) == 0);
+    struct resume {
+      int pid;
+      ~resume() { ::kill(pid, SIGCONT); }
+    } resumed{pid};
+    auto [ec, r] = co_await tern::with_timeout(c.query("SELECT pg_sleep(60)"), 50ms);
+    EXPECT_EC(ec, tern::error::timed_out);
+    for (int i = 0; i < 1000 && !sigint_pending(pid); ++i) co_await tern::sleep_for(10ms);
+    CO_ASSERT(sigint_pending(pid));
+    ::kill(pid, SIGCONT);
+    co_await expect_cancelled_on_server(c, 1);
+    EXPECT_GE(c.stats().cancels_sent, 2u);
+  }(*this, ctx), 90s);
 }
 
 TEST_P(pg_cancel_test, a_deadline_cancels_a_long_sleep_on_the_server) {

@@ -106,15 +106,9 @@ TEST_P(pg_connection_test, a_connection_used_from_another_thread_reports_wrong_l
   EXPECT_EC(from_elsewhere, tern::error::wrong_loop);
 }
 
-}  // namespace
-
-namespace {
-
 bool is_loss(std::error_code ec) {
   return ec == pgl::error::connection_lost || ec == pgl::sqlstate::admin_shutdown;
 }
-
-}  // namespace
 
 TEST_P(pg_connection_test, a_lost_connection_ends_every_pending_operation_and_the_loop_goes_on) {
   run_bounded(ctx, [](pg_connection_test& t, tern::io_context& ctx) -> tern::task<void> {
@@ -177,3 +171,5 @@ TEST_P(pg_connection_test, a_lost_connection_ends_every_pending_operation_and_th
     EXPECT_EQ(co_await scalar<int>(admin, "SELECT 7"), 7);
   }(*this, ctx), 60s);
 }
+
+}  // namespace

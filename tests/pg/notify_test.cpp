@@ -30,7 +30,9 @@ TEST_P(pg_notify_test, a_thousand_notifications_arrive_in_order) {
       EXPECT_EQ(n.payload(), "payload " + std::to_string(i));
       EXPECT_EQ(n.sender_pid(), sender.backend_pid());
       // The listening connection serves queries between notifications too.
-      if (i % 250 == 0) EXPECT_EQ(co_await scalar<int>(listener, "SELECT $1::int", i), i);
+      if (i % 250 == 0) {
+        EXPECT_EQ(co_await scalar<int>(listener, "SELECT $1::int", i), i);
+      }
     }
     co_await std::move(sending);
   }(*this, ctx), 60s);

@@ -43,7 +43,7 @@ TEST_P(pg_pool_test, ten_thousand_queries_from_two_hundred_tasks_on_two_workers_
           while (size > seen && !most.compare_exchange_weak(seen, size)) {
           }
         }
-      }, std::ref(dbpool), task, std::ref(checked), std::ref(most)));
+      }(dbpool, task, checked, most)));
     }
     for (auto& h : handles) co_await std::move(h);
   }(rt, dbpool, checked, most));

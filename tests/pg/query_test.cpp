@@ -85,7 +85,9 @@ tern::task<void> round_trip_every_type(pgl::connection& c, pgl::format fmt) {
     std::int16_t narrow = 0;
     EXPECT_EC(row[3].to(narrow), pgl::error::bad_value);
     std::string_view not_bytes;
-    if (fmt == pgl::format::binary) EXPECT_EC(row[2].to(not_bytes), pgl::error::unsupported);
+    if (fmt == pgl::format::binary) {
+      EXPECT_EC(row[2].to(not_bytes), pgl::error::unsupported);
+    }
   }
 }
 
@@ -300,7 +302,9 @@ TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
     EXPECT_EQ(count, 1000000);
     EXPECT_EQ(sum, std::int64_t{1000000} * 1000001 / 2);
     EXPECT_EQ(rows.final_result().command_tag(), "SELECT 1000000");
-    if (!memory_is_quarantined) EXPECT_LT(peak - before, std::size_t{64} << 20) << "the whole result was held";
+    if (!memory_is_quarantined) {
+      EXPECT_LT(peak - before, std::size_t{64} << 20) << "the whole result was held";
+    }
     // An abandoned stream: the server is asked to cancel it, and the connection serves the next query.
     {
       auto [sec, big] = co_await c.stream("SELECT generate_series(1, 100000000)");
