@@ -78,7 +78,7 @@ struct connect_options {
   std::chrono::milliseconds query_timeout{0};
   // The server's notices and warnings (severity as the server names it, "NOTICE", "WARNING"; its message), on
   // the loop's thread; empty: dropped (libpq would print them on stderr).
-  std::function<void(std::string_view severity, std::string_view message)> on_notice;
+  std::function<void(std::string_view severity, std::string_view message)> on_notice{};
 };
 
 enum class isolation : std::uint8_t { server_default, read_committed, repeatable_read, serializable };

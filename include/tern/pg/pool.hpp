@@ -49,7 +49,7 @@ struct pool_options {
   std::size_t max_size = 10;                              // connections at most, lent, idle or being made
   std::chrono::milliseconds acquire_timeout{30'000};      // the longest wait for a connection (0: no limit)
   std::chrono::milliseconds health_check_after{30'000};   // idle longer than this: a round trip before lending
-  connect_options connect;                                // for every connection the pool opens
+  connect_options connect{};                              // for every connection the pool opens
 };
 
 struct pool_stats {
