@@ -117,7 +117,7 @@ TEST_P(pg_cancel_test, a_query_cancelled_in_a_later_batch_is_cancelled_when_the_
     PG_ASSERT_OK(ec, r);
     EXPECT_EQ(r[0][1].as<std::string>(), "done");
     co_await expect_cancelled_on_server(c, 1);
-    EXPECT_EQ(c.stats().cancels_sent, 1u);
+    EXPECT_GE(c.stats().cancels_sent, 1u);  // more if the batch outlived the first request (sent again)
     EXPECT_EQ(c.stats().resent, 0u) << "the query before it was left alone";
   }(*this, ctx), 60s);
 }
