@@ -43,6 +43,14 @@ task<> resend_cancel(connection_state* s, std::stop_token stop) {
 }
 
 task<> drive(connection_state* s) {
+  // Also when the frame is destroyed unfinished (its loop torn down while it waits): the state's reference goes.
+  struct driven {
+    connection_state* s;
+    ~driven() {
+      s->driving = false;
+      release(s);
+    }
+  } guard{s};
   bool lingered = false;
   for (;;) {
     if (s->closed || s->broken) break;
@@ -77,8 +85,6 @@ task<> drive(connection_state* s) {
       s->process_input();
     }
   }
-  s->driving = false;
-  release(s);
 }
 
 }  // namespace
