@@ -20,6 +20,7 @@ constexpr std::size_t notification_limit = 65536;
 // How long after a cancel request a query that fails with query_canceled is taken for its victim (the request hit
 // the query after the one it was meant for) rather than for one cancelled on purpose.
 constexpr auto stray_cancel_window = std::chrono::seconds(2);
+constexpr std::uint8_t max_victim_resends = 3;
 
 readiness without(readiness a, readiness b) noexcept {
   return static_cast<readiness>(static_cast<std::uint8_t>(a) & ~static_cast<std::uint8_t>(b));
@@ -400,8 +401,11 @@ void connection_state::finish_slot(slot& h) noexcept {
     return;
   }
   // A query_canceled this query did not ask for, right after a cancel request meant for another: it is the victim
-  // of the race every PostgreSQL cancel has (the server had moved on to it), and runs again.
-  const bool victim = h.out == outcome::failed && h.ec == sqlstate::query_canceled && h.isolated && !op->resent_ &&
+  // of the race every PostgreSQL cancel has (the server had moved on to it), and runs again. Up to three times: the
+  // server signals the cancelled process twice for one request (the process and its group), so a second signal can
+  // hit the query sent again after the first.
+  const bool victim = h.out == outcome::failed && h.ec == sqlstate::query_canceled && h.isolated &&
+                      op->resends_ < max_victim_resends &&
                       std::chrono::steady_clock::now() - last_cancel < stray_cancel_window;
   if (op->req_.single_row) {
     op->rows_ended_ = true;
@@ -459,7 +463,7 @@ void connection_state::end_batch() noexcept {
 }
 
 void connection_state::resend_alone(query_op* op) noexcept {
-  op->resent_ = true;
+  ++op->resends_;
   ++stats.resent;
   if (closed || broken) {
     op->ec_ = make_error_code(closed ? error::connection_closed : error::connection_lost);

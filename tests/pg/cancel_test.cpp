@@ -134,7 +134,8 @@ TEST_P(pg_cancel_test, a_query_cancelled_in_the_running_batch_ends_the_batch_and
     auto [ec, r] = co_await std::move(before);
     PG_ASSERT_OK(ec, r);
     EXPECT_EQ(r[0][1].as<std::string>(), "done");
-    EXPECT_EQ(c.stats().resent, 1u) << "the other task's query ran again";
+    // Again more than once if a second signal of the server (it signals the process and its group) hit it.
+    EXPECT_GE(c.stats().resent, 1u) << "the other task's query ran again";
     co_await expect_cancelled_on_server(c, 1);
   }(*this, ctx), 60s);
 }

@@ -83,7 +83,7 @@ class query_op {
   query_op* next_ = nullptr;            // in the gate's queue, the held list or the resend list
   phase phase_ = phase::idle;
   bool suspended_ = false;
-  bool resent_ = false;                 // sent a second time already: the next time it goes alone
+  std::uint8_t resends_ = 0;            // times sent again (each time alone)
   bool single_row_set_ = false;
   // row_stream: the row the driver has read and the consumer has not taken yet, the end of the rows, and the
   // coroutine waiting in next().
