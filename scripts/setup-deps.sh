@@ -17,6 +17,7 @@ packages=(
   libasio-dev
   libboost-dev libhttp-parser-dev libsimdjson-dev wrk
   valgrind
+  libpq-dev postgresql
   curl
   iptables iproute2 procps ethtool util-linux
   libgtest-dev libgmock-dev

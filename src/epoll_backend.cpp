@@ -205,11 +205,13 @@ class epoll_backend final : public backend {
       io_op* next = op->next_pending;  // complete() unlinks op
       // A file call on a watched descriptor (fs::file on a FIFO or a terminal: its stat, its sync) runs on the
       // blocking pool, which completes it; readiness says nothing about it.
-      if (op->st == io_op::state::pending && !is_file_op(op->code) && (waits_for_input(op->code) ? in : out)) {
-        int r = attempt(*op, true);
+      if (op->st == io_op::state::pending && !is_file_op(op->code) && wants(op->code, in, out)) {
+        // poll_inout reports what this edge says, both ways; the other operations try their call.
+        int r = op->code == op_code::poll_inout ? (in ? POLLIN : 0) | (out ? POLLOUT : 0) : attempt(*op, true);
         note_read(*op, r);
         // A connect's check is two calls (SO_ERROR, then getpeername); a poll's retry makes none.
-        const bool is_poll = op->code == op_code::poll_in || op->code == op_code::poll_out;
+        const bool is_poll =
+            op->code == op_code::poll_in || op->code == op_code::poll_out || op->code == op_code::poll_inout;
         ctx_.counters().syscalls.add(op->code == op_code::connect ? 2 : is_poll ? 0 : 1);
         if (r != -EAGAIN && r != -EWOULDBLOCK) {
           op->res = r;
@@ -243,6 +245,7 @@ class epoll_backend final : public backend {
       switch (op.code) {
         case op_code::poll_in: r = retry ? POLLIN : ready_now(fd, POLLIN); break;
         case op_code::poll_out: r = retry ? POLLOUT : ready_now(fd, POLLOUT); break;
+        case op_code::poll_inout: r = ready_events(fd, POLLIN | POLLOUT); break;  // retried in dispatch()
         case op_code::sendfile: {
           auto& s = static_cast<splice_op&>(op);
           off_t offset = static_cast<off_t>(s.off_in);
@@ -425,6 +428,20 @@ class epoll_backend final : public backend {
   }
 
   // An edge may have passed before the op started: ask once, without waiting.
+  // Whether an edge of this kind (input, output) can complete an operation of this code.
+  static bool wants(op_code code, bool in, bool out) noexcept {
+    if (code == op_code::poll_inout) return in || out;
+    return waits_for_input(code) ? in : out;
+  }
+
+  // The events of fd that are ready now, among events (errors and hang-ups included), or -EAGAIN.
+  static int ready_events(int fd, short events) noexcept {
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, 0);
+    if (n < 0) return -errno;
+    return n > 0 ? p.revents : -EAGAIN;
+  }
+
   static int ready_now(int fd, short events) noexcept {
     pollfd p{fd, events, 0};
     int n = ::poll(&p, 1, 0);

@@ -652,6 +652,7 @@ void io_context::close_descriptor(detail::descriptor* d) noexcept {
     lingering_ = d;
     ++pending_ops_;
   }
+  if (d->shared_file) backend_->detach(*d);
   ::close(d->fd);
   if (running_here()) counters_.syscalls.add();
   d->fd = -1;

@@ -235,6 +235,7 @@ class io_uring_backend final : public backend {
     switch (op.code) {
       case op_code::poll_in: io_uring_prep_poll_add(sqe, fd, POLLIN); break;
       case op_code::poll_out: io_uring_prep_poll_add(sqe, fd, POLLOUT); break;
+      case op_code::poll_inout: io_uring_prep_poll_add(sqe, fd, POLLIN | POLLOUT); break;
       case op_code::splice: {
         // Named by fd: the descriptor may be either end, and the other end is not registered.
         auto& s = static_cast<splice_op&>(op);

@@ -21,7 +21,7 @@ namespace {
 // In op_code's order.
 constexpr std::string_view kind_names[op_kind_count] = {
     "recv",     "send",      "accept",    "connect",        "read",             "write",   "poll_in",
-    "poll_out", "recvmsg",   "sendmsg",   "splice",         "sendfile",         "recvmmsg", "sendmmsg",
+    "poll_out", "poll_inout", "recvmsg",   "sendmsg",   "splice",         "sendfile",         "recvmmsg", "sendmmsg",
     "receive",  "recv_multishot", "accept_multishot", "send_zc", "read_at", "write_at",   "fsync",   "fallocate",
     "ftruncate", "statx",    "openat",    "renameat",       "unlinkat",         "mkdirat",
 };

@@ -34,4 +34,5 @@
 #include "tern/task_group.hpp"
 #include "tern/timer.hpp"
 #include "tern/unique_fd.hpp"
+#include "tern/watched_descriptor.hpp"
 #include "tern/yield.hpp"

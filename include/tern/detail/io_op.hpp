@@ -30,8 +30,9 @@ class io_context;
 namespace tern::detail {
 
 // poll_in waits until the fd is readable and reads nothing (for fds that must be read on the loop's own thread,
-// such as a signalfd, whose read sees only the reading thread's signals); poll_out until it is writable. Both also
-// serve fds that another library reads and writes itself (the resolver's c-ares sockets). recvmsg and sendmsg take a msghdr in
+// such as a signalfd, whose read sees only the reading thread's signals); poll_out until it is writable, and
+// poll_inout until it is either (res: the poll events found). All three also serve fds that another library reads
+// and writes itself (the resolver's c-ares sockets, watched_descriptor). recvmsg and sendmsg take a msghdr in
 // buf (datagrams with their addresses, file descriptors passed over Unix sockets) and their flags in msg_flags.
 //
 // The file operations, from read_at on, are file_ops (below): positioned reads and writes, and the calls of the file
@@ -61,7 +62,7 @@ namespace tern::detail {
 // op_code::send, counted as one, and counted again under send_zc: started when its SQE is prepared, completed when
 // the kernel has let go of the buffer (or refused the zero-copy send, which is then made again as a plain one).
 enum class op_code : std::uint8_t {
-  recv, send, accept, connect, read, write, poll_in, poll_out, recvmsg, sendmsg, splice, sendfile, recvmmsg,
+  recv, send, accept, connect, read, write, poll_in, poll_out, poll_inout, recvmsg, sendmsg, splice, sendfile, recvmmsg,
   sendmmsg, receive, recv_multishot, accept_multishot, send_zc,
   read_at, write_at, fsync, fallocate, ftruncate, statx, openat, renameat, unlinkat, mkdirat,
 };
@@ -100,7 +101,7 @@ struct io_op : resume_item {
   std::uint8_t aux = 0;           // a flag of the operation's kind (receive_op, accept, send), in what would be padding
 };
 
-// An operation on a buffer the caller names: every op_code from recv to sendmmsg but poll_in, poll_out, splice and
+// An operation on a buffer the caller names: every op_code from recv to sendmmsg but the polls, splice and
 // sendfile, and every file operation (file_op). The others (polls, splices, receive) have no such buffer and leave
 // these fields out, which keeps a receive, waiting in every idle connection's frame, 16 bytes smaller. Backends
 // reach them through buffer_of(op), for the codes above only.
@@ -226,6 +227,11 @@ struct descriptor {
   // descriptors or another writer's credentials begin, nor for datagrams. Cleared by epoll once the peer's stream
   // has ended (a short read can then be followed by the end, with no edge to come). In what would be padding.
   bool short_read_drains = false;
+  // Its open file has other descriptors too (watched_descriptor: a duplicate of a library's). close() ends an epoll
+  // registration only with the file's last descriptor, so epoll removes this one's itself before closing it;
+  // otherwise the registration would outlive the descriptor, and a later duplicate under the same number would be
+  // refused (EEXIST). In what would be padding.
+  bool shared_file = false;
   io_context* ctx = nullptr;   // the loop the descriptor belongs to
   union {
     receive_pool::queue rx_queue{};

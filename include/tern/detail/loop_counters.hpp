@@ -63,7 +63,7 @@ class gauge {
 #endif
 
 // Operation kinds, as detail::op_code numbers them (io_op.hpp); the names are in metrics.cpp.
-inline constexpr std::size_t op_kind_count = 28;
+inline constexpr std::size_t op_kind_count = 29;
 
 // The loop-lag histogram's buckets: bucket i counts lags below 2^i microseconds (bucket 0: below 1 us), the last
 // one everything from 2^(lag_buckets - 2) us (about 1 s) up.

@@ -1,0 +1,95 @@
+// tern/pg/detail/query_op.hpp
+//
+// The awaiter of one query on a connection, and what it sends. Not API: connection, transaction, batch and
+// row_stream make them.
+//
+// A query_op lives where the query is awaited (the awaiting task's frame), so a query allocates nothing of tern's
+// own; the connection links it into its lists by pointers (the gate's queue, the results held until a batch's
+// sync point, the queries to send again) and finds it from the slot of each message it expects back. Its phases:
+//   idle -> at_gate (waiting for a transaction or a COPY to end) -> in_flight (sent) -> held (its result is in,
+//   the batch's sync is not) -> done; or resend (another query of its batch failed, so its implicit transaction
+//   was rolled back or skipped) -> in_flight again.
+// Every phase ends in done through complete(), which resumes the awaiting coroutine through the loop (never
+// inline), or calls on_done for the owners that wait for many (batch).
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+#include <system_error>
+
+#include "tern/io_context.hpp"
+#include "tern/io_result.hpp"
+#include "tern/pg/params.hpp"
+#include "tern/pg/result.hpp"
+
+struct pg_result;
+
+namespace tern::pg {
+class statement;
+}
+
+namespace tern::pg::detail {
+
+struct connection_state;
+
+// What a query sends, and how its outcome is handled.
+struct request {
+  const char* sql = nullptr;           // the text, NUL-terminated (a statement's when stmt is set)
+  const statement* stmt = nullptr;     // prepared under a name of the connection's; null: sent unnamed
+  param_list params;
+  format results = format::text;
+  std::uint32_t owner = 0;             // the exclusive holder it runs under (a transaction); 0: none
+  // Its own implicit transaction, among other tasks' queries of the same batch: held until the batch's sync point
+  // and sent again if another query of the batch failed. False in a transaction and an explicit batch, which
+  // take PostgreSQL's pipeline semantics as they are.
+  bool isolated = true;
+  bool single_row = false;             // rows one by one (row_stream)
+};
+
+class query_op {
+ public:
+  enum class phase : std::uint8_t { idle, at_gate, in_flight, held, resend, done };
+
+  query_op(connection_state* s, const request& r) noexcept : s_(s), req_(r) {}
+  // A copy is the same query, not yet started (awaiters are copied before they start, by with_timeout).
+  query_op(const query_op& o) noexcept : s_(o.s_), req_(o.req_), on_done_(o.on_done_), owner_data_(o.owner_data_) {}
+  query_op& operator=(const query_op&) = delete;
+  // Forgets a query still linked into its connection (its frame destroyed at a loop's teardown).
+  ~query_op();
+
+  bool await_ready();
+  void await_suspend(std::coroutine_handle<> h) noexcept {
+    waiter_ = h;
+    suspended_ = true;
+  }
+  io_result<result> await_resume() noexcept { return {ec_, result(take_result())}; }
+  // Cancels the query: it completes with operation_canceled at once; if the server is running it, a cancel request
+  // goes to the server (through a connection of its own), and its result is dropped when it comes.
+  void cancel() noexcept;
+  io_context& context() const noexcept;
+
+  // ---- The connection's side (connection.cpp) ----
+  // Starts the query without an awaiting coroutine: on_done(this) runs when it completes (never inline).
+  void start_with(void (*on_done)(query_op*), void* owner_data) noexcept;
+  pg_result* take_result() noexcept;
+
+  connection_state* s_;
+  request req_;
+  std::coroutine_handle<> waiter_;
+  void (*on_done_)(query_op*) = nullptr;
+  void* owner_data_ = nullptr;
+  pg_result* res_ = nullptr;
+  std::error_code ec_;
+  query_op* next_ = nullptr;            // in the gate's queue, the held list or the resend list
+  phase phase_ = phase::idle;
+  bool suspended_ = false;
+  std::uint8_t resends_ = 0;            // times sent again (each time alone)
+  bool single_row_set_ = false;
+  // row_stream: the row the driver has read and the consumer has not taken yet, the end of the rows, and the
+  // coroutine waiting in next().
+  pg_result* pending_row_ = nullptr;
+  bool rows_ended_ = false;
+  std::coroutine_handle<> row_waiter_;
+};
+
+}  // namespace tern::pg::detail

@@ -1,0 +1,318 @@
+// tern/pg/result.hpp
+//
+// result: what a query returned, rows and columns over libpq's PGresult (which it owns), with typed reads.
+//
+//   auto [ec, r] = co_await conn.query("SELECT id, name, born FROM people WHERE id < $1", 10);
+//   for (pg::row row : r) {
+//     auto id = row[0].as<std::int64_t>();                       // by index
+//     auto name = row["name"].as<std::string_view>();            // by name (exact match); a view into r
+//     auto born = row["born"].as<std::optional<std::chrono::sys_days>>();  // NULL as nullopt
+//   }
+//   auto [id, name] = r[0].as<int, std::string>();              // a row as a tuple
+//
+// Reads (field::to, which returns an error code, and field::as, which throws std::system_error with it):
+//
+// | C++ type                      | from text                          | from binary (by the column's type)      |
+// |-------------------------------|------------------------------------|-----------------------------------------|
+// | integers                      | decimal, range-checked             | int2, int4, int8, oid; range-checked    |
+// | float, double                 | decimal, NaN, Infinity, -Infinity  | float4, float8                          |
+// | bool                          | t, f                               | bool                                    |
+// | std::string, std::string_view | the text as it is                  | text-like types (text, varchar, name, json, ...) |
+// | std::vector<std::byte>        | bytea's hex form (\x0a1b...)       | bytea                                   |
+// | system_clock::time_point      | ISO 8601 (timestamp: taken as UTC) | timestamp, timestamptz                  |
+// | std::chrono::sys_days         | YYYY-MM-DD                         | date                                    |
+// | std::optional<T>              | NULL as nullopt, else as T         |                                         |
+//
+// A NULL read as anything but std::optional is pg::error::unexpected_null; a value that does not fit or parse,
+// bad_value; a binary column of a type with no conversion to the type asked for, unsupported; a column that does
+// not exist, no_such_column. Views (string_view) point into the result and live as long as it.
+//
+// A result of a failed query holds the server's report: error_message(), sqlstate(), error_field() for the detail,
+// hint, constraint and the rest (libpq's PG_DIAG_* codes).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tern/pg/error.hpp"
+#include "tern/pg/params.hpp"
+
+struct pg_result;  // libpq's PGresult
+
+namespace tern::pg {
+
+namespace detail {
+// One field as it came from the server.
+struct field_data {
+  const char* data = nullptr;
+  int length = 0;
+  bool null = true;
+  format fmt = format::text;
+  oid type = oids::unspecified;
+};
+
+std::error_code decode_signed(const field_data& f, std::int64_t min, std::int64_t max, std::int64_t& out) noexcept;
+std::error_code decode_unsigned(const field_data& f, std::uint64_t max, std::uint64_t& out) noexcept;
+std::error_code decode_double(const field_data& f, double& out) noexcept;
+std::error_code decode_bool(const field_data& f, bool& out) noexcept;
+std::error_code decode_text(const field_data& f, std::string_view& out) noexcept;
+std::error_code decode_bytea(const field_data& f, std::vector<std::byte>& out);
+// Microseconds since 1970-01-01 UTC.
+std::error_code decode_timestamp(const field_data& f, std::int64_t& out) noexcept;
+// Days since 1970-01-01.
+std::error_code decode_date(const field_data& f, std::int32_t& out) noexcept;
+}  // namespace detail
+
+// How a field is read into a C++ type; specialise it for types of your own (decode gets a field that is not NULL).
+template <class T, class Enable = void>
+struct field_traits;
+
+template <class T>
+struct field_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+  static std::error_code decode(const detail::field_data& f, T& out) noexcept {
+    if constexpr (std::is_signed_v<T>) {
+      std::int64_t v = 0;
+      std::error_code ec = detail::decode_signed(f, std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), v);
+      if (!ec) out = static_cast<T>(v);
+      return ec;
+    } else {
+      std::uint64_t v = 0;
+      std::error_code ec = detail::decode_unsigned(f, std::numeric_limits<T>::max(), v);
+      if (!ec) out = static_cast<T>(v);
+      return ec;
+    }
+  }
+};
+
+template <class T>
+struct field_traits<T, std::enable_if_t<std::is_floating_point_v<T>>> {
+  static std::error_code decode(const detail::field_data& f, T& out) noexcept {
+    double v = 0;
+    std::error_code ec = detail::decode_double(f, v);
+    if (!ec) out = static_cast<T>(v);
+    return ec;
+  }
+};
+
+template <>
+struct field_traits<bool> {
+  static std::error_code decode(const detail::field_data& f, bool& out) noexcept { return detail::decode_bool(f, out); }
+};
+
+template <>
+struct field_traits<std::string_view> {
+  static std::error_code decode(const detail::field_data& f, std::string_view& out) noexcept {
+    return detail::decode_text(f, out);
+  }
+};
+
+template <>
+struct field_traits<std::string> {
+  static std::error_code decode(const detail::field_data& f, std::string& out) {
+    std::string_view v;
+    std::error_code ec = detail::decode_text(f, v);
+    if (!ec) out.assign(v);
+    return ec;
+  }
+};
+
+template <>
+struct field_traits<std::vector<std::byte>> {
+  static std::error_code decode(const detail::field_data& f, std::vector<std::byte>& out) {
+    return detail::decode_bytea(f, out);
+  }
+};
+
+template <class Duration>
+struct field_traits<std::chrono::time_point<std::chrono::system_clock, Duration>> {
+  static std::error_code decode(const detail::field_data& f,
+                                std::chrono::time_point<std::chrono::system_clock, Duration>& out) noexcept {
+    std::int64_t us = 0;
+    std::error_code ec = detail::decode_timestamp(f, us);
+    if (!ec) {
+      out = std::chrono::time_point<std::chrono::system_clock, Duration>(
+          std::chrono::duration_cast<Duration>(std::chrono::microseconds(us)));
+    }
+    return ec;
+  }
+};
+
+template <>
+struct field_traits<std::chrono::sys_days> {
+  static std::error_code decode(const detail::field_data& f, std::chrono::sys_days& out) noexcept {
+    std::int32_t days = 0;
+    std::error_code ec = detail::decode_date(f, days);
+    if (!ec) out = std::chrono::sys_days(std::chrono::days(days));
+    return ec;
+  }
+};
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+// One field of a row: a view into its result.
+class field {
+ public:
+  field(const pg_result* r, int row, int column) noexcept : r_(r), row_(row), column_(column) {}
+
+  // False for a column the result does not have (a name it lacks): reads then fail with no_such_column.
+  bool exists() const noexcept { return column_ >= 0; }
+  bool is_null() const noexcept;
+  // The bytes as they came (text, or binary when the query asked for binary results).
+  std::string_view raw() const noexcept;
+  format fmt() const noexcept;
+  // The column's type.
+  oid type() const noexcept;
+
+  // Reads the field into out; an error (unexpected_null, bad_value, unsupported, no_such_column) leaves out alone.
+  template <class T>
+  std::error_code to(T& out) const {
+    if (!exists()) return make_error_code(error::no_such_column);
+    const detail::field_data f = data();
+    if constexpr (is_optional<T>::value) {
+      if (f.null) {
+        out.reset();
+        return {};
+      }
+      typename T::value_type v{};
+      std::error_code ec = field_traits<typename T::value_type>::decode(f, v);
+      if (!ec) out = std::move(v);
+      return ec;
+    } else {
+      if (f.null) return make_error_code(error::unexpected_null);
+      return field_traits<T>::decode(f, out);
+    }
+  }
+  // The field read as T; throws std::system_error with to()'s error.
+  template <class T>
+  T as() const {
+    T v{};
+    if (std::error_code ec = to(v)) throw_error(ec);
+    return v;
+  }
+
+ private:
+  detail::field_data data() const noexcept;
+  [[noreturn]] void throw_error(std::error_code ec) const;
+
+  const pg_result* r_;
+  int row_;
+  int column_;
+};
+
+// One row of a result: a view into it.
+class row {
+ public:
+  row(const pg_result* r, int index) noexcept : r_(r), index_(index) {}
+
+  // The field in column i.
+  field operator[](int column) const noexcept { return {r_, index_, column >= 0 && column < columns() ? column : -1}; }
+  // The field of the column named name (exactly: no case folding); a field that does not exist if none is.
+  field operator[](std::string_view name) const noexcept;
+  int columns() const noexcept;
+  int index() const noexcept { return index_; }
+
+  // The first sizeof...(T) fields, read into out...; the first error stops it.
+  template <class... T>
+  std::error_code to(T&... out) const {
+    std::error_code ec;
+    int i = 0;
+    ((ec ? void() : void(ec = (*this)[i++].to(out))), ...);
+    return ec;
+  }
+  // The first sizeof...(T) fields as a tuple; throws std::system_error.
+  template <class... T>
+  std::tuple<T...> as() const {
+    return as_tuple<T...>(std::index_sequence_for<T...>{});
+  }
+
+ private:
+  template <class... T, std::size_t... I>
+  std::tuple<T...> as_tuple(std::index_sequence<I...>) const {
+    return std::tuple<T...>((*this)[static_cast<int>(I)].template as<T>()...);
+  }
+
+  const pg_result* r_;
+  int index_;
+};
+
+class result {
+ public:
+  result() noexcept = default;
+  // Takes ownership of r (may be null).
+  explicit result(pg_result* r) noexcept : r_(r) {}
+  result(result&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+  result& operator=(result&& o) noexcept;
+  result(const result&) = delete;
+  result& operator=(const result&) = delete;
+  ~result();
+
+  // The number of rows.
+  std::size_t size() const noexcept;
+  bool empty() const noexcept { return size() == 0; }
+  int columns() const noexcept;
+  row operator[](std::size_t i) const noexcept { return {r_, static_cast<int>(i)}; }
+
+  class iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = pg::row;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = pg::row;
+    iterator() noexcept = default;
+    iterator(const pg_result* r, int i) noexcept : r_(r), i_(i) {}
+    pg::row operator*() const noexcept { return {r_, i_}; }
+    iterator& operator++() noexcept {
+      ++i_;
+      return *this;
+    }
+    iterator operator++(int) noexcept { return {r_, i_++}; }
+    difference_type operator-(const iterator& o) const noexcept { return i_ - o.i_; }
+    bool operator==(const iterator& o) const noexcept { return i_ == o.i_; }
+
+   private:
+    const pg_result* r_ = nullptr;
+    int i_ = 0;
+  };
+  iterator begin() const noexcept { return {r_, 0}; }
+  iterator end() const noexcept { return {r_, static_cast<int>(size())}; }
+
+  // The index of the column named name (exactly), or -1.
+  int column(std::string_view name) const noexcept;
+  std::string_view column_name(int i) const noexcept;
+  oid column_type(int i) const noexcept;
+  // Rows an INSERT, UPDATE, DELETE, MERGE, SELECT or COPY touched (from its command tag); 0 for others.
+  std::uint64_t affected_rows() const noexcept;
+  // The command tag: "INSERT 0 1", "SELECT 3", "CREATE TABLE".
+  std::string_view command_tag() const noexcept;
+
+  // A failed query's report: the server's primary message (or libpq's, for a connection error), its SQLSTATE
+  // ("42P01"), and any field of it by libpq's PG_DIAG_* code ('D' detail, 'H' hint, 'n' constraint...). Empty
+  // when the query did not fail.
+  std::string_view error_message() const noexcept;
+  std::string_view sqlstate() const noexcept;
+  std::string_view error_field(int code) const noexcept;
+
+  pg_result* native_handle() const noexcept { return r_; }
+  // Gives up ownership of the PGresult (the caller PQclear()s it).
+  pg_result* release() noexcept { return std::exchange(r_, nullptr); }
+
+ private:
+  pg_result* r_ = nullptr;
+};
+
+}  // namespace tern::pg

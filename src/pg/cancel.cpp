@@ -1,0 +1,152 @@
+// Cancel requests on the loop.
+//
+// A cancel request is a message of 16 bytes (its length, the code 80877102, the backend's process id and its
+// secret key) sent on a new connection to the server, which the server closes once it has acted. libpq 15's
+// PQcancel does exactly that, but blocking: connect, send, wait for the close. tern sends it from a task on the
+// connection's loop instead, with tern's own sockets (TCP or Unix), so neither the loop nor a thread is held while
+// the server is reached.
+//
+// What the request needs is in libpq's PGcancel (PQgetCancel), whose layout libpq does not publish: the server's
+// address as libpq connected to it, then the process id and the key. Rather than trust the layout blindly, it is
+// read once per connection and checked against what libpq does publish: the process id against PQbackendPID, the
+// address against the peer of the connection's own socket. Where either check fails (a libpq whose PGcancel is laid
+// out otherwise), the request is made by PQcancel itself on a thread of its own, which blocks that thread only.
+#include "cancel.hpp"
+
+#include <netinet/in.h>
+#include <sys/un.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "tern/cancel.hpp"
+#include "tern/net/endpoint.hpp"
+#include "tern/net/tcp.hpp"
+#include "tern/net/unix.hpp"
+#include "tern/spawn.hpp"
+
+namespace tern::pg::detail {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// The head of libpq's struct pg_cancel (libpq-int.h): the remote address as libpq keeps it (SockAddr), then the
+// backend's process id and key. Checked before use, see above.
+struct pg_cancel_head {
+  sockaddr_storage addr;
+  socklen_t salen;
+  int be_pid;
+  int be_key;
+};
+
+bool same_peer(const sockaddr_storage& a, socklen_t alen, const sockaddr_storage& b, socklen_t blen) noexcept {
+  if (a.ss_family != b.ss_family) return false;
+  switch (a.ss_family) {
+    case AF_INET: {
+      const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+      const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+      return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+    }
+    case AF_INET6: {
+      const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+      const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+      return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+    }
+    case AF_UNIX: {
+      const std::size_t offset = offsetof(sockaddr_un, sun_path);
+      if (alen <= offset || blen <= offset) return false;
+      const auto& x = reinterpret_cast<const sockaddr_un&>(a);
+      const auto& y = reinterpret_cast<const sockaddr_un&>(b);
+      if (x.sun_path[0] == '\0' || y.sun_path[0] == '\0') {  // abstract names: compare the bytes
+        return alen == blen && std::memcmp(x.sun_path, y.sun_path, alen - offset) == 0;
+      }
+      return std::strncmp(x.sun_path, y.sun_path, sizeof x.sun_path) == 0;
+    }
+    default: return false;
+  }
+}
+
+std::array<unsigned char, 16> request_packet(std::int32_t pid, std::int32_t key) noexcept {
+  std::array<unsigned char, 16> p{};
+  const std::uint32_t words[4] = {16, (1234u << 16) | 5678u, static_cast<std::uint32_t>(pid),
+                                  static_cast<std::uint32_t>(key)};
+  for (int w = 0; w < 4; ++w) {
+    for (int i = 0; i < 4; ++i) p[static_cast<std::size_t>(4 * w + i)] = static_cast<unsigned char>(words[w] >> (24 - 8 * i));
+  }
+  return p;
+}
+
+// Sends the request on s (connected) and waits for the server to close it, each step bounded.
+template <class Socket>
+task<> deliver(Socket& s, std::array<unsigned char, 16> packet) {
+  auto [wec, n] = co_await tern::with_timeout(s.write_all(const_buffer(packet.data(), packet.size())), 10s);
+  if (wec) co_return;
+  char byte;
+  auto [rec, r] = co_await tern::with_timeout(s.read_some(mutable_buffer(&byte, 1)), 10s);
+  (void)rec;
+  (void)r;
+}
+
+task<> cancel_over_unix(io_context& ctx, cancel_target t) {
+  net::unix_stream_socket s(ctx);
+  const net::unix_endpoint ep(reinterpret_cast<const sockaddr*>(&t.addr), t.addr_len);
+  if (co_await tern::with_timeout(s.connect(ep), 10s)) co_return;
+  co_await deliver(s, request_packet(t.pid, t.key));
+}
+
+task<> cancel_over_tcp(io_context& ctx, cancel_target t) {
+  net::tcp_socket s(ctx);
+  const net::endpoint ep(reinterpret_cast<const sockaddr*>(&t.addr), t.addr_len);
+  if (co_await tern::with_timeout(s.connect(ep), 10s)) co_return;
+  co_await deliver(s, request_packet(t.pid, t.key));
+}
+
+}  // namespace
+
+cancel_target read_cancel_target(PGconn* pg) noexcept {
+  cancel_target t;
+  PGcancel* c = PQgetCancel(pg);
+  if (c == nullptr) return t;
+  std::shared_ptr<PGcancel> owned(c, &PQfreeCancel);
+  sockaddr_storage peer{};
+  socklen_t peer_len = sizeof peer;
+  const bool have_peer = ::getpeername(PQsocket(pg), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
+  pg_cancel_head head;
+  std::memcpy(&head, c, sizeof head);
+  if (have_peer && head.be_pid == PQbackendPID(pg) && head.salen > 0 && head.salen <= sizeof head.addr &&
+      same_peer(head.addr, head.salen, peer, peer_len)) {
+    t.addr = head.addr;
+    t.addr_len = head.salen;
+    t.pid = head.be_pid;
+    t.key = head.be_key;
+    t.valid = true;
+    return t;
+  }
+  t.fallback = std::move(owned);
+  return t;
+}
+
+void send_cancel_request(io_context& ctx, const cancel_target& t) noexcept {
+  try {
+    if (t.valid) {
+      if (t.addr.ss_family == AF_UNIX) {
+        tern::spawn(ctx, cancel_over_unix(ctx, t)).detach();
+      } else {
+        tern::spawn(ctx, cancel_over_tcp(ctx, t)).detach();
+      }
+    } else if (t.fallback) {
+      std::thread([c = t.fallback] {
+        char message[256];
+        PQcancel(c.get(), message, sizeof message);
+      }).detach();
+    }
+  } catch (...) {
+    // Out of memory or threads: the query runs to its end instead.
+  }
+}
+
+}  // namespace tern::pg::detail

@@ -1,0 +1,144 @@
+// Cancellation on both backends: a long pg_sleep ended by a deadline, by a stop and by the connection's
+// query_timeout, over the Unix socket and over TCP; each time a cancel request reaches the server (which reports
+// the cancel: query_canceled for the dropped query, counted in the connection's stats) and the connection serves
+// the next query at once. A query of a later batch is cancelled only once the server gets to its batch, leaving the
+// query before it alone; one of the batch the server runs ends that batch, whose other queries run again. A cancel
+// request the server drops (it came while the server waited for the query) is sent again.
+#include "pg_support.hpp"
+
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+using namespace tern_test;
+using namespace tern_test::pg;
+
+class pg_cancel_test : public pg_test {};
+TERN_INSTANTIATE_BACKENDS(pg_cancel_test);
+
+// After a cancelled query: the next one completes long before the sleep would have ended, and the server has
+// answered the cancelled one with query_canceled.
+tern::task<void> expect_cancelled_on_server(pgl::connection& c, std::uint64_t confirmed) {
+  const auto start = clock_type::now();
+  EXPECT_EQ(co_await scalar<int>(c, "SELECT 5"), 5);
+  EXPECT_LT(clock_type::now() - start, 20s) << "the sleep ran to its end";
+  EXPECT_EQ(c.stats().cancels_confirmed, confirmed);
+  EXPECT_TRUE(c.is_open());
+}
+
+// Whether the process has a SIGINT waiting (it is stopped, so its handler has not run).
+bool sigint_pending(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("SigPnd:") || line.starts_with("ShdPnd:")) {
+      std::istringstream hex(line.substr(7));
+      unsigned long long mask = 0;
+      hex >> std::hex >> mask;
+      if ((mask & (1ULL << (SIGINT - 1))) != 0) return true;
+    }
+  }
+  return false;
+}
+
+TEST_P(pg_cancel_test, a_cancel_request_the_server_dropped_is_sent_again) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const int pid = c.backend_pid();
+    // The server's process is held still until the cancel request has reached it, so that it handles the request
+    // before it has read the query: while it waits for a query, PostgreSQL drops a cancel request.
+    CO_ASSERT(::kill(pid, SIGSTOP) == 0);
+    struct resume {
+      int pid;
+      ~resume() { ::kill(pid, SIGCONT); }
+    } resumed{pid};
+    auto [ec, r] = co_await tern::with_timeout(c.query("SELECT pg_sleep(60)"), 50ms);
+    EXPECT_EC(ec, tern::error::timed_out);
+    for (int i = 0; i < 1000 && !sigint_pending(pid); ++i) co_await tern::sleep_for(10ms);
+    CO_ASSERT(sigint_pending(pid));
+    ::kill(pid, SIGCONT);
+    co_await expect_cancelled_on_server(c, 1);
+    EXPECT_GE(c.stats().cancels_sent, 2u);
+  }(*this, ctx), 90s);
+}
+
+TEST_P(pg_cancel_test, a_deadline_cancels_a_long_sleep_on_the_server) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    std::uint64_t round = 0;
+    for (const std::string& info : {t.db().socket_conninfo(), t.db().tcp_conninfo()}) {
+      pgl::connection c = co_await connect_to(ctx, info);
+      const auto start = clock_type::now();
+      auto [ec, r] = co_await tern::with_timeout(c.query("SELECT pg_sleep(60)"), 100ms);
+      EXPECT_EC(ec, tern::error::timed_out);
+      EXPECT_LT(clock_type::now() - start, 10s);
+      EXPECT_EQ(c.stats().cancels_sent, 1u);
+      co_await expect_cancelled_on_server(c, 1);
+      ++round;
+    }
+    EXPECT_EQ(round, 2u);
+  }(*this, ctx), 60s);
+}
+
+TEST_P(pg_cancel_test, a_stop_and_the_query_timeout_cancel_as_well) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    std::stop_source stop;
+    auto sleeping = tern::spawn(ctx, c.query("SELECT pg_sleep(60)"), stop.get_token());
+    co_await tern::sleep_for(50ms);
+    stop.request_stop();
+    auto [ec, r] = co_await std::move(sleeping);
+    EXPECT_EC(ec, tern::error::operation_canceled);
+    co_await expect_cancelled_on_server(c, 1);
+    // Every query of a connection with a query_timeout has that deadline.
+    pgl::connection timed = co_await connect_to(ctx, t.db().socket_conninfo(), {.query_timeout = 100ms});
+    auto [tec, tr] = co_await timed.query("SELECT pg_sleep(60)");
+    EXPECT_EC(tec, tern::error::timed_out);
+    timed.set_query_timeout(std::chrono::milliseconds(0));  // the check's own query: no deadline on a loaded machine
+    co_await expect_cancelled_on_server(timed, 1);
+    // And a statement's own timeout takes its place.
+    const pgl::statement quick("SELECT pg_sleep($1::float8)", pgl::format::text, std::chrono::milliseconds(100));
+    auto [sec, sr] = co_await c.query(quick, 60.0);
+    EXPECT_EC(sec, tern::error::timed_out);
+    co_await expect_cancelled_on_server(c, 2);
+  }(*this, ctx), 60s);
+}
+
+TEST_P(pg_cancel_test, a_query_cancelled_in_a_later_batch_is_cancelled_when_the_server_gets_to_it) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    auto before = tern::spawn(ctx, c.query("SELECT pg_sleep(0.3), 'done'"));
+    co_await tern::sleep_for(20ms);  // its batch has gone out: the next query is in a batch of its own
+    auto behind = tern::spawn(ctx, tern::with_timeout(c.query("SELECT pg_sleep(60)"), 50ms));
+    auto [bec, br] = co_await std::move(behind);
+    EXPECT_EC(bec, tern::error::timed_out);
+    EXPECT_EQ(c.stats().cancels_sent, 0u) << "the server was not running its batch yet";
+    auto [ec, r] = co_await std::move(before);
+    PG_ASSERT_OK(ec, r);
+    EXPECT_EQ(r[0][1].as<std::string>(), "done");
+    co_await expect_cancelled_on_server(c, 1);
+    EXPECT_GE(c.stats().cancels_sent, 1u);  // more if the batch outlived the first request (sent again)
+    EXPECT_EQ(c.stats().resent, 0u) << "the query before it was left alone";
+  }(*this, ctx), 60s);
+}
+
+TEST_P(pg_cancel_test, a_query_cancelled_in_the_running_batch_ends_the_batch_and_the_others_run_again) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    // Started in one turn: one batch, whose queries' results all come at its sync point.
+    auto before = tern::spawn(ctx, c.query("SELECT pg_sleep(0.2), 'done'"));
+    auto behind = tern::spawn(ctx, tern::with_timeout(c.query("SELECT pg_sleep(60)"), 50ms));
+    auto [bec, br] = co_await std::move(behind);
+    EXPECT_EC(bec, tern::error::timed_out);
+    EXPECT_EQ(c.stats().cancels_sent, 1u);
+    auto [ec, r] = co_await std::move(before);
+    PG_ASSERT_OK(ec, r);
+    EXPECT_EQ(r[0][1].as<std::string>(), "done");
+    // Again more than once if a second signal of the server (it signals the process and its group) hit it.
+    EXPECT_GE(c.stats().resent, 1u) << "the other task's query ran again";
+    co_await expect_cancelled_on_server(c, 1);
+  }(*this, ctx), 60s);
+}
+
+}  // namespace

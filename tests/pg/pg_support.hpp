@@ -1,0 +1,65 @@
+// Shared by the tern::pg tests: the fixture (a loop on each backend, the shared cluster), connecting to it, and
+// names of tables that are the test's own.
+#pragma once
+
+#include <tern/pg/batch.hpp>
+#include <tern/pg/connection.hpp>
+
+#include <cctype>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "../support.hpp"
+#include "pg_cluster.hpp"
+
+namespace tern_test::pg {
+
+namespace pgl = ::tern::pg;
+
+class pg_test : public backend_test {
+ public:
+  const cluster& db() const { return shared_cluster(); }
+
+  // A table name of this test's own (from the test's and the backend's names), so that tests never share data,
+  // also when ctest runs them at once.
+  std::string table(const std::string& base = "t") const {
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string full = std::string(info->test_suite_name()) + "." + info->name();
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(full));
+    std::string name = base + "_" + info->name();
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    return name.substr(0, 40) + "_" + hash;
+  }
+};
+
+// Connects to the shared cluster over its Unix socket (or with the connection string given); fails the test if it
+// cannot.
+inline tern::task<pgl::connection> connect_to(tern::io_context& ctx, std::string conninfo,
+                                              pgl::connect_options opts = {}) {
+  auto [ec, c] = co_await pgl::connection::connect(ctx, std::move(conninfo), opts);
+  EXPECT_OK(ec) << c.error_message();
+  co_return std::move(c);
+}
+
+// The first field of the first row as T (fails the test if the query fails).
+template <class T, class... A>
+tern::task<T> scalar(pgl::connection& c, const char* sql, const A&... args) {
+  auto [ec, r] = co_await c.query(sql, args...);
+  EXPECT_OK(ec) << sql << ": " << r.error_message();
+  if (ec || r.empty()) co_return T{};
+  co_return r[0][0].template as<T>();
+}
+
+}  // namespace tern_test::pg
+
+// In a coroutine: fails and returns when ec is set, printing the server's report from the result r.
+#define PG_ASSERT_OK(ec, r)                                                                      \
+  if (ec) {                                                                                      \
+    ADD_FAILURE() << #ec << ": " << ::tern_test::describe(ec) << ": " << (r).error_message(); \
+    co_return;                                                                                   \
+  } else                                                                                         \
+    (void)0

@@ -1,0 +1,340 @@
+// Queries on both backends: typed round trips of every supported type (text and binary results), NULLs, the
+// server's errors with their SQLSTATE and message, prepared statements cached per connection, scripts, 100 MB of
+// bytea checked by hash, and rows streamed with bounded memory.
+#include "pg_support.hpp"
+
+#include <openssl/evp.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace tern_test;
+using namespace tern_test::pg;
+using namespace std::chrono;
+
+class pg_query_test : public pg_test {};
+TERN_INSTANTIATE_BACKENDS(pg_query_test);
+
+std::vector<std::byte> all_bytes() {
+  std::vector<std::byte> b(256);
+  for (int i = 0; i < 256; ++i) b[static_cast<std::size_t>(i)] = static_cast<std::byte>(i);
+  return b;
+}
+
+std::string md5_hex(const std::vector<std::byte>& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_md5(), nullptr);
+  static const char hex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s += hex[digest[i] >> 4];
+    s += hex[digest[i] & 15];
+  }
+  return s;
+}
+
+// Every supported type sent and read back, in the result format of the statement.
+tern::task<void> round_trip_every_type(pgl::connection& c, pgl::format fmt) {
+  const pgl::statement st(
+      "SELECT $1::bool, $2::int2, $3::int4, $4::int8, $5::float4, $6::float8, $7::text, $8::text, $9::bytea, "
+      "$10::timestamptz, $11::date, $12::int4, $13::int8, $14::text",
+      fmt);
+  const std::string long_text(300, 'x');  // longer than the parameter block's room for short strings
+  const std::string_view long_view(long_text);
+  const auto when = sys_days(year(1969) / 7 / 20) + hours(20) + minutes(17) + microseconds(123456);
+  const sys_days day = sys_days(year(1999) / 12 / 31);
+  for (int round = 0; round < 2; ++round) {
+    const bool b = round == 0;
+    const std::int16_t i16 = round == 0 ? std::numeric_limits<std::int16_t>::min() : 32767;
+    const std::int32_t i32 = round == 0 ? std::numeric_limits<std::int32_t>::min() : -7;
+    const std::int64_t i64 = round == 0 ? std::numeric_limits<std::int64_t>::max() : std::numeric_limits<std::int64_t>::min();
+    const float f = round == 0 ? 1.5f : -0.125f;
+    const double d = round == 0 ? 3.141592653589793 : -1e300;
+    const std::vector<std::byte> bytes = round == 0 ? all_bytes() : std::vector<std::byte>{};
+    const std::uint16_t u16 = 65535;
+    const std::uint32_t u32 = 4000000000u;
+    auto [ec, r] = co_await c.query(st, b, i16, i32, i64, f, d, "plain 'text' with quotes", long_view, bytes, when,
+                                    day, u16, u32, std::string("é ü"));
+    PG_ASSERT_OK(ec, r);
+    CO_ASSERT(r.size() == 1);
+    pgl::row row = r[0];
+    EXPECT_EQ(row[0].fmt(), fmt);
+    EXPECT_EQ(row[0].as<bool>(), b);
+    EXPECT_EQ(row[1].as<std::int16_t>(), i16);
+    EXPECT_EQ(row[2].as<std::int32_t>(), i32);
+    EXPECT_EQ(row[3].as<std::int64_t>(), i64);
+    EXPECT_EQ(row[4].as<float>(), f);
+    EXPECT_EQ(row[5].as<double>(), d);
+    EXPECT_EQ(row[6].as<std::string>(), "plain 'text' with quotes");
+    EXPECT_EQ(row[7].as<std::string_view>(), long_text);
+    EXPECT_EQ(row[8].as<std::vector<std::byte>>(), bytes);
+    EXPECT_EQ(row[9].as<system_clock::time_point>(), when);
+    EXPECT_EQ(row[10].as<sys_days>(), day);
+    EXPECT_EQ(row[11].as<std::uint16_t>(), u16);
+    EXPECT_EQ(row[12].as<std::uint32_t>(), u32);
+    EXPECT_EQ(row[13].as<std::string>(), "é ü");
+    // Widening and narrowing reads, range-checked.
+    EXPECT_EQ(row[2].as<std::int64_t>(), i32);
+    std::int16_t narrow = 0;
+    EXPECT_EC(row[3].to(narrow), pgl::error::bad_value);
+    std::string_view not_bytes;
+    if (fmt == pgl::format::binary) {
+      EXPECT_EC(row[2].to(not_bytes), pgl::error::unsupported);
+    }
+  }
+}
+
+TEST_P(pg_query_test, every_supported_type_round_trips_in_text_and_in_binary) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    co_await round_trip_every_type(c, pgl::format::text);
+    co_await round_trip_every_type(c, pgl::format::binary);
+    // Special floats, and a timestamptz printed with the session's time zone offset.
+    auto [ec, r] = co_await c.query(
+        "SELECT 'NaN'::float8, 'Infinity'::float8, '-Infinity'::float4, "
+        "'2024-02-29 23:59:59.5+05:30'::timestamptz, '1066-10-14'::date");
+    CO_ASSERT_OK(ec);
+    EXPECT_TRUE(std::isnan(r[0][0].as<double>()));
+    EXPECT_EQ(r[0][1].as<double>(), std::numeric_limits<double>::infinity());
+    EXPECT_EQ(r[0][2].as<float>(), -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(r[0][3].as<system_clock::time_point>(),
+              sys_days(year(2024) / 2 / 29) + hours(18) + minutes(29) + seconds(59) + milliseconds(500));
+    EXPECT_EQ(r[0][4].as<sys_days>(), sys_days(year(1066) / 10 / 14));
+  }(*this, ctx));
+}
+
+TEST_P(pg_query_test, nulls_go_and_come_as_empty_optionals) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const std::optional<int> none;
+    const std::optional<std::string> some = "x";
+    auto [ec, r] = co_await c.query("SELECT $1::int4, $2::text, $3::text, $4::int8, NULL::bytea", none, some,
+                                    nullptr, std::nullopt);
+    CO_ASSERT_OK(ec);
+    pgl::row row = r[0];
+    EXPECT_TRUE(row[0].is_null());
+    EXPECT_EQ(row[0].as<std::optional<int>>(), std::nullopt);
+    EXPECT_EQ(row[1].as<std::optional<std::string>>(), "x");
+    EXPECT_TRUE(row[2].is_null());
+    EXPECT_TRUE(row[3].is_null());
+    EXPECT_EQ(row[4].as<std::optional<std::vector<std::byte>>>(), std::nullopt);
+    int n = 7;
+    EXPECT_EC(row[0].to(n), pgl::error::unexpected_null);
+    EXPECT_EQ(n, 7) << "a failed read leaves its target alone";
+    EXPECT_THROW((void)row[0].as<int>(), std::system_error);
+    // Missing columns, by index and by name.
+    EXPECT_EC(row[9].to(n), pgl::error::no_such_column);
+    EXPECT_EC(row["nope"].to(n), pgl::error::no_such_column);
+    const auto [a, b] = co_await [&]() -> tern::task<std::tuple<int, std::string>> {
+      auto [tec, tr] = co_await c.query("SELECT 5 AS five, 'v' AS vee");
+      EXPECT_OK(tec);
+      co_return tr[0].as<int, std::string>();
+    }();
+    EXPECT_EQ(a, 5);
+    EXPECT_EQ(b, "v");
+  }(*this, ctx));
+}
+
+TEST_P(pg_query_test, server_errors_carry_their_sqlstate_and_message_and_the_connection_goes_on) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    auto [sec, sr] = co_await c.query("SELEC 1");
+    EXPECT_EC(sec, pgl::sqlstate::syntax_error);
+    EXPECT_EQ(sr.sqlstate(), "42601");
+    EXPECT_NE(sr.error_message().find("syntax error"), std::string_view::npos) << sr.error_message();
+    EXPECT_EQ(pgl::sqlstate_text(sec), "42601");
+    EXPECT_NE(sec.message().find("42601"), std::string::npos);
+    auto [tec, tr] = co_await c.query("SELECT * FROM no_such_table_anywhere");
+    EXPECT_EC(tec, pgl::sqlstate::undefined_table);
+    EXPECT_NE(tr.error_message().find("no_such_table_anywhere"), std::string_view::npos);
+    auto [dec, dr] = co_await c.query("SELECT 1 / $1::int", 0);
+    EXPECT_EC(dec, pgl::sqlstate::division_by_zero);
+    EXPECT_TRUE(dec == std::errc::invalid_argument);
+    const std::string tbl = t.table();
+    auto [cec, cr] = co_await c.query("CREATE TABLE " + tbl + " (id int CONSTRAINT " + tbl + "_pk PRIMARY KEY)");
+    PG_ASSERT_OK(cec, cr);
+    auto [iec, ir] = co_await c.query("INSERT INTO " + tbl + " VALUES (1), (1)");
+    EXPECT_EC(iec, pgl::sqlstate::unique_violation);
+    EXPECT_EQ(ir.error_field('n'), tbl + "_pk");  // PG_DIAG_CONSTRAINT_NAME
+    EXPECT_FALSE(ir.error_field('D').empty());    // PG_DIAG_MESSAGE_DETAIL: "Key (id)=(1) already exists."
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 2"), 2);
+    co_await c.query("DROP TABLE " + tbl);
+  }(*this, ctx));
+}
+
+TEST_P(pg_query_test, the_servers_notices_go_to_the_connections_handler) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    std::vector<std::string> notices;
+    pgl::connect_options opts;
+    opts.on_notice = [&notices](std::string_view severity, std::string_view message) {
+      notices.push_back(std::string(severity) + ": " + std::string(message));
+    };
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo(), opts);
+    auto [ec, r] = co_await c.query("DROP TABLE IF EXISTS surely_not_there_at_all");
+    PG_ASSERT_OK(ec, r);
+    CO_ASSERT(notices.size() == 1);
+    EXPECT_EQ(notices[0], "NOTICE: table \"surely_not_there_at_all\" does not exist, skipping");
+  }(*this, ctx));
+}
+
+TEST_P(pg_query_test, a_statement_is_prepared_once_per_connection_and_per_parameter_types) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const pgl::statement add("SELECT $1::int8 + $2::int8");
+    for (std::int64_t i = 0; i < 5; ++i) {
+      auto [ec, r] = co_await c.query(add, i, std::int64_t{10});
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(r[0][0].as<std::int64_t>(), i + 10);
+    }
+    EXPECT_EQ(c.stats().prepared, 1u);
+    // The same statement with other C++ types is prepared again, under a second name.
+    auto [ec, r] = co_await c.query(add, 1, 2);
+    PG_ASSERT_OK(ec, r);
+    EXPECT_EQ(r[0][0].as<int>(), 3);
+    EXPECT_EQ(c.stats().prepared, 2u);
+    EXPECT_EQ(co_await scalar<std::int64_t>(c, "SELECT count(*) FROM pg_prepared_statements"), 2);
+    // A statement the server refuses is not kept: each run reports the error.
+    const pgl::statement bad("SELEC $1::int");
+    for (int i = 0; i < 2; ++i) {
+      auto [bec, br] = co_await c.query(bad, i);
+      EXPECT_EC(bec, pgl::sqlstate::syntax_error);
+      EXPECT_NE(br.error_message().find("syntax error"), std::string_view::npos);
+    }
+    EXPECT_EQ(c.stats().prepared, 2u);
+    // Another connection prepares it for itself.
+    pgl::connection other = co_await connect_to(ctx, t.db().socket_conninfo());
+    auto [oec, or_] = co_await other.query(add, std::int64_t{1}, std::int64_t{1});
+    CO_ASSERT_OK(oec);
+    EXPECT_EQ(other.stats().prepared, 1u);
+  }(*this, ctx));
+}
+
+TEST_P(pg_query_test, a_script_of_several_statements_runs_outside_the_pipeline) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const std::string tbl = t.table();
+    pgl::result last;
+    CO_ASSERT_OK(co_await c.execute("CREATE TABLE " + tbl + " (v int); INSERT INTO " + tbl +
+                                        " VALUES (1), (2); SELECT sum(v) FROM " + tbl,
+                                    &last));
+    EXPECT_EQ(last[0][0].as<int>(), 3);
+    pgl::result report;
+    const std::error_code ec =
+        co_await c.execute("INSERT INTO " + tbl + " VALUES (3); SELECT 1/0; INSERT INTO " + tbl + " VALUES (4)", &report);
+    EXPECT_EC(ec, pgl::sqlstate::division_by_zero);
+    EXPECT_EQ(report.sqlstate(), "22012");
+    // The failed script was one transaction: nothing of it stayed.
+    EXPECT_EQ(co_await scalar<std::int64_t>(c, ("SELECT count(*) FROM " + tbl).c_str()), 2);
+    CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
+  }(*this, ctx));
+}
+
+TEST_P(pg_query_test, a_hundred_megabytes_of_bytea_round_trip_intact) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    // Over TCP: libpq moves what a non-blocking send leaves in its buffer to the front after each partial send,
+    // and loopback TCP takes far larger pieces than a Unix socket, so the 100 MB go in tens of sends, not hundreds.
+    pgl::connection c = co_await connect_to(ctx, t.db().tcp_conninfo());
+    std::vector<std::byte> data(100u << 20);
+    std::mt19937_64 rng(41);
+    for (std::size_t i = 0; i < data.size(); i += 8) {
+      const std::uint64_t v = rng();
+      std::memcpy(data.data() + i, &v, 8);
+    }
+    const pgl::statement echo("SELECT md5($1::bytea), $1::bytea", pgl::format::binary);
+    auto [ec, r] = co_await c.query(echo, data);
+    PG_ASSERT_OK(ec, r);
+    const std::string sent = md5_hex(data);
+    EXPECT_EQ(r[0][0].as<std::string_view>(), sent) << "the server got every byte";
+    const std::vector<std::byte> back = r[0][1].as<std::vector<std::byte>>();
+    EXPECT_EQ(back.size(), data.size());
+    EXPECT_EQ(md5_hex(back), sent) << "and sent every byte back";
+  }(*this, ctx), 60s);
+}
+
+// Under AddressSanitizer freed memory stays in its quarantine (256 MB by default), so the process's resident size
+// says nothing about what the stream holds: the bound is checked in the other builds.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool memory_is_quarantined = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool memory_is_quarantined = true;
+#else
+constexpr bool memory_is_quarantined = false;
+#endif
+#else
+constexpr bool memory_is_quarantined = false;
+#endif
+
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    // 1M rows of 200 bytes: 200 MB if it were held whole.
+    const std::size_t before = resident_bytes();
+    std::size_t peak = before;
+    // generate_series in the select list, where the server makes its rows one at a time (in FROM it would make
+    // them all first).
+    auto [ec, rows] = co_await c.stream("SELECT generate_series(1, $1::int), repeat('x', 200)", 1000000);
+    CO_ASSERT_OK(ec);
+    std::int64_t count = 0, sum = 0;
+    for (;;) {
+      auto [rec, row] = co_await rows.next();
+      if (rec == tern::error::eof) break;
+      CO_ASSERT_OK(rec);
+      ++count;
+      sum += row[0].as<std::int64_t>();
+      EXPECT_EQ(row[1].raw().size(), 200u);
+      if (count % 65536 == 0) peak = std::max(peak, resident_bytes());
+    }
+    EXPECT_EQ(count, 1000000);
+    EXPECT_EQ(sum, std::int64_t{1000000} * 1000001 / 2);
+    EXPECT_EQ(rows.final_result().command_tag(), "SELECT 1000000");
+    if (!memory_is_quarantined) {
+      EXPECT_LT(peak - before, std::size_t{64} << 20) << "the whole result was held";
+    }
+    // An abandoned stream: the server is asked to cancel it, and the connection serves the next query.
+    {
+      auto [sec, big] = co_await c.stream("SELECT generate_series(1, 100000000)");
+      CO_ASSERT_OK(sec);
+      for (int i = 0; i < 10; ++i) {
+        auto [rec, row] = co_await big.next();
+        CO_ASSERT_OK(rec);
+        EXPECT_EQ(row[0].as<int>(), i + 1);
+      }
+    }
+    const auto start = steady_clock::now();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 7"), 7);
+    EXPECT_LT(steady_clock::now() - start, 20s);
+    // A stream that fails part way reports the error after the rows before it.
+    auto [fec, failing] = co_await c.stream("SELECT 10 / (3 - generate_series(1, 5))");
+    CO_ASSERT_OK(fec);
+    int got = 0;
+    std::error_code end;
+    for (;;) {
+      auto [rec, row] = co_await failing.next();
+      if (rec) {
+        end = rec;
+        break;
+      }
+      ++got;
+    }
+    EXPECT_EQ(got, 2);
+    EXPECT_EC(end, pgl::sqlstate::division_by_zero);
+    EXPECT_EQ(failing.final_result().sqlstate(), "22012");
+  }(*this, ctx), 60s);
+}
+
+}  // namespace
