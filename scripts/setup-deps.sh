@@ -22,6 +22,7 @@ packages=(
   libgtest-dev libgmock-dev
   python3 python3-matplotlib python3-websockets
   redis-server redis-tools libhiredis-dev libevent-dev
+  libnghttp2-dev nghttp2-client nghttp2-server python3-h2
 )
 
 missing=()

@@ -1,0 +1,1016 @@
+// An HTTP/2 server connection: nghttp2's session driven through its memory interface by three kinds of task of
+// the connection's loop.
+//
+// - The reader reads from the socket (or the TLS transport) into one buffer and hands the bytes to
+//   nghttp2_session_mem_recv. The callbacks it triggers record what arrived into the streams (header fields as
+//   views into nghttp2's reference-counted buffers, DATA appended to the stream's input) and start a handler task
+//   for each request whose header section is complete. While the writer is stuck on a full output buffer (a peer
+//   that does not read), the reader reads no more, so what a peer sends cannot pile answers up in memory.
+// - The writer gathers frames with nghttp2_session_mem_send into one output buffer, only while it has room (so
+//   nghttp2 serialises no more than one write's worth ahead), and writes them in one write of up to write_size
+//   bytes. It sleeps on a doorbell that the reader and the handlers ring when they have given nghttp2 something
+//   to send.
+// - Each stream's handler reads its request body from the stream's input (each byte taken is what the stream's
+//   window reopens by: nghttp2_session_consume, with automatic window updates off) and writes its response into
+//   the stream's output, from which nghttp2's data callback copies as the peer's windows allow (DATA deferred
+//   while the handler has produced nothing, resumed when it has).
+//
+// No nghttp2 call is made from inside an nghttp2 callback except those its documentation allows there
+// (submit_trailer from the data callback, terminate_session): what a callback decides that needs another call
+// (resetting a stream, giving a closed stream's window back, the GOAWAY of a shutdown) is queued and made by the
+// reader or writer once mem_recv or mem_send has returned (after_session_calls).
+//
+// The connection ends when nghttp2 wants neither to read nor to write (the GOAWAY exchange is over and no stream
+// is open), when the peer closes or a write fails, or when the server's connection task is cancelled; every
+// handler still running is then cancelled through its stream's stop token, and run() returns only once every
+// task has ended.
+#include "server_connection.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <exception>
+
+#include "tern/cancel.hpp"
+#include "tern/error.hpp"
+#include "tern/http/error.hpp"
+#include "tern/spawn.hpp"
+
+namespace tern::http2::detail {
+
+using sized = io_result<std::size_t>;
+
+namespace {
+
+constexpr std::size_t input_buffer_size = 32 * 1024;
+constexpr std::size_t spare_streams = 16;      // streams kept for reuse per connection
+constexpr std::size_t kept_buffer = 64 * 1024;  // a reused stream's buffers keep at most this much memory
+// The misbehaviour budget: spent by frames that cost work and serve no request, regained over time.
+constexpr double budget_max = 1000;
+constexpr double budget_per_second = 100;
+constexpr std::uint8_t goaway_ping[8] = {'t', 'e', 'r', 'n', '-', 'b', 'y', 'e'};
+
+std::string_view view(nghttp2_rcbuf* b) noexcept {
+  const nghttp2_vec v = nghttp2_rcbuf_get_buf(b);
+  return {reinterpret_cast<const char*>(v.base), v.len};
+}
+
+// RFC 9113 §8.2.2: fields that are specific to an HTTP/1.1 connection are not sent; the length is the server's.
+bool dropped_in_h2(std::string_view name) noexcept {
+  return http::iequals(name, "connection") || http::iequals(name, "keep-alive") ||
+         http::iequals(name, "proxy-connection") || http::iequals(name, "transfer-encoding") ||
+         http::iequals(name, "upgrade") || http::iequals(name, "te") || http::iequals(name, "content-length");
+}
+
+bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
+
+// HTTP2-Settings is base64url without padding (RFC 7540 §3.2.1).
+bool base64url_decode(std::string_view in, std::string& out) {
+  out.clear();
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '-' || c == '+') v = 62;
+    else if (c == '_' || c == '/') v = 63;
+    else if (c == '=') break;
+    else return false;
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---- task_count ----
+
+void task_count::done(io_context& ctx) noexcept {
+  if (--running_ == 0 && waiter_) {
+    ctx.post([h = std::exchange(waiter_, {})] { h.resume(); });
+  }
+}
+
+// ---- the callbacks ----
+
+struct callbacks {
+  static server_connection& conn(void* user) noexcept { return *static_cast<server_connection*>(user); }
+  static server_stream* stream(nghttp2_session* s, std::int32_t id) noexcept {
+    return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(s, id));
+  }
+
+  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    server_connection& c = conn(user);
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      c.open_stream(frame->hd.stream_id);
+    } else if (server_stream* s = stream(c.session_.get(), frame->hd.stream_id)) {
+      s->in_trailers_ = true;
+      s->header_bytes_ = 0;
+    }
+    return 0;
+  }
+
+  static int on_header(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
+                       nghttp2_rcbuf* value, std::uint8_t, void* user) {
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    server_stream* s = stream(session, frame->hd.stream_id);
+    if (s == nullptr) return 0;
+    const http::parser_limits& limits = conn(user).hopts_.limits;
+    const std::string_view n = view(name), v = view(value);
+    const auto hold = [&] {
+      nghttp2_rcbuf_incref(name);
+      nghttp2_rcbuf_incref(value);
+      s->held_.push_back(name);
+      s->held_.push_back(value);
+    };
+    // Sizes as an HTTP/1.1 head would count them ("name: value" and its CRLF), against the same limits.
+    s->header_bytes_ += n.size() + v.size() + 4;
+    if (s->in_trailers_) {
+      if (s->header_bytes_ > limits.max_header_bytes || s->trailers_.size() >= limits.max_headers) return 0;
+      hold();
+      s->trailers_.push_back({n, v});
+      return 0;
+    }
+    if (!n.empty() && n.front() == ':') {
+      s->header_bytes_ -= n.size() + v.size() + 4;
+      if (n == ":method") {
+        s->head_.method_name = v;
+      } else if (n == ":path") {
+        s->head_.target = v;
+      } else if (n == ":authority") {
+        s->authority_ = v;
+      } else if (n == ":protocol") {
+        s->protocol_ = v;
+      } else {
+        return 0;  // :scheme: the connection's, whatever it says
+      }
+      s->pseudo_bytes_ += v.size();
+      if (s->pseudo_bytes_ > limits.max_request_line && s->refused_ == 0) s->refused_ = http::status::uri_too_long;
+      hold();
+      return 0;
+    }
+    if (s->header_bytes_ > limits.max_header_bytes || s->fields_.size() >= limits.max_headers) {
+      s->refused_ = http::status::request_header_fields_too_large;
+      return 0;
+    }
+    hold();
+    s->fields_.push_back({n, v});
+    return 0;
+  }
+
+  static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+    server_connection& c = conn(user);
+    c.got_frame_ = true;
+    const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    switch (frame->hd.type) {
+      case NGHTTP2_HEADERS: {
+        server_stream* s = stream(session, frame->hd.stream_id);
+        if (s == nullptr) break;
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+          s->in_end_ = end_stream;
+          c.finish_head(*s);
+        } else if (s->in_trailers_) {
+          s->trailer_list_ = http::field_list(s->trailers_);
+          s->in_end_ = true;
+          s->input_.set();
+        }
+        break;
+      }
+      case NGHTTP2_DATA: {
+        server_stream* s = stream(session, frame->hd.stream_id);
+        if (frame->hd.length == 0 && !end_stream) (void)c.charge(1);  // an empty frame serves nothing
+        if (s != nullptr && end_stream) {
+          s->in_end_ = true;
+          s->input_.set();
+        }
+        break;
+      }
+      case NGHTTP2_PING:
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) {
+          (void)c.charge(1);
+        } else if (std::memcmp(frame->ping.opaque_data, goaway_ping, sizeof goaway_ping) == 0) {
+          c.notice_at_ = clock::time_point{};  // a round trip after the notice: the final GOAWAY is due
+        }
+        break;
+      case NGHTTP2_SETTINGS:
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) (void)c.charge(1);
+        break;
+      case NGHTTP2_PRIORITY:
+        (void)c.charge(1);
+        break;
+      case NGHTTP2_WINDOW_UPDATE:
+        // Increments this small serve a data dribble (CVE-2019-9511), not a reader.
+        if (frame->window_update.window_size_increment < 1024) (void)c.charge(1);
+        break;
+      default:
+        break;
+    }
+    return 0;
+  }
+
+  static int on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+                           std::size_t length, void* user) {
+    server_connection& c = conn(user);
+    server_stream* s = stream(session, id);
+    if (s == nullptr || s->closed_) {
+      c.pending_consume_ += length;
+      return 0;
+    }
+    s->in_.append(reinterpret_cast<const char*>(data), length);
+    s->unconsumed_ += length;
+    s->in_total_ += length;
+    s->input_.set();
+    return 0;
+  }
+
+  static int on_stream_close(nghttp2_session* session, std::int32_t id, std::uint32_t code, void* user) {
+    if (server_stream* s = stream(session, id)) conn(user).stream_closed(*s, code);
+    return 0;
+  }
+
+  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+    server_connection& c = conn(user);
+    const std::uint8_t type = frame->hd.type;
+    if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+      // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
+      server_stream* s = stream(session, frame->hd.stream_id);
+      if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
+    } else if (type == NGHTTP2_RST_STREAM) {
+      // A reset the peer provoked (a stream error it made) costs like one it sent (MadeYouReset, CVE-2025-8671).
+      const std::uint32_t code = frame->rst_stream.error_code;
+      if (code != NGHTTP2_NO_ERROR && code != NGHTTP2_CANCEL && code != NGHTTP2_INTERNAL_ERROR) (void)c.charge(1);
+    }
+    return 0;
+  }
+
+  static int on_invalid_frame(nghttp2_session*, const nghttp2_frame*, int, void* user) {
+    (void)conn(user).charge(1);
+    return 0;
+  }
+
+  static nghttp2_session_callbacks* get() {
+    static const callbacks_ptr made = [] {
+      nghttp2_session_callbacks* cb = nullptr;
+      if (nghttp2_session_callbacks_new(&cb) != 0) throw std::bad_alloc();
+      nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &on_begin_headers);
+      nghttp2_session_callbacks_set_on_header_callback2(cb, &on_header);
+      nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &on_frame_recv);
+      nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &on_data_chunk);
+      nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
+      nghttp2_session_callbacks_set_on_frame_send_callback(cb, &on_frame_send);
+      nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, &on_invalid_frame);
+      return callbacks_ptr(cb);
+    }();
+    return made.get();
+  }
+};
+
+// ---- the connection ----
+
+server_connection::server_connection(const http::handover& h, const server_options& opts, const nghttp2_option* option)
+    : ctx_(*io_context::current()),
+      server_(h.server),
+      hopts_(h.server.options()),
+      opts_(opts),
+      option_(option),
+      socket_(h.socket),
+      secure_(h.secure),
+      remote_(h.remote),
+      received_(h.received),
+      upgraded_(h.upgraded),
+      upgraded_body_(h.upgraded_body),
+      upgrade_settings_(h.upgrade_settings),
+      listener_(h.listener),
+      input_(std::make_unique_for_overwrite<char[]>(input_buffer_size)),
+      budget_(budget_max),
+      budget_at_(clock::now()),
+      started_(budget_at_),
+      idle_since_(budget_at_) {
+  output_.reserve(opts_.write_size + 32 * 1024);
+}
+
+server_connection::~server_connection() {
+  // The streams first: their fields hold references into the session's memory.
+  for (server_stream* list : {live_, spare_}) {
+    while (list != nullptr) delete std::exchange(list, list->next_);
+  }
+  session_.reset();
+}
+
+bool server_connection::start() {
+  nghttp2_session* raw = nullptr;
+  if (nghttp2_session_server_new2(&raw, callbacks::get(), this, option_) != 0) return false;
+  session_.reset(raw);
+  if (upgraded_ != nullptr && !upgrade_stream()) return false;
+  std::vector<nghttp2_settings_entry> settings{
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, opts_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, opts_.stream_window},
+      {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, std::clamp<std::uint32_t>(opts_.max_frame_size, 16384, 16777215)},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+       static_cast<std::uint32_t>(hopts_.limits.max_header_bytes + hopts_.limits.max_request_line)},
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+  };
+  if (opts_.extended_connect) settings.push_back({NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1});
+  if (nghttp2_submit_settings(session_.get(), NGHTTP2_FLAG_NONE, settings.data(), settings.size()) != 0) return false;
+  if (opts_.connection_window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
+    (void)nghttp2_session_set_local_window_size(session_.get(), NGHTTP2_FLAG_NONE, 0,
+                                                static_cast<std::int32_t>(opts_.connection_window));
+  }
+  if (!received_.empty()) (void)feed(received_.data(), received_.size());
+  return true;
+}
+
+// Upgrade: h2c: the HTTP/1.1 request becomes stream 1, half closed by the peer, its body already whole.
+bool server_connection::upgrade_stream() {
+  std::string settings;
+  if (!base64url_decode(upgrade_settings_, settings)) return false;
+  server_stream* s = open_stream(1);
+  const bool head = upgraded_->method == http::method::head;
+  if (nghttp2_session_upgrade2(session_.get(), reinterpret_cast<const std::uint8_t*>(settings.data()),
+                               settings.size(), head ? 1 : 0, s) != 0) {
+    return false;
+  }
+  s->head_ = *upgraded_;
+  s->head_.version = http::http2;
+  s->has_content_length_ = upgraded_->framing == http::body_framing::content_length;
+  s->in_.assign(upgraded_body_);
+  s->in_total_ = s->in_.size();
+  s->in_end_ = true;
+  start_handler(*s);
+  return true;
+}
+
+task<void> server_connection::run() {
+  *listener_ = this;
+  if (!start()) {
+    *listener_ = nullptr;
+    co_return;
+  }
+  // The server's cancel (shutdown past its grace) ends the connection and every stream's handler.
+  struct on_stop {
+    server_connection* c;
+    void operator()() const noexcept { c->end_connection(); }
+  };
+  const std::stop_token* parent = co_await current_stop_token();
+  std::optional<std::stop_callback<on_stop>> link;
+  if (parent != nullptr && parent->stop_possible()) link.emplace(*parent, on_stop{this});
+  if (server_.stopping()) server_stopping();
+  tasks_.add();
+  spawn(ctx_, read_loop(), reader_stop_.get_token()).detach();
+  tasks_.add();
+  spawn(ctx_, write_loop(), writer_stop_.get_token()).detach();
+  co_await tasks_.wait();
+  *listener_ = nullptr;
+}
+
+void server_connection::server_stopping() noexcept {
+  if (stopping_) return;
+  stopping_ = true;
+  wake_writer();
+}
+
+void server_connection::end_connection() noexcept {
+  dead_ = true;
+  reader_stop_.request_stop();
+  writer_stop_.request_stop();
+  for (server_stream* s = live_; s != nullptr; s = s->next_) {
+    if (!s->running_) continue;
+    s->stop_.request_stop();
+    s->input_.set();
+    s->output_.set();
+  }
+}
+
+// What a callback decided and could not do inside nghttp2's call: made now that mem_recv or mem_send has returned.
+void server_connection::after_session_calls() {
+  nghttp2_session* session = session_.get();
+  for (auto [id, code] : resets_) (void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, code);
+  resets_.clear();
+  if (pending_consume_ != 0) {
+    (void)nghttp2_session_consume_connection(session, pending_consume_);
+    pending_consume_ = 0;
+  }
+  // Shutdown: a GOAWAY that announces it (last-stream-id 2^31-1) with a PING; the final GOAWAY, with the last
+  // stream handed to a handler, a round trip later (the PING's answer), when the peer has seen the notice and
+  // sends nothing new it expects to be served.
+  if (stopping_ && !notice_sent_) {
+    notice_sent_ = true;
+    notice_at_ = clock::now();
+    (void)nghttp2_submit_shutdown_notice(session);
+    (void)nghttp2_submit_ping(session, NGHTTP2_FLAG_NONE, goaway_ping);
+  }
+  if (notice_sent_ && !goaway_sent_ && notice_at_ == clock::time_point{}) send_goaway(NGHTTP2_NO_ERROR);
+}
+
+void server_connection::send_goaway(std::uint32_t code) {
+  if (goaway_sent_) return;
+  goaway_sent_ = true;
+  (void)nghttp2_submit_goaway(session_.get(), NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(session_.get()), code, nullptr, 0);
+}
+
+bool server_connection::feed(const char* data, std::size_t n) {
+  const ng_ssize rv = mem_recv(session_.get(), reinterpret_cast<const std::uint8_t*>(data), n);
+  if (rv < 0) {
+    // Fatal (a bad preface, a flood nghttp2 caught, a failed callback): only the GOAWAY nghttp2 may have queued
+    // still goes out.
+    dead_ = true;
+    flush_on_death_ = rv == NGHTTP2_ERR_FLOODED;
+  } else {
+    after_session_calls();
+  }
+  wake_writer();
+  return rv >= 0;
+}
+
+// The reader's deadline: header_timeout for the preface and the first frame, counted from the accept. Later
+// deadlines (idle, the shutdown notice's round trip) are the writer's, which wakes whenever a stream ends.
+std::optional<clock::time_point> server_connection::read_deadline() const noexcept {
+  if (!got_frame_) return started_ + hopts_.header_timeout;
+  return std::nullopt;
+}
+
+// The writer's: idle_timeout once no stream is open, a second for the answer to the shutdown notice's PING.
+std::optional<clock::time_point> server_connection::write_deadline() const noexcept {
+  if (goaway_sent_) return std::nullopt;  // the session winds down; it ends when nghttp2 is done
+  if (notice_sent_) return notice_at_ + std::chrono::seconds(1);
+  if (live_count_ == 0) return idle_since_ + hopts_.idle_timeout;
+  return std::nullopt;
+}
+
+void server_connection::on_write_deadline() {
+  const clock::time_point now = clock::now();
+  if (goaway_sent_) return;
+  if (notice_sent_ ? now >= notice_at_ + std::chrono::seconds(1)
+                   : live_count_ == 0 && now >= idle_since_ + hopts_.idle_timeout) {
+    send_goaway(NGHTTP2_NO_ERROR);
+  }
+}
+
+task<void> server_connection::read_loop() {
+  for (;;) {
+    if (dead_ || !nghttp2_session_want_read(session_.get())) break;
+    // A peer that does not read what it asked for gets nothing more read from it until it does.
+    while (writing_ && output_.size() >= opts_.write_size && !dead_) {
+      if (co_await written_.wait()) break;
+    }
+    if (dead_) break;
+    const mutable_buffer space(input_.get(), input_buffer_size);
+    const std::optional<clock::time_point> deadline = read_deadline();
+    io_result<std::size_t> r;
+    if (secure_ != nullptr) {
+      if (deadline) r = co_await with_deadline(secure_->read_some(space), *deadline);
+      else r = co_await secure_->read_some(space);
+    } else {
+      if (deadline) r = co_await with_deadline(socket_.read_some(space), *deadline);
+      else r = co_await socket_.read_some(space);
+    }
+    if (r.ec) {
+      dead_ = true;  // the peer left (or the connection was cut): nothing it asked for can be delivered
+      break;
+    }
+    if (!feed(input_.get(), r.value)) break;
+  }
+  reading_done_ = true;
+  wake_writer();
+  tasks_.done(ctx_);
+}
+
+void server_connection::fill_output() {
+  nghttp2_session* session = session_.get();
+  while (output_.size() < opts_.write_size) {
+    const std::uint8_t* data = nullptr;
+    const ng_ssize n = mem_send(session, &data);
+    if (n < 0) {
+      dead_ = true;
+      break;
+    }
+    if (n == 0) break;
+    output_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+    after_session_calls();
+  }
+}
+
+task<void> server_connection::write_loop() {
+  for (;;) {
+    if (!dead_ || flush_on_death_) {
+      after_session_calls();
+      fill_output();
+      flush_on_death_ = false;
+    }
+    if (output_.empty()) {
+      if (dead_) break;
+      if (!nghttp2_session_want_read(session_.get()) && !nghttp2_session_want_write(session_.get())) break;
+      const std::optional<clock::time_point> deadline = write_deadline();
+      std::error_code ec;
+      if (deadline) ec = co_await with_deadline(write_wanted_.wait(), *deadline);
+      else ec = co_await write_wanted_.wait();
+      if (ec == tern::error::timed_out) on_write_deadline();
+      else if (ec) break;
+      continue;
+    }
+    writing_ = true;
+    const const_buffer out(output_.data(), output_.size());
+    io_result<std::size_t> r;
+    if (secure_ != nullptr) r = co_await with_timeout(secure_->write_all(out), hopts_.write_timeout);
+    else r = co_await with_timeout(socket_.write_all(out), hopts_.write_timeout);
+    writing_ = false;
+    output_.clear();
+    written_.set();
+    if (r.ec) break;
+  }
+  end_connection();
+  tasks_.done(ctx_);
+}
+
+// ---- streams ----
+
+server_stream* server_connection::open_stream(std::int32_t id) {
+  server_stream* s = spare_;
+  if (s != nullptr) spare_ = s->next_;
+  else s = new server_stream(*this);
+  s->id_ = id;
+  s->prev_ = nullptr;
+  s->next_ = live_;
+  if (live_ != nullptr) live_->prev_ = s;
+  live_ = s;
+  ++live_count_;
+  s->stop_ = ctx_.take_stop_source();
+  max_stream_id_ = std::max(max_stream_id_, id);
+  (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
+  return s;
+}
+
+void server_connection::recycle(server_stream& s) noexcept {
+  if (s.prev_ != nullptr) s.prev_->next_ = s.next_;
+  else live_ = s.next_;
+  if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
+  if (--live_count_ == 0) idle_since_ = clock::now();
+  if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
+  s.release_fields();
+  std::size_t spares = 0;
+  for (server_stream* x = spare_; x != nullptr && spares < spare_streams; x = x->next_) ++spares;
+  if (spares >= spare_streams) {
+    delete &s;
+    return;
+  }
+  s.next_ = spare_;
+  spare_ = &s;
+}
+
+void server_stream::release_fields() noexcept {
+  for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
+  held_.clear();
+  fields_.clear();
+  trailers_.clear();
+  trailer_list_ = {};
+  head_ = http::request_head{};
+  authority_ = {};
+  protocol_ = {};
+  header_bytes_ = pseudo_bytes_ = 0;
+  refused_ = 0;
+  in_trailers_ = has_content_length_ = false;
+  if (in_.capacity() > kept_buffer) in_ = std::string();
+  in_.clear();
+  in_taken_ = unconsumed_ = 0;
+  in_total_ = 0;
+  input_.reset();
+  in_end_ = expect_continue_ = false;
+  if (out_.capacity() > kept_buffer) out_ = std::string();
+  out_.clear();
+  out_taken_ = 0;
+  trailers_out_.clear();
+  output_.reset();
+  written_ = 0;
+  length_.reset();
+  has_trailers_ = out_done_ = discard_ = deferred_ = writer_waiting_ = responded_ = false;
+  running_ = closed_ = false;
+  close_code_ = 0;
+}
+
+// The head is complete: the request as tern::http's handlers see it, and its handler started.
+void server_connection::finish_head(server_stream& s) {
+  http::request_head& h = s.head_;
+  h.method = http::method_from(h.method_name);
+  h.version = http::http2;
+  h.keep_alive = true;
+  const http::field_list given(s.fields_);
+  // A handler written for HTTP/1.1 finds the authority where it looks for it (RFC 9113 §8.3.1).
+  if (!given.contains("host") && !s.authority_.empty()) s.fields_.push_back({"host", s.authority_});
+  h.headers = http::field_list(s.fields_);
+  h.host = h.headers.get("host");
+  const std::string_view length = h.headers.get("content-length");
+  if (!length.empty()) {
+    std::uint64_t n = 0;
+    if (std::from_chars(length.data(), length.data() + length.size(), n).ec == std::errc{}) {
+      s.has_content_length_ = true;
+      h.content_length = n;
+    }
+  }
+  h.framing = s.in_end_ ? http::body_framing::none
+              : s.has_content_length_ ? http::body_framing::content_length
+                                      : http::body_framing::chunked;
+  s.expect_continue_ = !s.in_end_ && http::iequals(h.headers.get("expect"), "100-continue");
+  // Handlers still running count, whether or not their streams are: a peer that resets streams as fast as it
+  // opens them (Rapid Reset) gets its new ones refused, never more handlers than max_concurrent_streams.
+  if (handlers_ >= opts_.max_concurrent_streams) {
+    (void)charge(1);
+    resets_.emplace_back(s.id_, NGHTTP2_REFUSED_STREAM);
+    return;
+  }
+  start_handler(s);
+}
+
+void server_connection::start_handler(server_stream& s) {
+  s.body_start_ = clock::now();
+  s.running_ = true;
+  ++handlers_;
+  tasks_.add();
+  spawn(ctx_, stream_task(s), s.stop_.get_token()).detach();
+}
+
+void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
+  s.closed_ = true;
+  s.close_code_ = code;
+  // The window its unread bytes took is the connection's again.
+  pending_consume_ += s.unconsumed_;
+  s.unconsumed_ = 0;
+  (void)nghttp2_session_set_stream_user_data(session_.get(), s.id_, nullptr);
+  if (!s.running_) {
+    recycle(s);
+    return;
+  }
+  if (code != NGHTTP2_NO_ERROR || !s.out_done_) {
+    // Closed under its handler (the peer's RST_STREAM, a stream error): the handler is cancelled.
+    if (code != NGHTTP2_NO_ERROR) (void)charge(1);
+    s.stop_.request_stop();
+  }
+  s.input_.set();
+  s.output_.set();
+}
+
+// What the handler has taken from the stream's input reopens the window by as much.
+void server_connection::consume(server_stream& s, std::size_t n) {
+  n = std::min(n, s.unconsumed_);
+  if (n == 0) return;
+  s.unconsumed_ -= n;
+  if (s.closed_) return;  // given back with the stream's close
+  (void)nghttp2_session_consume(session_.get(), s.id_, n);
+  wake_writer();
+}
+
+bool server_connection::charge(std::size_t cost) noexcept {
+  const clock::time_point now = clock::now();
+  budget_ = std::min(budget_max, budget_ + std::chrono::duration<double>(now - budget_at_).count() * budget_per_second);
+  budget_at_ = now;
+  budget_ -= static_cast<double>(cost);
+  if (budget_ >= 0) return true;
+  if (!goaway_sent_) {
+    goaway_sent_ = true;
+    (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_ENHANCE_YOUR_CALM);
+  }
+  return false;
+}
+
+void server_connection::reset_stream(server_stream& s, std::uint32_t code) {
+  if (s.closed_ || dead_) return;
+  (void)nghttp2_submit_rst_stream(session_.get(), NGHTTP2_FLAG_NONE, s.id_, code);
+  wake_writer();
+}
+
+// ---- handlers ----
+
+task<void> server_connection::stream_task(server_stream& s) {
+  try {
+    co_await serve_stream(s);
+  } catch (...) {
+    // Out of memory inside one stream: that stream is reset, the connection goes on.
+  }
+  s.running_ = false;
+  --handlers_;
+  if (!s.closed_ && !s.responded_) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
+  if (s.closed_) recycle(s);
+  wake_writer();
+  tasks_.done(ctx_);
+}
+
+task<void> server_connection::serve_stream(server_stream& s) {
+  if (s.refused_ != 0) {
+    respond_status(s, s.refused_);
+    co_return;
+  }
+  if (s.has_content_length_ && s.head_.content_length > hopts_.limits.max_body) {
+    respond_status(s, http::status::content_too_large);
+    co_return;
+  }
+  http::request req(s.head_, remote_);
+  int status = 0;
+  std::string allow;
+  const http::router::route* route = server_.routes().match(req, status, allow);
+  if (route == nullptr) {
+    respond_status(s, status, allow);
+    co_return;
+  }
+  if (route->streaming) co_await serve_streaming(s, req, *route);
+  else co_await serve_whole(s, req, *route);
+}
+
+task<void> server_connection::serve_whole(server_stream& s, http::request& req, const http::router::route& route) {
+  std::string_view body;
+  if (std::error_code ec = co_await read_whole(s, body)) {
+    if (ec.category() == http::category() && ec != http::error::partial_message) respond_status(s, http::status_of(ec));
+    co_return;
+  }
+  req.set_body(body);
+  http::response r;
+  try {
+    r = co_await route.whole(req);
+  } catch (...) {
+    r = http::response(http::status::internal_server_error, "internal server error\n");
+  }
+  if (r.status == http::status::switching_protocols) {
+    r = http::response(http::status::internal_server_error, "a 101 is not an HTTP/2 answer\n");
+  }
+  respond(s, r);
+}
+
+task<void> server_connection::serve_streaming(server_stream& s, http::request& req,
+                                              const http::router::route& route) {
+  http::body_reader reader(s);
+  http::response_stream out(s);
+  try {
+    co_await route.streaming(req, reader, out);
+  } catch (...) {
+  }
+  if (s.closed_) co_return;
+  if (!out.started()) {
+    respond_status(s, http::status::internal_server_error);
+  } else if (!out.finished()) {
+    reset_stream(s, NGHTTP2_INTERNAL_ERROR);  // the peer sees an incomplete response, never a wrong one
+  }
+}
+
+// A whole-body route's body: every byte is consumed as it arrives (the route wants all of it, up to max_body), and
+// the body is handed over in place, as the stream's input holds it.
+task<std::error_code> server_connection::read_whole(server_stream& s, std::string_view& body) {
+  for (;;) {
+    consume(s, s.unconsumed_);
+    if (s.in_total_ > hopts_.limits.max_body) co_return make_error_code(http::error::body_too_large);
+    if (s.in_end_) break;
+    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+    send_continue(s);
+    if (std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s))) {
+      co_return ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec;
+    }
+  }
+  body = std::string_view(s.in_).substr(s.in_taken_);
+  co_return std::error_code{};
+}
+
+clock::time_point server_connection::body_deadline(const server_stream& s) const noexcept {
+  const auto rate = std::max<std::size_t>(hopts_.min_body_rate, 1);
+  return s.body_start_ + hopts_.body_timeout + std::chrono::microseconds(s.in_total_ * 1'000'000 / rate);
+}
+
+// Expect: 100-continue: the interim answer goes out when the handler first waits for the body.
+void server_connection::send_continue(server_stream& s) {
+  if (!s.expect_continue_ || s.responded_) return;
+  s.expect_continue_ = false;
+  const nghttp2_nv status = make_nv(":status", 7, "100", 3);
+  (void)nghttp2_submit_headers(session_.get(), NGHTTP2_FLAG_NONE, s.id_, nullptr, &status, 1, nullptr);
+  wake_writer();
+}
+
+task<io_result<std::size_t>> server_connection::read_body(server_stream& s, mutable_buffer b) {
+  if (b.size() == 0) co_return sized{std::error_code{}, 0};
+  for (;;) {
+    if (s.buffered() != 0) {
+      const std::size_t n = std::min(b.size(), s.buffered());
+      std::memcpy(b.data(), s.in_.data() + s.in_taken_, n);
+      s.in_taken_ += n;
+      if (s.in_taken_ == s.in_.size()) {
+        s.in_.clear();
+        s.in_taken_ = 0;
+      } else if (s.in_taken_ >= kept_buffer) {
+        s.in_.erase(0, s.in_taken_);
+        s.in_taken_ = 0;
+      }
+      consume(s, n);
+      co_return sized{std::error_code{}, n};
+    }
+    if (s.in_total_ > hopts_.limits.max_body) co_return sized{make_error_code(http::error::body_too_large), 0};
+    if (s.in_end_) co_return sized{make_error_code(tern::error::eof), 0};
+    if (s.closed_ || dead_) co_return sized{make_error_code(tern::error::operation_canceled), 0};
+    send_continue(s);
+    if (std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s))) {
+      co_return sized{ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec, 0};
+    }
+  }
+}
+
+// The response head, into nva_ (names lowercased, as HTTP/2 requires), and submitted.
+bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
+                                    std::optional<std::uint64_t> length, bool with_body) {
+  std::size_t need = 3 + 20;
+  for (http::field x : f) need += x.name.size();
+  nva_text_.clear();
+  nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
+  nva_.clear();
+  const auto put = [this](std::string_view text) {
+    const char* at = nva_text_.data() + nva_text_.size();
+    nva_text_.append(text);
+    return at;
+  };
+  const auto put_number = [&](std::uint64_t n) {
+    char digits[20];
+    const auto r = std::to_chars(digits, digits + sizeof digits, n);
+    const std::size_t size = static_cast<std::size_t>(r.ptr - digits);
+    return std::string_view(put(std::string_view(digits, size)), size);
+  };
+  const std::string_view code = put_number(static_cast<std::uint64_t>(status));
+  nva_.push_back(make_nv(":status", 7, code.data(), code.size()));
+  if (!hopts_.server_name.empty() && !f.contains("server")) {
+    nva_.push_back(make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size()));
+  }
+  if (hopts_.date && !f.contains("date")) {
+    const std::string_view now = http::date_now();
+    nva_.push_back(make_nv("date", 4, now.data(), now.size()));
+  }
+  if (length && !bodiless_status(status)) {
+    const std::string_view n = put_number(*length);
+    nva_.push_back(make_nv("content-length", 14, n.data(), n.size()));
+  }
+  for (http::field x : f) {
+    if (dropped_in_h2(x.name)) continue;
+    const char* name = put(x.name);
+    for (std::size_t i = 0; i < x.name.size(); ++i) {
+      char& c = nva_text_[static_cast<std::size_t>(name - nva_text_.data()) + i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+    }
+    nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
+  }
+  const ng_data_provider body = data_provider(&s, &server_connection::read_out);
+  const int rv = submit_response(session_.get(), s.id_, nva_.data(), nva_.size(), with_body ? &body : nullptr);
+  wake_writer();
+  return rv == 0;
+}
+
+void server_connection::respond(server_stream& s, http::response& r) {
+  if (s.closed_ || dead_ || s.responded_) return;
+  s.responded_ = true;
+  const bool bodiless = bodiless_status(r.status);
+  const bool head_only = s.head_.method == http::method::head;
+  s.out_ = std::move(r.body);
+  s.out_taken_ = 0;
+  s.out_done_ = true;
+  const bool with_body = !bodiless && !head_only && !s.out_.empty();
+  if (!submit_head(s, r.status, r.headers, s.out_.size(), with_body)) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
+}
+
+void server_connection::respond_status(server_stream& s, int status, std::string_view allow) {
+  http::response r(status, std::string(http::reason_phrase(status)) + "\n");
+  if (!allow.empty()) r.headers.set("Allow", allow);
+  respond(s, r);
+}
+
+// nghttp2's data callback (inside mem_send): copies what the handler has queued, as much as the frame and the
+// windows allow; defers the stream while nothing is queued; ends it, or sends its trailers, after the last byte.
+ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
+                                     std::uint32_t* flags, nghttp2_data_source* source, void*) {
+  auto& s = *static_cast<server_stream*>(source->ptr);
+  const std::size_t n = std::min(length, s.queued());
+  std::memcpy(buf, s.out_.data() + s.out_taken_, n);
+  s.out_taken_ += n;
+  if (s.queued() == 0) {
+    s.out_.clear();
+    s.out_taken_ = 0;
+  }
+  if (s.writer_waiting_ && s.queued() < s.conn_->opts_.output_per_stream) {
+    s.writer_waiting_ = false;
+    s.output_.set();
+  }
+  if (s.out_done_ && s.queued() == 0) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (s.has_trailers_) {
+      server_connection& c = *s.conn_;
+      c.nva_.clear();
+      for (http::field x : s.trailers_out_) {
+        c.nva_.push_back(make_nv(x.name.data(), x.name.size(), x.value.data(), x.value.size()));
+      }
+      if (nghttp2_submit_trailer(session, id, c.nva_.data(), c.nva_.size()) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
+    }
+    return static_cast<ng_ssize>(n);
+  }
+  if (n == 0) {
+    s.deferred_ = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return static_cast<ng_ssize>(n);
+}
+
+void server_connection::resume(server_stream& s) {
+  if (!s.deferred_) return;
+  s.deferred_ = false;
+  (void)nghttp2_session_resume_data(session_.get(), s.id_);
+  wake_writer();
+}
+
+task<std::error_code> server_connection::start_response(server_stream& s, int status, const http::fields& f,
+                                                        std::optional<std::uint64_t> length) {
+  if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+  s.responded_ = true;
+  s.discard_ = s.head_.method == http::method::head || bodiless_status(status);
+  s.length_ = length;
+  if (!submit_head(s, status, f, length, !s.discard_)) co_return make_error_code(tern::error::operation_canceled);
+  co_return std::error_code{};
+}
+
+task<std::error_code> server_connection::write_body(server_stream& s, const_buffer b) {
+  s.written_ += b.size();
+  if (s.discard_ || b.size() == 0) co_return std::error_code{};
+  // Room first: a handler faster than the peer's windows waits here, up to the write timeout, after which the
+  // stream is given up (a peer that opens no window keeps nothing of the server's for longer).
+  while (s.queued() >= opts_.output_per_stream) {
+    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+    s.writer_waiting_ = true;
+    if (std::error_code ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout)) {
+      if (ec == tern::error::timed_out) reset_stream(s, NGHTTP2_CANCEL);
+      co_return ec;
+    }
+  }
+  if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+  s.out_.append(static_cast<const char*>(b.data()), b.size());
+  resume(s);
+  wake_writer();
+  co_return std::error_code{};
+}
+
+task<std::error_code> server_connection::end_body(server_stream& s, const http::fields* trailers) {
+  if (s.discard_) {
+    s.out_done_ = true;
+    co_return std::error_code{};
+  }
+  if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+  if (trailers != nullptr && !trailers->empty()) {
+    // Lowercase names, as HTTP/2 requires; nghttp2 copies them when the trailers are submitted.
+    s.trailers_out_.clear();
+    std::string lower;
+    for (http::field x : *trailers) {
+      if (dropped_in_h2(x.name)) continue;
+      lower.assign(x.name);
+      for (char& c : lower) {
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+      }
+      s.trailers_out_.add(lower, x.value);
+    }
+    s.has_trailers_ = !s.trailers_out_.empty();
+  }
+  s.out_done_ = true;
+  resume(s);
+  wake_writer();
+  co_return std::error_code{};
+}
+
+// ---- server_stream: the exchange a streaming handler works through ----
+
+task<io_result<std::size_t>> server_stream::read_body_some(mutable_buffer b) { return conn_->read_body(*this, b); }
+
+std::optional<std::uint64_t> server_stream::body_length() const noexcept {
+  if (has_content_length_) return head_.content_length;
+  if (head_.framing == http::body_framing::none) return 0;
+  return std::nullopt;
+}
+
+namespace {
+task<std::error_code> refused() { co_return std::make_error_code(std::errc::invalid_argument); }
+}  // namespace
+
+task<std::error_code> server_stream::send_head(http::response_stream& s, int status, const http::fields& f,
+                                               std::optional<std::uint64_t> length) {
+  if (s.started()) return refused();
+  mark_started(s);
+  return conn_->start_response(*this, status, f, length);
+}
+
+task<std::error_code> server_stream::send_body(http::response_stream& s, const_buffer b) {
+  if (!s.started() || s.finished() || (length_ && written_ + b.size() > *length_)) return refused();
+  return conn_->write_body(*this, b);
+}
+
+task<std::error_code> server_stream::send_end(http::response_stream& s, const http::fields* trailers) {
+  if (!s.started() || s.finished() || (length_ && written_ != *length_)) return refused();
+  mark_finished(s);
+  return conn_->end_body(*this, trailers);
+}
+
+}  // namespace tern::http2::detail
