@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that building, testing and benchmarking tern need.
+# Installs the Debian 12 packages that building, testing and benchmarking tern need, then builds the tools that
+# are not packages (h2spec: scripts/build-h2spec.sh).
 # Idempotent: when everything is installed it only queries dpkg and returns.
 set -euo pipefail
 
@@ -33,8 +34,12 @@ for pkg in "${packages[@]}"; do
   fi
 done
 
+# Tools that are not Debian packages, built from pinned sources once the packages are there: h2spec (Go).
+build_tools() { bash "$(dirname "${BASH_SOURCE[0]}")/build-h2spec.sh"; }
+
 if ((${#missing[@]} == 0)); then
   echo "setup-deps: all ${#packages[@]} packages are installed"
+  build_tools
   exit 0
 fi
 
@@ -51,3 +56,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+build_tools

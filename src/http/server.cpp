@@ -403,6 +403,9 @@ task<void> connection::run() {
         co_await take_over(nullptr, {}, {});
         break;
       }
+      // With HTTP/2 on a cleartext port, a first line that is no HTTP version at all may be a broken HTTP/2
+      // preface: the connection is closed without an answer, as HTTP/2 asks (RFC 9113 §3.4), not answered 400.
+      if (ec == error::bad_version && requests_ == 0 && server_->opts_.http2 && !secure_) break;
       if (ec.category() == http::category()) answer_error(status_of(ec), ec.message());
       break;
     }

@@ -19,9 +19,11 @@ class server_protocol_impl final : public http::connection_protocol {
     option_.reset(o);
     // Windows follow what the handlers consume (server_connection.cpp), not what arrives.
     nghttp2_option_set_no_auto_window_update(o, 1);
-    // No RFC 7540 priority tree (deprecated by RFC 9113; its bookkeeping was CVE-2019-9513's resource loop), and
-    // so no closed streams kept for it.
+    // RFC 7540's priorities are deprecated (RFC 9113 §5.3.2); the server says so (SETTINGS_NO_RFC7540_PRIORITIES)
+    // and keeps no closed streams for a priority tree. A client that does not say so too still has its PRIORITY
+    // frames checked (a stream that depends on itself, stream 0) by nghttp2's minimal fallback.
     nghttp2_option_set_no_closed_streams(o, 1);
+    nghttp2_option_set_server_fallback_rfc7540_priorities(o, 1);
     // Frames nghttp2 answers by itself (SETTINGS and PING acknowledgements, RST_STREAMs) may wait in its queue
     // only this many at once: beyond, the peer floods (CVE-2019-9512, 9514, 9515) and the session ends.
     nghttp2_option_set_max_outbound_ack(o, 100);

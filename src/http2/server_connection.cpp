@@ -106,6 +106,20 @@ struct callbacks {
     return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(s, id));
   }
 
+  // Before nghttp2 looks at a frame: the streams the peer opens are remembered, and DATA or HEADERS for one that
+  // nghttp2 has forgotten is judged by how it ended (nghttp2 keeps no closed streams here, and ignores such frames).
+  static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd, void* user) {
+    server_connection& c = conn(user);
+    const std::int32_t id = hd->stream_id;
+    if (id == 0 || (id & 1) == 0 || (hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS)) return 0;
+    if (hd->type == NGHTTP2_HEADERS && id > c.max_seen_) {
+      c.remember(id);
+      return 0;
+    }
+    if (id <= c.max_seen_ && nghttp2_session_find_stream(session, id) == nullptr) c.frame_on_gone_stream(id, hd->type);
+    return 0;
+  }
+
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
@@ -203,6 +217,9 @@ struct callbacks {
       case NGHTTP2_SETTINGS:
         if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) (void)c.charge(1);
         break;
+      case NGHTTP2_RST_STREAM:
+        c.mark(frame->hd.stream_id, server_connection::ending::peer_reset);
+        break;
       case NGHTTP2_PRIORITY:
         (void)c.charge(1);
         break;
@@ -232,7 +249,9 @@ struct callbacks {
   }
 
   static int on_stream_close(nghttp2_session* session, std::int32_t id, std::uint32_t code, void* user) {
-    if (server_stream* s = stream(session, id)) conn(user).stream_closed(*s, code);
+    server_connection& c = conn(user);
+    if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally);
+    if (server_stream* s = stream(session, id)) c.stream_closed(*s, code);
     return 0;
   }
 
@@ -244,6 +263,7 @@ struct callbacks {
       server_stream* s = stream(session, frame->hd.stream_id);
       if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
     } else if (type == NGHTTP2_RST_STREAM) {
+      c.mark(frame->hd.stream_id, server_connection::ending::reset_here);
       // A reset the peer provoked (a stream error it made) costs like one it sent (MadeYouReset, CVE-2025-8671).
       const std::uint32_t code = frame->rst_stream.error_code;
       if (code != NGHTTP2_NO_ERROR && code != NGHTTP2_CANCEL && code != NGHTTP2_INTERNAL_ERROR) (void)c.charge(1);
@@ -260,6 +280,7 @@ struct callbacks {
     static const callbacks_ptr made = [] {
       nghttp2_session_callbacks* cb = nullptr;
       if (nghttp2_session_callbacks_new(&cb) != 0) throw std::bad_alloc();
+      nghttp2_session_callbacks_set_on_begin_frame_callback(cb, &on_begin_frame);
       nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &on_begin_headers);
       nghttp2_session_callbacks_set_on_header_callback2(cb, &on_header);
       nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &on_frame_recv);
@@ -417,7 +438,39 @@ void server_connection::send_goaway(std::uint32_t code) {
                               nghttp2_session_get_last_proc_stream_id(session_.get()), code, nullptr, 0);
 }
 
+// The peer's bytes, to nghttp2. A DATA frame for a stream nghttp2 no longer holds is dropped by nghttp2 without a
+// callback, so the frames are followed here (their headers only): the bytes before such a frame go in first, and
+// the stream is judged once they have been processed (frame_on_gone_stream), as on_begin_frame judges HEADERS.
 bool server_connection::feed(const char* data, std::size_t n) {
+  std::size_t start = 0, i = 0;
+  while (i < n) {
+    frame_scanner& f = scanner_;
+    if (f.skip != 0) {
+      const std::size_t k = std::min(f.skip, n - i);
+      f.skip -= k;
+      i += k;
+      continue;
+    }
+    f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
+    if (f.have < sizeof f.header) continue;
+    f.have = 0;
+    f.skip = (std::size_t{f.header[0]} << 16) | (std::size_t{f.header[1]} << 8) | f.header[2];
+    const std::int32_t id = static_cast<std::int32_t>(
+        ((std::uint32_t{f.header[5]} & 0x7f) << 24) | (std::uint32_t{f.header[6]} << 16) |
+        (std::uint32_t{f.header[7]} << 8) | f.header[8]);
+    if (f.header[3] != NGHTTP2_DATA || (id & 1) == 0) continue;
+    const std::size_t header_start = i >= start + sizeof f.header ? i - sizeof f.header : start;
+    if (!deliver(data + start, header_start - start)) return false;
+    start = header_start;
+    if (id <= max_seen_ && nghttp2_session_find_stream(session_.get(), id) == nullptr) {
+      frame_on_gone_stream(id, NGHTTP2_DATA);
+    }
+  }
+  return deliver(data + start, n - start);
+}
+
+bool server_connection::deliver(const char* data, std::size_t n) {
+  if (n == 0) return true;
   const ng_ssize rv = mem_recv(session_.get(), reinterpret_cast<const std::uint8_t*>(data), n);
   if (rv < 0) {
     // Fatal (a bad preface, a flood nghttp2 caught, a failed callback): only the GOAWAY nghttp2 may have queued
@@ -531,6 +584,53 @@ task<void> server_connection::write_loop() {
   tasks_.done(ctx_);
 }
 
+// ---- the streams' history ----
+
+void server_connection::remember(std::int32_t id) noexcept {
+  past_stream& slot = history_[history_count_ % history_size];
+  if (history_count_ >= history_size) forgotten_ = slot.id;
+  slot = past_stream{id, ending::open};
+  ++history_count_;
+  max_seen_ = id;
+}
+
+server_connection::past_stream* server_connection::recall(std::int32_t id) noexcept {
+  const std::size_t n = std::min(history_count_, history_size);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (history_[i].id == id) return &history_[i];
+  }
+  return nullptr;
+}
+
+// A stream's first ending is the one that counts: a reset closes it with NO_ERROR in nghttp2's eyes too.
+void server_connection::mark(std::int32_t id, ending how) noexcept {
+  past_stream* p = recall(id);
+  if (p != nullptr && p->how == ending::open) p->how = how;
+}
+
+void server_connection::frame_on_gone_stream(std::int32_t id, std::uint8_t type) {
+  const past_stream* p = recall(id);
+  std::uint32_t error = NGHTTP2_NO_ERROR;
+  if (p == nullptr) {
+    if (id <= forgotten_) return;  // too long ago to tell
+    // Never opened, and closed by the opening of a later one: a HEADERS frame with an identifier lower than the
+    // last is a connection error (§5.1.1), anything else on a closed stream too (§5.1).
+    error = type == NGHTTP2_HEADERS ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_STREAM_CLOSED;
+  } else if (p->how == ending::normally) {
+    error = NGHTTP2_STREAM_CLOSED;  // frames after both ends' END_STREAM: a connection error (§5.1)
+  } else if (p->how == ending::peer_reset) {
+    resets_.emplace_back(id, NGHTTP2_STREAM_CLOSED);  // frames after the peer's own RST_STREAM: a stream error
+    (void)charge(1);
+    return;
+  } else {
+    return;  // reset here, or refused by nghttp2: the peer may have sent it before it knew
+  }
+  if (!goaway_sent_) {
+    goaway_sent_ = true;
+    (void)nghttp2_session_terminate_session(session_.get(), error);
+  }
+}
+
 // ---- streams ----
 
 server_stream* server_connection::open_stream(std::int32_t id) {
@@ -550,6 +650,12 @@ server_stream* server_connection::open_stream(std::int32_t id) {
 }
 
 void server_connection::recycle(server_stream& s) noexcept {
+  if (s.body_held_ != 0) {
+    held_bodies_ -= s.body_held_;
+    for (server_stream* x = live_; x != nullptr; x = x->next_) {
+      if (x->accumulating_) x->input_.set();  // room for the bodies that wait for it
+    }
+  }
   if (s.prev_ != nullptr) s.prev_->next_ = s.next_;
   else live_ = s.next_;
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
@@ -580,7 +686,8 @@ void server_stream::release_fields() noexcept {
   in_trailers_ = has_content_length_ = false;
   if (in_.capacity() > kept_buffer) in_ = std::string();
   in_.clear();
-  in_taken_ = unconsumed_ = 0;
+  in_taken_ = unconsumed_ = body_held_ = 0;
+  accumulating_ = false;
   in_total_ = 0;
   input_.reset();
   in_end_ = expect_continue_ = false;
@@ -758,18 +865,26 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
   }
 }
 
-// A whole-body route's body: every byte is consumed as it arrives (the route wants all of it, up to max_body), and
-// the body is handed over in place, as the stream's input holds it.
+// A whole-body route's body: consumed as it arrives (the route wants all of it, up to max_body), and handed over in
+// place, as the stream's input holds it. The bodies a connection holds this way are bounded together, by the larger
+// of max_body and the connection window: beyond, a stream's window stays closed until another's body is released,
+// so a peer cannot make the server hold max_body for each of its streams (CVE-2019-9517's internal buffering).
 task<std::error_code> server_connection::read_whole(server_stream& s, std::string_view& body) {
+  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
   for (;;) {
-    consume(s, s.unconsumed_);
+    const std::size_t room = budget > held_bodies_ ? budget - held_bodies_ : 0;
+    const std::size_t n = s.in_end_ ? s.unconsumed_ : std::min(s.unconsumed_, room);
+    consume(s, n);
+    s.body_held_ += n;
+    held_bodies_ += n;
     if (s.in_total_ > hopts_.limits.max_body) co_return make_error_code(http::error::body_too_large);
     if (s.in_end_) break;
     if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     send_continue(s);
-    if (std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s))) {
-      co_return ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec;
-    }
+    s.accumulating_ = true;
+    std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
+    s.accumulating_ = false;
+    if (ec) co_return ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec;
   }
   body = std::string_view(s.in_).substr(s.in_taken_);
   co_return std::error_code{};

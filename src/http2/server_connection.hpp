@@ -1,6 +1,7 @@
 // One HTTP/2 connection of an http::server, and its streams (internal; see server_connection.cpp).
 #pragma once
 
+#include <array>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -100,6 +101,8 @@ class server_stream final : public http::detail::exchange {
   std::string in_;
   std::size_t in_taken_ = 0;
   std::size_t unconsumed_ = 0;
+  std::size_t body_held_ = 0;      // of a whole body: bytes consumed and held (server_connection::held_bodies_)
+  bool accumulating_ = false;      // a whole body waits for bytes, or for room among the held bodies
   std::uint64_t in_total_ = 0;
   clock::time_point body_start_{};
   sync::auto_reset_event input_;
@@ -155,6 +158,7 @@ class server_connection final : public http::stop_listener {
   std::optional<clock::time_point> write_deadline() const noexcept;
   void on_write_deadline();
   bool feed(const char* data, std::size_t n);
+  bool deliver(const char* data, std::size_t n);
   void fill_output();
   void after_session_calls();
   void send_goaway(std::uint32_t code);
@@ -215,6 +219,7 @@ class server_connection final : public http::stop_listener {
   // Streams to reset once mem_recv or mem_send has returned: NO_ERROR after a response that came before the
   // request's end (RFC 9113 §8.1), REFUSED_STREAM for one beyond the handlers allowed.
   std::vector<std::pair<std::int32_t, std::uint32_t>> resets_;
+  std::size_t held_bodies_ = 0;     // whole bodies' bytes consumed and held by the streams (read_whole)
   std::size_t pending_consume_ = 0; // connection window bytes of streams gone, to give back once calls return
   std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names and numbers it refers to
   std::string nva_text_;
@@ -224,6 +229,30 @@ class server_connection final : public http::stop_listener {
   // (ENHANCE_YOUR_CALM) and the connection ends.
   double budget_;
   clock::time_point budget_at_;
+
+  // What became of the last streams the peer opened: a DATA or HEADERS frame for one that nghttp2 no longer holds
+  // gets the error RFC 9113 §5.1 gives it (frame_on_gone_stream), deterministically, however long ago it closed.
+  enum class ending : std::uint8_t { open, normally, peer_reset, reset_here };
+  struct past_stream {
+    std::int32_t id = 0;
+    ending how = ending::open;
+  };
+  static constexpr std::size_t history_size = 128;
+  void remember(std::int32_t id) noexcept;
+  past_stream* recall(std::int32_t id) noexcept;
+  void mark(std::int32_t id, ending how) noexcept;
+  void frame_on_gone_stream(std::int32_t id, std::uint8_t type);
+  std::array<past_stream, history_size> history_{};
+  std::size_t history_count_ = 0;   // streams remembered so far (the ring holds the last history_size)
+  std::int32_t forgotten_ = 0;      // the highest stream no longer in the ring
+  std::int32_t max_seen_ = 0;       // the highest stream a HEADERS frame has named
+  // Where the peer's byte stream is: the client's 24-byte magic first, then frame headers and payloads.
+  struct frame_scanner {
+    std::uint8_t header[9];
+    std::size_t have = 0;   // bytes of the current frame header
+    std::size_t skip = 24;  // bytes to pass over: the magic, then each frame's payload
+  };
+  frame_scanner scanner_;
 
   clock::time_point started_;
   clock::time_point idle_since_;
