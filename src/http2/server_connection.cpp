@@ -508,9 +508,11 @@ void server_connection::on_write_deadline() {
   }
 }
 
+// Reads until the peer ends the connection, a read fails, or the writer stops it. Once nghttp2 wants nothing more
+// (the GOAWAY exchange is over) what still arrives is read and dropped while the writer lingers.
 task<void> server_connection::read_loop() {
   for (;;) {
-    if (dead_ || !nghttp2_session_want_read(session_.get())) break;
+    if (dead_) break;
     // A peer that does not read what it asked for gets nothing more read from it until it does.
     while (writing_ && output_.size() >= opts_.write_size && !dead_) {
       if (co_await written_.wait()) break;
@@ -527,12 +529,14 @@ task<void> server_connection::read_loop() {
       else r = co_await socket_.read_some(space);
     }
     if (r.ec) {
-      dead_ = true;  // the peer left (or the connection was cut): nothing it asked for can be delivered
+      // The peer left (or the connection was cut): nothing it asked for can be delivered any more, unless the
+      // writer has finished and only lingers for this end.
+      if (!lingering_) dead_ = true;
       break;
     }
-    if (!feed(input_.get(), r.value)) break;
+    if (!lingering_ && !feed(input_.get(), r.value)) break;
   }
-  reading_done_ = true;
+  reader_done_.set();
   wake_writer();
   tasks_.done(ctx_);
 }
@@ -580,8 +584,20 @@ task<void> server_connection::write_loop() {
     written_.set();
     if (r.ec) break;
   }
+  if (!dead_) co_await linger();
   end_connection();
   tasks_.done(ctx_);
+}
+
+// The session is over and its last frames (the final GOAWAY) are written. Closing now, with bytes of the peer's
+// still unread (a WINDOW_UPDATE, a PING's answer, requests sent before it saw the GOAWAY), would make the kernel
+// reset the connection, and the peer could lose the GOAWAY before reading it. So this side ends its sending first
+// (FIN, or TLS's close_notify), and the reader drains until the peer closes too, for a second at most.
+task<void> server_connection::linger() {
+  lingering_ = true;
+  if (secure_ != nullptr) (void)co_await with_timeout(secure_->shutdown_send(), std::chrono::seconds(1));
+  else (void)socket_.shutdown(net::shutdown_how::send);
+  (void)co_await with_timeout(reader_done_.wait(), std::chrono::seconds(1));
 }
 
 // ---- the streams' history ----
@@ -1064,6 +1080,11 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
     }
   }
   if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+  // What nghttp2 has taken goes first, once it is at least what is left (each byte moves at most once).
+  if (s.out_taken_ != 0 && s.out_taken_ >= s.queued()) {
+    s.out_.erase(0, s.out_taken_);
+    s.out_taken_ = 0;
+  }
   s.out_.append(static_cast<const char*>(b.data()), b.size());
   resume(s);
   wake_writer();

@@ -154,6 +154,7 @@ class server_connection final : public http::stop_listener {
   bool upgrade_stream();
   task<void> read_loop();
   task<void> write_loop();
+  task<void> linger();
   std::optional<clock::time_point> read_deadline() const noexcept;
   std::optional<clock::time_point> write_deadline() const noexcept;
   void on_write_deadline();
@@ -208,6 +209,7 @@ class server_connection final : public http::stop_listener {
   std::string output_;              // frames gathered for the next write
   sync::auto_reset_event write_wanted_;
   sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
+  sync::auto_reset_event reader_done_;
   std::stop_source reader_stop_;
   std::stop_source writer_stop_;
   task_count tasks_;                // the reader, the writer and every stream's handler
@@ -262,7 +264,7 @@ class server_connection final : public http::stop_listener {
   bool notice_sent_ = false;        // the shutdown notice and its PING are on their way
   clock::time_point notice_at_{};   // when; cleared when the PING's answer arrives
   bool goaway_sent_ = false;        // the final GOAWAY has been submitted
-  bool reading_done_ = false;
+  bool lingering_ = false;          // the writer has finished: what arrives now is dropped (linger)
   bool dead_ = false;               // the connection failed or ended: nothing more is read, written or served
   bool flush_on_death_ = false;     // but the GOAWAY nghttp2 queued for a flood still goes out
   bool writing_ = false;            // a write to the socket is in flight

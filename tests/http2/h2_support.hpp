@@ -60,7 +60,9 @@ struct h2_answer {
   std::vector<std::pair<std::string, std::string>> headers;
   std::vector<std::pair<std::string, std::string>> trailers;
   std::vector<int> interim;  // 1xx statuses
-  std::string body;
+  std::string body;          // (empty when the client keeps no bodies: body_size and body_hash say what came)
+  std::uint64_t body_size = 0;
+  std::uint64_t body_hash = 14695981039346656037ull;  // FNV-1a over the body
   bool closed = false;
   std::uint32_t close_code = 0;  // NGHTTP2_NO_ERROR unless reset
   bool reset_by_peer = false;    // an RST_STREAM arrived for it
@@ -82,7 +84,13 @@ struct h2_client_options {
   bool upgrade = false;                    // start with HTTP/1.1 and Upgrade: h2c (GET /)
   std::string upgrade_path = "/";
   std::uint32_t max_concurrent_streams = 100;
+  bool keep_bodies = true;                 // false: bodies are only counted and hashed (a 1 GiB download)
 };
+
+inline std::uint64_t fnv1a(std::string_view data, std::uint64_t h = 14695981039346656037ull) {
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
 
 class h2_client {
  public:
@@ -219,8 +227,12 @@ class h2_client {
         continue;
       }
       received_bytes_ += static_cast<std::size_t>(n);
-      if (nghttp2_session_mem_recv(session_, reinterpret_cast<std::uint8_t*>(buf), static_cast<std::size_t>(n)) < 0) {
+      watch(std::string_view(buf, static_cast<std::size_t>(n)));
+      const ssize_t rv =
+          nghttp2_session_mem_recv(session_, reinterpret_cast<std::uint8_t*>(buf), static_cast<std::size_t>(n));
+      if (rv < 0) {
         closed_ = true;
+        session_error_ = static_cast<int>(rv);
       }
     }
   }
@@ -252,6 +264,8 @@ class h2_client {
     return nghttp2_session_get_stream_remote_window_size(session_, id);
   }
   std::size_t received_bytes() const { return received_bytes_; }
+  // The client session's own verdict on what it received (an nghttp2 error code), or 0.
+  int session_error() const { return session_error_; }
   const std::string& upgrade_answer() const { return upgrade_answer_; }
   std::string alpn() const {
     const unsigned char* p = nullptr;
@@ -313,6 +327,39 @@ class h2_client {
     return ::poll(&p, 1, static_cast<int>(std::min<long long>(timeout.count(), 100))) == 1;
   }
 
+  // GOAWAY frames are counted from the bytes as they arrive: nghttp2's session stops reading frames once it thinks
+  // the connection is over (a first GOAWAY and no stream open), and a test wants every GOAWAY the server sent.
+  void watch(std::string_view in) {
+    while (!in.empty()) {
+      if (frame_skip_ != 0) {
+        const std::size_t k = std::min<std::size_t>(frame_skip_, in.size());
+        if (goaway_bytes_.size() < 8 && frame_type_ == NGHTTP2_GOAWAY) {
+          goaway_bytes_.append(in.substr(0, std::min<std::size_t>(k, 8 - goaway_bytes_.size())));
+          if (goaway_bytes_.size() == 8) {
+            ++goaways_;
+            goaway_last_ = static_cast<std::int32_t>(be(goaway_bytes_.data()) & 0x7fffffff);
+            goaway_code_ = be(goaway_bytes_.data() + 4);
+          }
+        }
+        frame_skip_ -= k;
+        in.remove_prefix(k);
+        continue;
+      }
+      frame_header_.push_back(in.front());
+      in.remove_prefix(1);
+      if (frame_header_.size() < 9) continue;
+      const auto* h = reinterpret_cast<const unsigned char*>(frame_header_.data());
+      frame_skip_ = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+      frame_type_ = h[3];
+      frame_header_.clear();
+      goaway_bytes_.clear();
+    }
+  }
+  static std::uint32_t be(const char* p) {
+    const auto* u = reinterpret_cast<const unsigned char*>(p);
+    return (std::uint32_t{u[0]} << 24) | (std::uint32_t{u[1]} << 16) | (std::uint32_t{u[2]} << 8) | u[3];
+  }
+
   static h2_client& self(void* user) { return *static_cast<h2_client*>(user); }
 
   static ssize_t read_body(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
@@ -356,7 +403,12 @@ class h2_client {
   }
   static int on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data, std::size_t len,
                      void* user) {
-    self(user).streams_[id].body.append(reinterpret_cast<const char*>(data), len);
+    h2_client& c = self(user);
+    h2_answer& a = c.streams_[id];
+    const std::string_view piece(reinterpret_cast<const char*>(data), len);
+    if (c.opts_.keep_bodies) a.body.append(piece);
+    a.body_size += len;
+    a.body_hash = fnv1a(piece, a.body_hash);
     return 0;
   }
   static int on_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user) {
@@ -368,11 +420,6 @@ class h2_client {
   static int on_frame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     h2_client& c = self(user);
     switch (frame->hd.type) {
-      case NGHTTP2_GOAWAY:
-        ++c.goaways_;
-        c.goaway_last_ = frame->goaway.last_stream_id;
-        c.goaway_code_ = frame->goaway.error_code;
-        break;
       case NGHTTP2_PING:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK) ++c.ping_acks_;
         break;
@@ -397,12 +444,17 @@ class h2_client {
   std::map<std::int32_t, h2_answer> streams_;
   std::map<std::int32_t, std::unique_ptr<outgoing>> outgoing_;
   bool closed_ = false;
+  std::string frame_header_;
+  std::size_t frame_skip_ = 0;
+  std::uint8_t frame_type_ = 0;
+  std::string goaway_bytes_;
   int goaways_ = 0;
   std::int32_t goaway_last_ = -1;
   std::uint32_t goaway_code_ = 0;
   int ping_acks_ = 0;
   int window_updates_ = 0;
   std::size_t received_bytes_ = 0;
+  int session_error_ = 0;
   std::string upgrade_answer_;
 };
 
