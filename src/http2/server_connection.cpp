@@ -34,6 +34,7 @@
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/http/error.hpp"
+#include "tern/net/socket_option.hpp"
 #include "tern/spawn.hpp"
 
 namespace tern::http2::detail {
@@ -173,6 +174,14 @@ struct callbacks {
     }
     if (s->header_bytes_ > limits.max_header_bytes || s->fields_.size() >= limits.max_headers) {
       s->refused_ = http::status::request_header_fields_too_large;
+      // Far past the limit, the header block is a bomb (a few bytes of references to one large entry decode
+      // into megabytes): its stream is reset now, so that nghttp2 stops checking and handing over every field.
+      if (s->header_bytes_ > 4 * limits.max_header_bytes + 4096 ||
+          s->fields_.size() + s->dropped_ > 4 * limits.max_headers) {
+        (void)conn(user).charge(1);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      }
+      ++s->dropped_;
       return 0;
     }
     hold();
@@ -258,6 +267,7 @@ struct callbacks {
   static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     const std::uint8_t type = frame->hd.type;
+    if (type == NGHTTP2_DATA) c.data_sent_at_ = clock::now();
     if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
       // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
       server_stream* s = stream(session, frame->hd.stream_id);
@@ -314,7 +324,8 @@ server_connection::server_connection(const http::handover& h, const server_optio
       budget_(budget_max),
       budget_at_(clock::now()),
       started_(budget_at_),
-      idle_since_(budget_at_) {
+      idle_since_(budget_at_),
+      data_sent_at_(budget_at_) {
   output_.reserve(opts_.write_size + 32 * 1024);
 }
 
@@ -582,7 +593,15 @@ task<void> server_connection::write_loop() {
     writing_ = false;
     output_.clear();
     written_.set();
-    if (r.ec) break;
+    if (r.ec) {
+      dead_ = true;  // a peer that takes nothing within the write timeout (or a broken connection)
+      // Reset on close rather than left to the kernel to deliver what is queued: it would hold the buffers, and
+      // the connection's end, for as long as the peer keeps its window shut.
+      if (r.ec == tern::error::timed_out) {
+        (void)(secure_ != nullptr ? secure_->socket() : socket_).set_option(net::option::linger{true, std::chrono::seconds(0)});
+      }
+      break;
+    }
   }
   if (!dead_) co_await linger();
   end_connection();
@@ -666,6 +685,7 @@ server_stream* server_connection::open_stream(std::int32_t id) {
 }
 
 void server_connection::recycle(server_stream& s) noexcept {
+  if (s.streaming_) unqueue(s.queued());
   if (s.body_held_ != 0) {
     held_bodies_ -= s.body_held_;
     for (server_stream* x = live_; x != nullptr; x = x->next_) {
@@ -697,7 +717,7 @@ void server_stream::release_fields() noexcept {
   head_ = http::request_head{};
   authority_ = {};
   protocol_ = {};
-  header_bytes_ = pseudo_bytes_ = 0;
+  header_bytes_ = pseudo_bytes_ = dropped_ = 0;
   refused_ = 0;
   in_trailers_ = has_content_length_ = false;
   if (in_.capacity() > kept_buffer) in_ = std::string();
@@ -714,7 +734,7 @@ void server_stream::release_fields() noexcept {
   output_.reset();
   written_ = 0;
   length_.reset();
-  has_trailers_ = out_done_ = discard_ = deferred_ = writer_waiting_ = responded_ = false;
+  has_trailers_ = out_done_ = discard_ = deferred_ = writer_waiting_ = responded_ = streaming_ = false;
   running_ = closed_ = false;
   close_code_ = 0;
 }
@@ -1017,6 +1037,7 @@ void server_connection::respond_status(server_stream& s, int status, std::string
 ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
                                      std::uint32_t* flags, nghttp2_data_source* source, void*) {
   auto& s = *static_cast<server_stream*>(source->ptr);
+  server_connection& c = *s.conn_;
   const std::size_t n = std::min(length, s.queued());
   std::memcpy(buf, s.out_.data() + s.out_taken_, n);
   s.out_taken_ += n;
@@ -1024,14 +1045,14 @@ ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, 
     s.out_.clear();
     s.out_taken_ = 0;
   }
-  if (s.writer_waiting_ && s.queued() < s.conn_->opts_.output_per_stream) {
+  if (s.streaming_) c.unqueue(n);
+  if (s.writer_waiting_ && s.queued() < c.opts_.output_per_stream && c.queued_out_ < c.queued_cap()) {
     s.writer_waiting_ = false;
     s.output_.set();
   }
   if (s.out_done_ && s.queued() == 0) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (s.has_trailers_) {
-      server_connection& c = *s.conn_;
       c.nva_.clear();
       for (http::field x : s.trailers_out_) {
         c.nva_.push_back(make_nv(x.name.data(), x.name.size(), x.value.data(), x.value.size()));
@@ -1049,6 +1070,21 @@ ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, 
   return static_cast<ng_ssize>(n);
 }
 
+// The streamed bytes of every stream together wait for the peer within a bound (4 writes' worth): a peer that
+// opens many streams and no windows makes their handlers wait, not the server's memory grow (CVE-2026-49975). When
+// they fall back under it, the handlers waiting for it go on.
+void server_connection::unqueue(std::size_t n) noexcept {
+  const bool was_full = queued_out_ >= queued_cap();
+  queued_out_ -= std::min(n, queued_out_);
+  if (!was_full || queued_out_ >= queued_cap()) return;
+  for (server_stream* x = live_; x != nullptr; x = x->next_) {
+    if (x->writer_waiting_ && x->queued() < opts_.output_per_stream) {
+      x->writer_waiting_ = false;
+      x->output_.set();
+    }
+  }
+}
+
 void server_connection::resume(server_stream& s) {
   if (!s.deferred_) return;
   s.deferred_ = false;
@@ -1060,6 +1096,7 @@ task<std::error_code> server_connection::start_response(server_stream& s, int st
                                                         std::optional<std::uint64_t> length) {
   if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
   s.responded_ = true;
+  s.streaming_ = true;
   s.discard_ = s.head_.method == http::method::head || bodiless_status(status);
   s.length_ = length;
   if (!submit_head(s, status, f, length, !s.discard_)) co_return make_error_code(tern::error::operation_canceled);
@@ -1071,11 +1108,21 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
   if (s.discard_ || b.size() == 0) co_return std::error_code{};
   // Room first: a handler faster than the peer's windows waits here, up to the write timeout, after which the
   // stream is given up (a peer that opens no window keeps nothing of the server's for longer).
-  while (s.queued() >= opts_.output_per_stream) {
+  while (s.queued() >= opts_.output_per_stream || queued_out_ >= queued_cap()) {
     if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     s.writer_waiting_ = true;
     if (std::error_code ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout)) {
-      if (ec == tern::error::timed_out) reset_stream(s, NGHTTP2_CANCEL);
+      if (ec == tern::error::timed_out) {
+        reset_stream(s, NGHTTP2_CANCEL);
+        // No DATA at all for that long: the peer opens no window for anything the server has for it, and the
+        // connection goes, as one whose socket stops taking bytes goes after the same time. A peer that holds
+        // one stream while others flow loses that stream only.
+        if (!dead_ && clock::now() - data_sent_at_ >= hopts_.write_timeout && !goaway_sent_) {
+          goaway_sent_ = true;
+          (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_NO_ERROR);
+          wake_writer();
+        }
+      }
       co_return ec;
     }
   }
@@ -1086,6 +1133,7 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
     s.out_taken_ = 0;
   }
   s.out_.append(static_cast<const char*>(b.data()), b.size());
+  queued_out_ += b.size();
   resume(s);
   wake_writer();
   co_return std::error_code{};

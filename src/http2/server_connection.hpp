@@ -92,6 +92,7 @@ class server_stream final : public http::detail::exchange {
   std::string_view protocol_;      // :protocol (RFC 8441 extended CONNECT)
   std::size_t header_bytes_ = 0;
   std::size_t pseudo_bytes_ = 0;   // :method and :path, held against the request-line limit
+  std::size_t dropped_ = 0;        // fields past the limits, not kept
   int refused_ = 0;                // the status the head earned (431, 414) instead of its route's answer
   bool in_trailers_ = false;       // the fields now arriving are trailers
   bool has_content_length_ = false;
@@ -122,6 +123,7 @@ class server_stream final : public http::detail::exchange {
   bool deferred_ = false;          // nghttp2 waits for resume_data
   bool writer_waiting_ = false;    // the handler waits for room in out_
   bool responded_ = false;         // a final response has been submitted
+  bool streaming_ = false;         // its body is written piece by piece (counted in queued_out_)
   bool running_ = false;           // its handler has not ended
   bool closed_ = false;            // nghttp2 has closed it
   std::uint32_t close_code_ = 0;
@@ -187,6 +189,8 @@ class server_connection final : public http::stop_listener {
   bool submit_head(server_stream& s, int status, const http::fields& f, std::optional<std::uint64_t> length,
                    bool with_body);
   void resume(server_stream& s);
+  void unqueue(std::size_t n) noexcept;
+  std::size_t queued_cap() const noexcept { return 4 * opts_.write_size; }
   static ng_ssize read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
                            std::uint32_t* flags, nghttp2_data_source* source, void* user);
 
@@ -221,6 +225,7 @@ class server_connection final : public http::stop_listener {
   // Streams to reset once mem_recv or mem_send has returned: NO_ERROR after a response that came before the
   // request's end (RFC 9113 §8.1), REFUSED_STREAM for one beyond the handlers allowed.
   std::vector<std::pair<std::int32_t, std::uint32_t>> resets_;
+  std::size_t queued_out_ = 0;      // streamed response bytes queued by every stream, not yet taken by nghttp2
   std::size_t held_bodies_ = 0;     // whole bodies' bytes consumed and held by the streams (read_whole)
   std::size_t pending_consume_ = 0; // connection window bytes of streams gone, to give back once calls return
   std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names and numbers it refers to
@@ -258,6 +263,7 @@ class server_connection final : public http::stop_listener {
 
   clock::time_point started_;
   clock::time_point idle_since_;
+  clock::time_point data_sent_at_;  // the last DATA frame sent
   std::int32_t max_stream_id_ = 0;  // the highest stream the peer opened
   bool got_frame_ = false;          // the peer's first frame has arrived (header_timeout no longer applies)
   bool stopping_ = false;           // the server stops: GOAWAY, then finish what is in flight

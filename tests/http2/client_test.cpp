@@ -41,46 +41,6 @@ std::string base(const server_thread& s, std::string_view scheme = "http") {
   return std::string(scheme) + "://localhost:" + std::to_string(s.port());
 }
 
-// A process that prints "port N" and serves until its standard input closes (the Python server, nghttpd's
-// wrapper).
-class peer_process {
- public:
-  explicit peer_process(const std::string& command) {
-    int in[2], out[2];
-    EXPECT_EQ(::pipe(in), 0);
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::close(in[1]);
-      ::close(out[0]);
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    stdin_ = in[1];
-    std::string line;
-    char c;
-    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    ::close(out[0]);
-    if (line.starts_with("port ")) port_ = static_cast<std::uint16_t>(std::stoi(line.substr(5)));
-    EXPECT_NE(port_, 0) << "no port from: " << command;
-  }
-  ~peer_process() {
-    ::close(stdin_);
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  std::uint16_t port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  std::uint16_t port_ = 0;
-};
-
 TEST_P(http2_client_test, concurrent_requests_share_one_connection) {
   h2_server srv(GetParam());
   run_bounded(ctx, [](tern::io_context& ctx, h2_server& srv) -> tern::task<void> {

@@ -9,7 +9,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
@@ -456,6 +458,47 @@ class h2_client {
   std::size_t received_bytes_ = 0;
   int session_error_ = 0;
   std::string upgrade_answer_;
+};
+
+// A process that prints "port N" and serves until its standard input closes (the Python server, nghttpd's
+// wrapper).
+class peer_process {
+ public:
+  explicit peer_process(const std::string& command) {
+    int in[2], out[2];
+    EXPECT_EQ(::pipe(in), 0);
+    EXPECT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::close(in[1]);
+      ::close(out[0]);
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    stdin_ = in[1];
+    std::string line;
+    char c;
+    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+    ::close(out[0]);
+    if (line.starts_with("port ")) port_ = static_cast<std::uint16_t>(std::stoi(line.substr(5)));
+    EXPECT_NE(port_, 0) << "no port from: " << command;
+  }
+  ~peer_process() {
+    ::close(stdin_);
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  std::uint16_t port_ = 0;
 };
 
 // Server options with HTTP/2 on (and, for h2 over TLS, a transport made by the test).

@@ -1,7 +1,7 @@
 // peer_server: an http::server with HTTP/2 on, for the peers the tests run as other processes (h2spec, nghttp,
 // h2load, curl, Python's h2). One loop on the backend TERN_BACKEND names.
 //
-//   peer_server [--tls CERT KEY] [--max-streams N] [--window BYTES]
+//   peer_server [--tls CERT KEY] [--max-streams N] [--window BYTES] [--write-timeout MS] [--header-bytes N]
 //
 // Listens on 127.0.0.1 (a free port), prints "port N" once it serves, and shuts down gracefully when its standard
 // input closes. Routes: GET, HEAD and POST / (a short body; POST reads the request's whole), GET /bytes/{n} (n
@@ -78,8 +78,13 @@ int main(int argc, char** argv) {
       h2.max_concurrent_streams = static_cast<std::uint32_t>(std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--window") == 0 && i + 1 < argc) {
       h2.stream_window = static_cast<std::uint32_t>(std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--write-timeout") == 0 && i + 1 < argc) {
+      o.write_timeout = std::chrono::milliseconds(std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--header-bytes") == 0 && i + 1 < argc) {
+      o.limits.max_header_bytes = static_cast<std::size_t>(std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: peer_server [--tls CERT KEY] [--max-streams N] [--window BYTES]\n");
+      std::fprintf(stderr, "usage: peer_server [--tls CERT KEY] [--max-streams N] [--window BYTES] "
+                           "[--write-timeout MS] [--header-bytes N]\n");
       return 2;
     }
   }
