@@ -34,6 +34,7 @@
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/http/error.hpp"
+#include "tern/http/upgrade.hpp"
 #include "tern/net/socket_option.hpp"
 #include "tern/spawn.hpp"
 
@@ -719,7 +720,7 @@ void server_stream::release_fields() noexcept {
   protocol_ = {};
   header_bytes_ = pseudo_bytes_ = dropped_ = 0;
   refused_ = 0;
-  in_trailers_ = has_content_length_ = false;
+  in_trailers_ = has_content_length_ = websocket_ = false;
   if (in_.capacity() > kept_buffer) in_ = std::string();
   in_.clear();
   in_taken_ = unconsumed_ = body_held_ = 0;
@@ -757,6 +758,17 @@ void server_connection::finish_head(server_stream& s) {
       s.has_content_length_ = true;
       h.content_length = n;
     }
+  }
+  // RFC 8441: a WebSocket's extended CONNECT reaches its route as the GET with Upgrade: websocket that HTTP/1.1
+  // would send, so that one handler (and ws::accepted) serves both versions; its 101 goes out as a 200.
+  if (h.method == http::method::connect && s.protocol_ == "websocket") {
+    s.websocket_ = true;
+    h.method = http::method::get;
+    h.method_name = "GET";
+    s.fields_.push_back({"upgrade", "websocket"});
+    s.fields_.push_back({"connection", "upgrade"});
+    h.headers = http::field_list(s.fields_);
+    h.upgrade = true;
   }
   h.framing = s.in_end_ ? http::body_framing::none
               : s.has_content_length_ ? http::body_framing::content_length
@@ -868,7 +880,8 @@ task<void> server_connection::serve_stream(server_stream& s) {
 
 task<void> server_connection::serve_whole(server_stream& s, http::request& req, const http::router::route& route) {
   std::string_view body;
-  if (std::error_code ec = co_await read_whole(s, body)) {
+  // A WebSocket's stream carries its frames, not a body to read before the handler.
+  if (std::error_code ec = s.websocket_ ? std::error_code{} : co_await read_whole(s, body)) {
     if (ec.category() == http::category() && ec != http::error::partial_message) respond_status(s, http::status_of(ec));
     co_return;
   }
@@ -879,10 +892,51 @@ task<void> server_connection::serve_whole(server_stream& s, http::request& req, 
   } catch (...) {
     r = http::response(http::status::internal_server_error, "internal server error\n");
   }
+  if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
+    co_await tunnel(s, r);
+    co_return;
+  }
   if (r.status == http::status::switching_protocols) {
     r = http::response(http::status::internal_server_error, "a 101 is not an HTTP/2 answer\n");
   }
   respond(s, r);
+}
+
+// An HTTP/2 stream as an upgraded connection's transport (RFC 8441): reads take the stream's DATA, writes queue it
+// under flow control, the end of sending is END_STREAM, and closing resets the stream, never the connection.
+class stream_tunnel final : public http::transport {
+ public:
+  stream_tunnel(server_connection& c, server_stream& s) noexcept : c_(c), s_(s) {}
+  task<std::error_code> handshake() override { co_return std::error_code{}; }
+  task<io_result<std::size_t>> read_some(mutable_buffer b) override { return c_.read_body(s_, b); }
+  task<io_result<std::size_t>> write_all(const_buffer b) override {
+    std::error_code ec = co_await c_.write_body(s_, b);
+    co_return io_result<std::size_t>{ec, ec ? 0 : b.size()};
+  }
+  task<std::error_code> shutdown_send() override { return c_.end_body(s_, nullptr); }
+  net::tcp_socket& socket() noexcept override { return c_.secure_ != nullptr ? c_.secure_->socket() : c_.socket_; }
+  void close() noexcept override { c_.reset_stream(s_, NGHTTP2_CANCEL); }
+
+ private:
+  server_connection& c_;
+  server_stream& s_;
+};
+
+// The 101 of a WebSocket handler, over HTTP/2: a 200 with its fields (the HTTP/1.1 ones are not sent), then the
+// stream to the upgrade function, for as long as it runs. When it returns, the stream ends (END_STREAM after what
+// it wrote: the close frame of its close handshake); when it throws, the stream is reset.
+task<void> server_connection::tunnel(server_stream& s, http::response& r) {
+  if (co_await start_response(s, http::status::ok, r.headers, std::nullopt)) co_return;
+  auto upgrade = std::move(r.upgrade);
+  bool failed = false;
+  try {
+    co_await upgrade(http::upgraded_stream(std::make_unique<stream_tunnel>(*this, s)));
+  } catch (...) {
+    failed = true;
+  }
+  if (s.closed_ || s.out_done_) co_return;
+  if (failed) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
+  else (void)co_await end_body(s, nullptr);
 }
 
 task<void> server_connection::serve_streaming(server_stream& s, http::request& req,
@@ -957,13 +1011,17 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
       consume(s, n);
       co_return sized{std::error_code{}, n};
     }
-    if (s.in_total_ > hopts_.limits.max_body) co_return sized{make_error_code(http::error::body_too_large), 0};
+    // A WebSocket's stream keeps the protocol's own time and size limits, not a body's.
+    if (s.in_total_ > hopts_.limits.max_body && !s.websocket_) {
+      co_return sized{make_error_code(http::error::body_too_large), 0};
+    }
     if (s.in_end_) co_return sized{make_error_code(tern::error::eof), 0};
     if (s.closed_ || dead_) co_return sized{make_error_code(tern::error::operation_canceled), 0};
     send_continue(s);
-    if (std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s))) {
-      co_return sized{ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec, 0};
-    }
+    std::error_code ec;
+    if (s.websocket_) ec = co_await s.input_.wait();
+    else ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
+    if (ec) co_return sized{ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec, 0};
   }
 }
 

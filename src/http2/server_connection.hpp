@@ -95,6 +95,7 @@ class server_stream final : public http::detail::exchange {
   std::size_t dropped_ = 0;        // fields past the limits, not kept
   int refused_ = 0;                // the status the head earned (431, 414) instead of its route's answer
   bool in_trailers_ = false;       // the fields now arriving are trailers
+  bool websocket_ = false;         // an extended CONNECT for a WebSocket (RFC 8441): the stream is a tunnel
   bool has_content_length_ = false;
 
   // The request body: bytes received and not yet read (from in_taken_ on), and those nghttp2 has not yet been
@@ -151,6 +152,7 @@ class server_connection final : public http::stop_listener {
  private:
   friend struct callbacks;
   friend class server_stream;
+  friend class stream_tunnel;
 
   bool start();
   bool upgrade_stream();
@@ -182,6 +184,7 @@ class server_connection final : public http::stop_listener {
   task<void> serve_whole(server_stream& s, http::request& req, const http::router::route& route);
   task<void> serve_streaming(server_stream& s, http::request& req, const http::router::route& route);
   task<std::error_code> read_whole(server_stream& s, std::string_view& body);
+  task<void> tunnel(server_stream& s, http::response& r);
   clock::time_point body_deadline(const server_stream& s) const noexcept;
   void send_continue(server_stream& s);
   void respond(server_stream& s, http::response& r);
