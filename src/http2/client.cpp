@@ -15,6 +15,7 @@
 #include <new>
 #include <vector>
 
+#include "memory.hpp"
 #include "nghttp2_api.hpp"
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
@@ -292,7 +293,7 @@ void connection::start() {
   option_ptr option(o);
   nghttp2_option_set_no_auto_window_update(o, 1);
   nghttp2_session* raw = nullptr;
-  if (nghttp2_session_client_new2(&raw, client_callbacks::get(), this, o) != 0) throw std::bad_alloc();
+  if (nghttp2_session_client_new3(&raw, client_callbacks::get(), this, o, pooled_memory()) != 0) throw std::bad_alloc();
   session_.reset(raw);
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},

@@ -26,6 +26,8 @@
 // task has ended.
 #include "server_connection.hpp"
 
+#include "memory.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -45,7 +47,6 @@ using sized = io_result<std::size_t>;
 namespace {
 
 constexpr std::size_t input_buffer_size = 32 * 1024;
-constexpr std::size_t spare_streams = 16;      // streams kept for reuse per connection
 constexpr std::size_t kept_buffer = 64 * 1024;  // a reused stream's buffers keep at most this much memory
 // The misbehaviour budget: spent by frames that cost work and serve no request, regained over time.
 constexpr double budget_max = 1000;
@@ -187,6 +188,10 @@ struct callbacks {
     }
     hold();
     s->fields_.push_back({n, v});
+    // What the request's framing needs, noted as the fields pass (their names arrive lowercase).
+    if (n.size() == 4 && n == "host") s->head_.host = v;
+    else if (n.size() == 14 && n == "content-length") s->content_length_text_ = v;
+    else if (n.size() == 6 && n == "expect") s->expect_continue_ = http::iequals(v, "100-continue");
     return 0;
   }
 
@@ -340,7 +345,7 @@ server_connection::~server_connection() {
 
 bool server_connection::start() {
   nghttp2_session* raw = nullptr;
-  if (nghttp2_session_server_new2(&raw, callbacks::get(), this, option_) != 0) return false;
+  if (nghttp2_session_server_new3(&raw, callbacks::get(), this, option_, pooled_memory()) != 0) return false;
   session_.reset(raw);
   if (upgraded_ != nullptr && !upgrade_stream()) return false;
   std::vector<nghttp2_settings_entry> settings{
@@ -671,8 +676,12 @@ void server_connection::frame_on_gone_stream(std::int32_t id, std::uint8_t type)
 
 server_stream* server_connection::open_stream(std::int32_t id) {
   server_stream* s = spare_;
-  if (s != nullptr) spare_ = s->next_;
-  else s = new server_stream(*this);
+  if (s != nullptr) {
+    spare_ = s->next_;
+    --spare_count_;
+  } else {
+    s = new server_stream(*this);
+  }
   s->id_ = id;
   s->prev_ = nullptr;
   s->next_ = live_;
@@ -699,14 +708,14 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (--live_count_ == 0) idle_since_ = clock::now();
   if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
   s.release_fields();
-  std::size_t spares = 0;
-  for (server_stream* x = spare_; x != nullptr && spares < spare_streams; x = x->next_) ++spares;
-  if (spares >= spare_streams) {
+  // As many kept as may be open at once: a connection at its limit reuses every stream.
+  if (spare_count_ >= opts_.max_concurrent_streams) {
     delete &s;
     return;
   }
   s.next_ = spare_;
   spare_ = &s;
+  ++spare_count_;
 }
 
 void server_stream::release_fields() noexcept {
@@ -718,6 +727,7 @@ void server_stream::release_fields() noexcept {
   head_ = http::request_head{};
   authority_ = {};
   protocol_ = {};
+  content_length_text_ = {};
   header_bytes_ = pseudo_bytes_ = dropped_ = 0;
   refused_ = 0;
   in_trailers_ = has_content_length_ = websocket_ = false;
@@ -746,12 +756,13 @@ void server_connection::finish_head(server_stream& s) {
   h.method = http::method_from(h.method_name);
   h.version = http::http2;
   h.keep_alive = true;
-  const http::field_list given(s.fields_);
   // A handler written for HTTP/1.1 finds the authority where it looks for it (RFC 9113 §8.3.1).
-  if (!given.contains("host") && !s.authority_.empty()) s.fields_.push_back({"host", s.authority_});
+  if (h.host.empty() && !s.authority_.empty()) {
+    s.fields_.push_back({"host", s.authority_});
+    h.host = s.authority_;
+  }
   h.headers = http::field_list(s.fields_);
-  h.host = h.headers.get("host");
-  const std::string_view length = h.headers.get("content-length");
+  const std::string_view length = s.content_length_text_;
   if (!length.empty()) {
     std::uint64_t n = 0;
     if (std::from_chars(length.data(), length.data() + length.size(), n).ec == std::errc{}) {
@@ -773,7 +784,7 @@ void server_connection::finish_head(server_stream& s) {
   h.framing = s.in_end_ ? http::body_framing::none
               : s.has_content_length_ ? http::body_framing::content_length
                                       : http::body_framing::chunked;
-  s.expect_continue_ = !s.in_end_ && http::iequals(h.headers.get("expect"), "100-continue");
+  s.expect_continue_ = s.expect_continue_ && !s.in_end_;
   // Handlers still running count, whether or not their streams are: a peer that resets streams as fast as it
   // opens them (Rapid Reset) gets its new ones refused, never more handlers than max_concurrent_streams.
   if (handlers_ >= opts_.max_concurrent_streams) {

@@ -90,6 +90,7 @@ class server_stream final : public http::detail::exchange {
   http::request_head head_;
   std::string_view authority_;
   std::string_view protocol_;      // :protocol (RFC 8441 extended CONNECT)
+  std::string_view content_length_text_;
   std::size_t header_bytes_ = 0;
   std::size_t pseudo_bytes_ = 0;   // :method and :path, held against the request-line limit
   std::size_t dropped_ = 0;        // fields past the limits, not kept
@@ -223,6 +224,7 @@ class server_connection final : public http::stop_listener {
 
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses
   server_stream* spare_ = nullptr;  // streams kept for reuse
+  std::size_t spare_count_ = 0;
   std::size_t live_count_ = 0;
   std::size_t handlers_ = 0;        // handlers running (a closed stream's included, until it ends)
   // Streams to reset once mem_recv or mem_send has returned: NO_ERROR after a response that came before the
