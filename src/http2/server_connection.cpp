@@ -725,6 +725,10 @@ void server_stream::release_fields() noexcept {
   trailers_.clear();
   trailer_list_ = {};
   head_ = http::request_head{};
+  request_.reset();
+  response_.status = http::status::ok;
+  response_.headers.clear();
+  response_.upgrade = nullptr;
   authority_ = {};
   protocol_ = {};
   content_length_text_ = {};
@@ -877,7 +881,9 @@ task<void> server_connection::serve_stream(server_stream& s) {
     respond_status(s, http::status::content_too_large);
     co_return;
   }
-  http::request req(s.head_, remote_);
+  // The request and the response live in the stream, not in the handler's frames: those stay small enough for
+  // the frame pool (the compiler folds the nested coroutines' frames into one).
+  http::request& req = s.request_.emplace(s.head_, remote_);
   int status = 0;
   std::string allow;
   const http::router::route* route = server_.routes().match(req, status, allow);
@@ -897,7 +903,7 @@ task<void> server_connection::serve_whole(server_stream& s, http::request& req, 
     co_return;
   }
   req.set_body(body);
-  http::response r;
+  http::response& r = s.response_;
   try {
     r = co_await route.whole(req);
   } catch (...) {

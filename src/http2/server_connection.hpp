@@ -88,6 +88,8 @@ class server_stream final : public http::detail::exchange {
   std::vector<http::field> trailers_;
   http::field_list trailer_list_;
   http::request_head head_;
+  std::optional<http::request> request_;  // the handler's view of it
+  http::response response_;               // a whole-body route's answer, until its head is submitted
   std::string_view authority_;
   std::string_view protocol_;      // :protocol (RFC 8441 extended CONNECT)
   std::string_view content_length_text_;
