@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -106,14 +107,19 @@ int main(int argc, char** argv) {
   }
   std::printf("port %u\n", static_cast<unsigned>(server.local_endpoint().value.port()));
   std::fflush(stdout);
-  // The end of standard input (the test is done with the server) stops it.
+  // The end of standard input (the test is done with the server) shuts it down; the shutdown is awaited too, since
+  // run() may return before it has.
+  std::optional<tern::join_handle<void>> stopping;
   std::thread watcher([&] {
     char c;
     while (::read(0, &c, 1) > 0) {
     }
-    ctx.post([&] { tern::spawn(ctx, server.shutdown(std::chrono::seconds(2))).detach(); });
+    ctx.post([&] { stopping.emplace(tern::spawn(ctx, server.shutdown(std::chrono::seconds(2)))); });
   });
-  ctx.block_on(server.run());
+  ctx.block_on([](http::server& server, std::optional<tern::join_handle<void>>& stopping) -> tern::task<void> {
+    co_await server.run();
+    if (stopping) co_await std::move(*stopping);
+  }(server, stopping));
   watcher.join();
   return 0;
 }
