@@ -25,6 +25,11 @@ packages=(
   redis-server redis-tools libhiredis-dev libevent-dev
   libnghttp2-dev nghttp2-client nghttp2-server python3-h2
 )
+# h2spec is built with Go (scripts/build-h2spec.sh; its go.mod asks for Go 1.18): Debian's golang-go (1.19) when no
+# go command is there already.
+if ! command -v go >/dev/null 2>&1; then
+  packages+=(golang-go)
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do
