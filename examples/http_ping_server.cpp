@@ -3,6 +3,8 @@
 //
 //   http_ping_server ADDRESS:PORT [THREADS]
 //
+// HTTP/1.1 and HTTP/2 on the same port: h2c with prior knowledge (h2load, curl --http2-prior-knowledge) or through
+// Upgrade: h2c (curl --http2), the same routes answering both (TERN_HTTP2=0 turns HTTP/2 off, for comparisons).
 // With THREADS (default 1) above one, every worker of a tern::runtime serves the port (SO_REUSEPORT). Prints
 // "listening on ADDRESS:PORT" once it serves; SIGINT or SIGTERM shut it down gracefully (requests in flight are
 // answered, for up to two seconds). GET /metrics answers with the loops' counters in Prometheus's text format
@@ -12,8 +14,9 @@
 // short (scripts/reliability.sh: the hostile-client check); unset, the library's defaults hold:
 //   TERN_HTTP_HEADER_TIMEOUT_MS, TERN_HTTP_IDLE_TIMEOUT_MS, TERN_HTTP_BODY_TIMEOUT_MS, TERN_HTTP_WRITE_TIMEOUT_MS,
 //   TERN_HTTP_MIN_BODY_RATE (bytes per second), TERN_HTTP_MAX_CONNECTIONS, TERN_HTTP_MAX_BODY,
-//   TERN_HTTP_MAX_HEADER_BYTES, TERN_HTTP_MAX_REQUEST_LINE
+//   TERN_HTTP_MAX_HEADER_BYTES, TERN_HTTP_MAX_REQUEST_LINE; and TERN_HTTP2 (1: HTTP/2 on, the default; 0: off)
 #include <tern/http/server.hpp>
+#include <tern/http2/server.hpp>
 #include <tern/tern.hpp>
 
 #include <csignal>
@@ -58,6 +61,7 @@ http::server_options options_from_env() {
   o.limits.max_body = from_env<std::uint64_t>("TERN_HTTP_MAX_BODY", o.limits.max_body);
   o.limits.max_header_bytes = from_env<std::size_t>("TERN_HTTP_MAX_HEADER_BYTES", o.limits.max_header_bytes);
   o.limits.max_request_line = from_env<std::size_t>("TERN_HTTP_MAX_REQUEST_LINE", o.limits.max_request_line);
+  if (from_env<int>("TERN_HTTP2", 1) != 0) o.http2 = tern::http2::server_protocol();
   return o;
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Usage: http_ping_server_test.sh HTTP_PING_SERVER
 # The /ping service with one thread and with two: curl's and Python's requests answered with their own sequence,
-# over keep-alive; malformed JSON, another content type and another path refused with their status; /metrics in
+# over keep-alive, and over HTTP/2 on the same port (curl with prior knowledge and with Upgrade: h2c); malformed JSON, another content type and another path refused with their status; /metrics in
 # Prometheus's format with a series per worker that counted the work; SIGTERM shuts the server down.
 set -eu
 prog=$1
@@ -11,6 +11,11 @@ check() {  # check THREADS
   start_server "$prog" 127.0.0.1:0 "$1"
   got=$(curl -sS -H 'Content-Type: application/json' --data '{"sequence": 42}' "http://$endpoint/ping")
   [ "$got" = '{"sequence":42}' ] || { echo "threads $1: /ping answered '$got'"; exit 1; }
+  for how in --http2-prior-knowledge --http2; do
+    got=$(curl -sS $how -H 'Content-Type: application/json' --data '{"sequence": 7}' -w ' %{http_version}' \
+      "http://$endpoint/ping")
+    [ "$got" = '{"sequence":7} 2' ] || { echo "threads $1: /ping over curl $how answered '$got'"; exit 1; }
+  done
   for body in '{"sequence": -1}' '{"sequence": 1, "x": 2}' '[1]' '{"sequence": 1} x'; do
     code=$(curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' --data "$body" "http://$endpoint/ping")
     [ "$code" = 400 ] || { echo "threads $1: '$body' answered $code"; exit 1; }

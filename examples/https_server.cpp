@@ -1,14 +1,15 @@
 // https_server: the /ping service (ping_service.hpp) over TLS: tern::http's server with tern::tls streams
-// (<tern/http/tls.hpp>).
+// (<tern/http/tls.hpp>), speaking HTTP/2 or HTTP/1.1 as each client's ALPN agrees (tern::http2).
 //
 //   https_server ADDRESS:PORT CERT KEY [THREADS]
 //
 // CERT is a PEM certificate chain (the server's certificate first), KEY its unencrypted PEM key. Every worker of a
-// runtime of THREADS (default 1) serves the port. ALPN offers http/1.1. Prints "listening on ADDRESS:PORT" once
+// runtime of THREADS (default 1) serves the port. ALPN offers h2, then http/1.1. Prints "listening on ADDRESS:PORT" once
 // it serves; SIGINT or SIGTERM shut it down gracefully (requests in flight are answered, for up to two seconds,
 // and every connection ends with close_notify).
 #include <tern/http/server.hpp>
 #include <tern/http/tls.hpp>
+#include <tern/http2/server.hpp>
 #include <tern/tern.hpp>
 #include <tern/tls/context.hpp>
 
@@ -67,12 +68,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "https_server: %s: %s\n", argv[3], ec.message().c_str());
     return 1;
   }
-  if (auto ec = tls_ctx.set_alpn_protocols({"http/1.1"})) {
+  if (auto ec = tls_ctx.set_alpn_protocols({"h2", "http/1.1"})) {
     std::fprintf(stderr, "https_server: ALPN: %s\n", ec.message().c_str());
     return 1;
   }
   http::server_options opts;
   opts.transport = http::tls_server(tls_ctx);
+  opts.http2 = tern::http2::server_protocol();  // for the connections whose ALPN picked h2
 
   tern::io_context main_loop;
   tern::signal_set signals(main_loop, {SIGINT, SIGTERM});  // before the workers start: they inherit the mask

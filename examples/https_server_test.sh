@@ -2,7 +2,7 @@
 # Usage: https_server_test.sh HTTPS_SERVER
 # The /ping service over TLS with one thread and with two, on a self-signed certificate made here for localhost:
 # curl (trusting that certificate) and Python's http.client over ssl get their own sequence back over keep-alive
-# and TLS 1.3 with ALPN http/1.1; curl without the certificate is refused; a missing key file is a clear error;
+# and TLS 1.3 with ALPN http/1.1, and curl over HTTP/2 when its ALPN offers h2; curl without the certificate is refused; a missing key file is a clear error;
 # SIGTERM shuts the server down.
 set -eu
 prog=$1
@@ -23,7 +23,10 @@ check() {  # check THREADS
   url="https://localhost:$port/ping"
   got=$(curl -sS --cacert "$dir/cert.pem" --resolve "localhost:$port:127.0.0.1" -H 'Content-Type: application/json' \
     --data '{"sequence": 42}' -w ' %{http_version}' "$url")
-  [ "$got" = '{"sequence":42} 1.1' ] || { echo "threads $1: /ping answered '$got'"; exit 1; }
+  [ "$got" = '{"sequence":42} 2' ] || { echo "threads $1: /ping answered '$got'"; exit 1; }
+  got=$(curl -sS --http1.1 --cacert "$dir/cert.pem" --resolve "localhost:$port:127.0.0.1" \
+    -H 'Content-Type: application/json' --data '{"sequence": 43}' -w ' %{http_version}' "$url")
+  [ "$got" = '{"sequence":43} 1.1' ] || { echo "threads $1: /ping over HTTP/1.1 answered '$got'"; exit 1; }
   code=$(curl -sS --cacert "$dir/cert.pem" --resolve "localhost:$port:127.0.0.1" -o /dev/null -w '%{http_code}' \
     -H 'Content-Type: application/json' --data '{"sequence": x}' "$url")
   [ "$code" = 400 ] || { echo "threads $1: bad JSON answered $code"; exit 1; }

@@ -82,6 +82,10 @@ struct client_state {
                                                               bool secure);
   std::unique_ptr<client_connection> take_idle(std::string_view key);
   void give_back(std::unique_ptr<client_connection> c);
+  client_session* session_for(std::string_view key) noexcept;
+  static task<io_result<client_exchange>> open_stream(std::shared_ptr<client_state> self, client_session& s, method m,
+                                                      std::string_view target, const fields& headers,
+                                                      std::optional<std::uint64_t> body_length);
 
   // The requests, as coroutines that hold the state rather than a client.
   static task<io_result<client_exchange>> start_exchange(std::shared_ptr<client_state> self, http::scheme s,
@@ -107,6 +111,10 @@ struct client_state {
     std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
   };
   std::unordered_map<std::string, std::vector<std::unique_ptr<client_connection>>, key_hash, std::equal_to<>> idle;
+  // HTTP/2 sessions by the same key (more than one only while a second was being connected).
+  std::unordered_map<std::string, std::vector<std::unique_ptr<client_session>>, key_hash, std::equal_to<>> sessions;
+  // Hosts a connection is being made to that may become a session: set once it is made (or has failed).
+  std::unordered_map<std::string, std::shared_ptr<sync::manual_reset_event>, key_hash, std::equal_to<>> connecting;
   bool closed = false;  // the client object is gone: nothing is pooled any more
 };
 
@@ -216,13 +224,14 @@ std::optional<url> url::parse(std::string_view text) {
 // ---- client_exchange ----
 
 client_exchange::client_exchange(client_exchange&& o) noexcept
-    : client_(std::move(o.client_)), conn_(std::move(o.conn_)) {}
+    : client_(std::move(o.client_)), conn_(std::move(o.conn_)), stream_(std::move(o.stream_)) {}
 
 client_exchange& client_exchange::operator=(client_exchange&& o) noexcept {
   if (this != &o) {
     if (conn_) client_->give_back(std::move(conn_));
     client_ = std::move(o.client_);
     conn_ = std::move(o.conn_);
+    stream_ = std::move(o.stream_);
   }
   return *this;
 }
@@ -231,10 +240,13 @@ client_exchange::~client_exchange() {
   if (conn_) client_->give_back(std::move(conn_));
 }
 
-const response_head& client_exchange::head() const noexcept { return conn_->parser.head(); }
+const response_head& client_exchange::head() const noexcept {
+  return stream_ ? stream_->head() : conn_->parser.head();
+}
 
 task<std::error_code> client_exchange::write(const_buffer b) {
   if (client_->off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
+  if (stream_) co_return co_await stream_->write(b);
   detail::client_connection& c = *conn_;
   const client_options& o = client_->opts;
   if (c.finished || (c.request_length && c.written + b.size() > *c.request_length)) {
@@ -272,6 +284,7 @@ task<std::error_code> client_exchange::write(const_buffer b) {
 
 task<std::error_code> client_exchange::finish() {
   if (client_->off_loop()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
+  if (stream_) co_return co_await stream_->finish();
   detail::client_connection& c = *conn_;
   const client_options& o = client_->opts;
   if (c.finished || (c.request_length && c.written != *c.request_length)) {
@@ -366,6 +379,7 @@ task<std::error_code> client_exchange::finish() {
 
 task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
   if (client_->off_loop()) [[unlikely]] co_return sized{make_error_code(tern::error::wrong_loop), 0};
+  if (stream_) co_return co_await stream_->read_some(b);
   detail::client_connection& c = *conn_;
   const client_options& o = client_->opts;
   if (!c.have_head) co_return sized{std::make_error_code(std::errc::invalid_argument), 0};
@@ -449,6 +463,27 @@ task<io_result<std::size_t>> client_exchange::read_some(mutable_buffer b) {
 // ---- the shared state ----
 
 namespace detail {
+
+// A session to the key's host that takes new requests; the ones that no longer do are dropped (their streams
+// still running keep what they need).
+client_session* client_state::session_for(std::string_view key) noexcept {
+  auto it = sessions.find(key);
+  if (it == sessions.end()) return nullptr;
+  auto& list = it->second;
+  std::erase_if(list, [](const std::unique_ptr<client_session>& s) { return !s->usable(); });
+  return list.empty() ? nullptr : list.front().get();
+}
+
+task<io_result<client_exchange>> client_state::open_stream(std::shared_ptr<client_state> self, client_session& s,
+                                                           method m, std::string_view target, const fields& headers,
+                                                           std::optional<std::uint64_t> body_length) {
+  auto [ec, stream] = co_await s.open(m, target, headers, body_length);
+  if (ec) co_return io_result<client_exchange>{ec, {}};
+  client_exchange ex;
+  ex.client_ = std::move(self);
+  ex.stream_ = std::move(stream);
+  co_return io_result<client_exchange>{std::error_code{}, std::move(ex)};
+}
 
 std::unique_ptr<client_connection> client_state::take_idle(std::string_view key) {
   auto it = idle.find(key);
@@ -557,11 +592,51 @@ task<io_result<client_exchange>> client_state::start_exchange(std::shared_ptr<cl
   if (name.empty() || target.empty() || target.find_first_of(" \r\n") != std::string_view::npos) {
     co_return result{std::make_error_code(std::errc::invalid_argument), {}};
   }
-  std::unique_ptr<detail::client_connection> conn = state->take_idle(pool_key(host, port, secure).view());
+  const pool_key key(host, port, secure);
+  // A connection to this host that may become its HTTP/2 session is being made: wait for it rather than make
+  // another (the requests of a burst share it once its handshake has told).
+  for (auto it = state->connecting.find(key.view()); it != state->connecting.end();
+       it = state->connecting.find(key.view())) {
+    const std::shared_ptr<sync::manual_reset_event> made = it->second;
+    if (std::error_code wec = co_await made->wait()) co_return result{wec, {}};
+  }
+  if (client_session* session = state->session_for(key.view())) {
+    co_return co_await open_stream(std::move(state), *session, m, target, headers, body_length);
+  }
+  std::unique_ptr<detail::client_connection> conn = state->take_idle(key.view());
   if (!conn) {
+    // Marked while it connects (when it may turn out HTTP/2), and unmarked however the connecting ends.
+    struct connecting_mark {
+      client_state* c = nullptr;
+      std::string key;
+      ~connecting_mark() {
+        if (c == nullptr) return;
+        auto it = c->connecting.find(key);
+        it->second->set();
+        c->connecting.erase(it);
+      }
+    } mark;
+    const client_options& o = state->opts;
+    if (o.http2 && (secure || o.http2_prior_knowledge)) {
+      mark.c = state.get();
+      mark.key = std::string(key.view());
+      state->connecting.emplace(mark.key, std::make_shared<sync::manual_reset_event>());
+    }
     auto [ec, fresh] = co_await state->connect(host, port, secure);
     if (ec) co_return result{ec, {}};
     conn = std::move(fresh);
+    // A new connection speaks HTTP/2 when its handshake agreed on it, or by prior knowledge: it becomes the host's
+    // session, and this request its first stream.
+    const bool h2 =
+        o.http2 && (conn->secure ? conn->secure->application_protocol() == "h2" : o.http2_prior_knowledge);
+    if (h2) {
+      client_handover h{std::move(conn->socket), std::move(conn->secure), conn->host_field, o.user_agent,
+                        o.limits, o.response_timeout, o.read_timeout, o.write_timeout};
+      auto& list = state->sessions[std::string(key.view())];
+      list.push_back(o.http2->start(std::move(h)));
+      client_session& session = *list.back();
+      co_return co_await open_stream(std::move(state), session, m, target, headers, body_length);
+    }
   }
   detail::client_connection& c = *conn;
   c.parser.reset();
@@ -613,10 +688,13 @@ task<io_result<response>> client_state::send_request(std::shared_ptr<client_stat
   for (int attempt = 0;; ++attempt) {
     auto [ec, ex] = co_await start_exchange(state, s, host, port, req.method, req.target, req.headers,
                                             req.body.size());
+    // A request an HTTP/2 server did not process (its connection's GOAWAY): again, on a new connection.
+    if (ec == error::unprocessed && attempt < 3) continue;
     if (ec) co_return result{ec, {}};
-    const bool reused = ex.conn_->reused;
+    const bool reused = ex.conn_ && ex.conn_->reused;
     ec = co_await ex.write(const_buffer(req.body.data(), req.body.size()));
     if (!ec) ec = co_await ex.finish();
+    if (ec == error::unprocessed && attempt < 3) continue;
     if (ec) {
       // A pooled connection the server closed in the meantime: once more on a new one, when that is safe.
       const bool stale = reused && ex.conn_->received == 0 && ec != tern::error::timed_out &&
@@ -643,6 +721,7 @@ client::client(io_context& ctx, client_options opts)
 client::~client() {
   state_->closed = true;
   state_->idle.clear();
+  state_->sessions.clear();
 }
 
 const client_options& client::options() const noexcept { return state_->opts; }
@@ -653,7 +732,10 @@ std::size_t client::idle_connections() const noexcept {
   return n;
 }
 
-void client::close_idle() noexcept { state_->idle.clear(); }
+void client::close_idle() noexcept {
+  state_->idle.clear();
+  state_->sessions.clear();
+}
 
 task<io_result<client_exchange>> client::exchange(http::scheme s, std::string_view host, std::uint16_t port, method m,
                                                   std::string_view target, const fields& headers,

@@ -26,7 +26,7 @@ namespace tern::http::detail {
 void write_head(std::string& out, const server_options& opts, int status, const fields& f,
                 std::optional<std::uint64_t> body_size, bool chunked, bool close, version v);
 
-class connection {
+class connection final : public exchange {
  public:
   connection(server& s, net::tcp_socket socket, const net::endpoint& remote);
   connection(const connection&) = delete;
@@ -42,16 +42,21 @@ class connection {
 
   // The streaming form's side (stream.hpp). Each refuses a call from another loop than the server's with
   // tern::error::wrong_loop before it touches the connection.
-  task<io_result<std::size_t>> read_body_some(mutable_buffer b);
-  bool body_done() const noexcept { return body_left_ == 0 && (framing_ != body_framing::chunked || chunked_.done()); }
-  std::optional<std::uint64_t> body_length() const noexcept;
-  task<std::error_code> send_head(response_stream& s, int status, const fields& f, std::optional<std::uint64_t> length);
-  task<std::error_code> send_body(response_stream& s, const_buffer b);
-  task<std::error_code> send_end(response_stream& s);
+  task<io_result<std::size_t>> read_body_some(mutable_buffer b) override;
+  bool body_done() const noexcept override {
+    return body_left_ == 0 && (framing_ != body_framing::chunked || chunked_.done());
+  }
+  std::optional<std::uint64_t> body_length() const noexcept override;
+  const field_list& body_trailers() const noexcept override { return no_trailers_; }
+  task<std::error_code> send_head(response_stream& s, int status, const fields& f,
+                                  std::optional<std::uint64_t> length) override;
+  task<std::error_code> send_body(response_stream& s, const_buffer b) override;
+  task<std::error_code> send_end(response_stream& s, const fields* trailers) override;
 
   connection* prev_ = nullptr;  // in the server's list
   connection* next_ = nullptr;
   bool idle_ = false;           // waiting for a request's first byte, nothing to write
+  stop_listener* taken_ = nullptr;  // the protocol serving the connection after a hand-over (protocol.hpp)
 
  private:
   task<std::error_code> read_head();
@@ -62,6 +67,11 @@ class connection {
   task<bool> run_stream(const router::route& route, request& req, bool close);
   task<void> hand_over(response& r);
   bool on_loop() const noexcept { return server_->context().running_here(); }
+  // HTTP/2 (server_options::http2): the connection preface seen, an Upgrade: h2c asked for, the hand-over.
+  bool http2_preface() const noexcept;
+  bool h2c_requested(const request_head& h) const noexcept;
+  task<void> upgrade_h2c();
+  task<void> take_over(const request_head* upgraded, std::string_view body, std::string_view settings);
   bool make_room();
   void keep_room_after_head();
   std::size_t max_capacity() const noexcept;
@@ -97,6 +107,7 @@ class connection {
   version version_ = http11;
   bool head_only_ = false;
   bool close_ = false;
+  field_list no_trailers_;
 };
 
 }  // namespace tern::http::detail

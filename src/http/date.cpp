@@ -60,3 +60,9 @@ std::string_view http_date_now() noexcept {
 }
 
 }  // namespace tern::http::detail
+
+namespace tern::http {
+
+std::string_view date_now() noexcept { return detail::http_date_now(); }
+
+}  // namespace tern::http

@@ -40,6 +40,8 @@ std::string error_category_impl::message(int value) const {
     case error::header_timeout: return "the header section did not arrive in time";
     case error::body_timeout: return "the body arrived slower than the minimum rate";
     case error::partial_message: return "the connection ended inside a message";
+    case error::unprocessed: return "the server did not process the request";
+    case error::stream_reset: return "the server reset the request's stream";
   }
   return "unknown HTTP error";
 }
@@ -55,7 +57,8 @@ std::error_condition error_category_impl::default_error_condition(int value) con
     case error::unsupported_expectation: return std::errc::not_supported;
     case error::header_timeout:
     case error::body_timeout: return std::errc::timed_out;
-    case error::partial_message: return {value, *this};
+    case error::partial_message:
+    case error::unprocessed: return {value, *this};
     default: return std::errc::protocol_error;
   }
 }

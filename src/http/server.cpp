@@ -344,7 +344,45 @@ task<void> connection::hand_over(response& r) {
   if (!on_loop()) co_await resume_on{server_->context()};  // the connection leaves its server on its loop
 }
 
+// The HTTP/2 connection preface, where the HTTP/1.1 parser refused the first request for its version 2.0.
+bool connection::http2_preface() const noexcept {
+  return requests_ == 0 && server_->opts_.http2 && !secure_ &&
+         std::string_view(buffer_.get() + begin_, end_ - begin_).starts_with("PRI * HTTP/2.0\r\n\r\n");
+}
+
+// RFC 7540 §3.2: cleartext only, with exactly one HTTP2-Settings.
+bool connection::h2c_requested(const request_head& h) const noexcept {
+  return h.upgrade && server_->opts_.http2 && !secure_ && h.version == http11 &&
+         list_contains(h.headers.get("upgrade"), "h2c") && h.headers.count("http2-settings") == 1;
+}
+
+// The request's body is read whole first (the client sends it before any HTTP/2 frame), then the 101; the request
+// becomes stream 1 of the HTTP/2 connection, answered there.
+task<void> connection::upgrade_h2c() {
+  const request_head& h = parser_.head();
+  std::string_view body;
+  if (std::error_code ec = co_await read_body(body)) {
+    if (ec.category() == http::category() && ec != error::partial_message) answer_error(status_of(ec), ec.message());
+    co_return;
+  }
+  out_.append("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n");
+  if (co_await flush()) co_return;
+  co_await take_over(&h, body, h.headers.get("http2-settings"));
+}
+
+// Hands the connection to server_options::http2 with the bytes read and not used. The request head and body of an
+// upgrade stay where they are (pinned in the buffer, or in body_) for as long as the protocol serves.
+task<void> connection::take_over(const request_head* upgraded, std::string_view body, std::string_view settings) {
+  const std::string_view received(buffer_.get() + begin_, end_ - begin_);
+  begin_ = end_;
+  handover h{*server_, secure_ ? secure_->socket() : socket_, secure_.get(), remote_, received, upgraded, body,
+             settings, &taken_};
+  co_await server_->opts_.http2->serve(h);
+  taken_ = nullptr;
+}
+
 task<void> connection::run() {
+  bool taken = false;  // served by server_options::http2 instead (ALPN "h2")
   if (secure_) {
     // The handshake is the start of the first request: the header timeout covers it (a client that connects and
     // says nothing is dropped as a slow one is), and stop() cuts a connection still in it, as it cuts idle ones.
@@ -355,10 +393,19 @@ task<void> connection::run() {
       secure_->socket().close();
       co_return;
     }
+    taken = server_->opts_.http2 && secure_->application_protocol() == "h2";
+    if (taken) co_await take_over(nullptr, {}, {});
   }
-  for (;;) {
+  while (!taken) {
     std::error_code ec = co_await read_head();
     if (ec) {
+      if (ec == error::version_not_supported && http2_preface()) {
+        co_await take_over(nullptr, {}, {});
+        break;
+      }
+      // With HTTP/2 on a cleartext port, a first line that is no HTTP version at all may be a broken HTTP/2
+      // preface: the connection is closed without an answer, as HTTP/2 asks (RFC 9113 §3.4), not answered 400.
+      if (ec == error::bad_version && requests_ == 0 && server_->opts_.http2 && !secure_) break;
       if (ec.category() == http::category()) answer_error(status_of(ec), ec.message());
       break;
     }
@@ -367,6 +414,10 @@ task<void> connection::run() {
     pinned_ = begin_;  // the head stays put: the handler's views point into it
     if (parser_.head().framing == body_framing::chunked) keep_room_after_head();
     const request_head& h = parser_.head();
+    if (h2c_requested(h)) {
+      co_await upgrade_h2c();
+      break;
+    }
     request req(h, remote_);
     int status = 0;
     std::string allow;
@@ -561,13 +612,25 @@ task<std::error_code> connection::send_body(response_stream& s, const_buffer b) 
   co_return ec;
 }
 
-task<std::error_code> connection::send_end(response_stream& s) {
+task<std::error_code> connection::send_end(response_stream& s, const fields* trailers) {
   if (!on_loop()) co_return make_error_code(tern::error::wrong_loop);
   if (!s.started_ || s.finished_ || (s.length_ && s.written_ != *s.length_)) {
     co_return std::make_error_code(std::errc::invalid_argument);
   }
   s.finished_ = true;
-  if (s.chunked_) out_.append("0\r\n\r\n");
+  if (s.chunked_) {
+    out_.append("0\r\n");
+    if (trailers != nullptr) {
+      for (field x : *trailers) {
+        if (is_framing_field(x.name) || iequals(x.name, "connection")) continue;
+        out_.append(x.name);
+        out_.append(": ");
+        out_.append(x.value);
+        out_.append("\r\n");
+      }
+    }
+    out_.append("\r\n");
+  }
   std::error_code ec = co_await flush();
   if (ec) s.failed_ = true;
   co_return ec;
@@ -611,35 +674,6 @@ task<bool> connection::run_stream(const router::route& route, request& req, bool
 }
 
 }  // namespace detail
-
-// ---- body_reader, response_stream ----
-
-task<io_result<std::size_t>> body_reader::read_some(mutable_buffer b) { return conn_->read_body_some(b); }
-
-task<std::error_code> body_reader::read_all(std::string& out, std::size_t max) {
-  for (;;) {
-    const std::size_t start = out.size();
-    const std::size_t room = std::max<std::size_t>(4096, start);
-    out.resize(start + room);
-    auto [ec, n] = co_await conn_->read_body_some(mutable_buffer(out.data() + start, room));
-    out.resize(start + n);
-    if (ec == tern::error::eof) co_return std::error_code{};
-    if (ec) co_return ec;
-    if (out.size() > max) co_return make_error_code(error::body_too_large);
-  }
-}
-
-bool body_reader::done() const noexcept { return conn_->body_done(); }
-
-std::optional<std::uint64_t> body_reader::length() const noexcept { return conn_->body_length(); }
-
-task<std::error_code> response_stream::start(int status, const fields& f, std::optional<std::uint64_t> length) {
-  return conn_->send_head(*this, status, f, length);
-}
-
-task<std::error_code> response_stream::write(const_buffer b) { return conn_->send_body(*this, b); }
-
-task<std::error_code> response_stream::finish() { return conn_->send_end(*this); }
 
 // ---- server ----
 
@@ -780,7 +814,8 @@ void server::stop() noexcept {
   // still on the wire, or taken by a read whose completion the loop has not handled, is still cut; HTTP lets the
   // client retry it, as it would after any keep-alive close.
   for (detail::connection* c = head_; c != nullptr; c = c->next_) {
-    if (c->idle_ && !c->input_waiting()) c->cut();
+    if (c->taken_ != nullptr) c->taken_->server_stopping();
+    else if (c->idle_ && !c->input_waiting()) c->cut();
   }
 }
 

@@ -10,13 +10,19 @@ namespace tern::http {
 upgraded_stream::upgraded_stream(net::tcp_socket socket, std::unique_ptr<transport> secure, std::string buffered)
     : socket_(std::move(socket)), secure_(std::move(secure)), buffered_(std::move(buffered)) {}
 
+upgraded_stream::upgraded_stream(std::unique_ptr<transport> tunnel)
+    : socket_(tunnel->socket().context()), secure_(std::move(tunnel)) {}
+
 upgraded_stream::upgraded_stream(upgraded_stream&&) noexcept = default;
 upgraded_stream& upgraded_stream::operator=(upgraded_stream&&) noexcept = default;
 upgraded_stream::~upgraded_stream() = default;
 
 net::tcp_socket& upgraded_stream::socket() noexcept { return secure_ ? secure_->socket() : socket_; }
 
-void upgraded_stream::close() noexcept { socket().close(); }
+void upgraded_stream::close() noexcept {
+  if (secure_) secure_->close();
+  else socket_.close();
+}
 
 task<io_result<std::size_t>> upgraded_stream::read_some(mutable_buffer b) {
   if (taken_ < buffered_.size()) {

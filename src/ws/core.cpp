@@ -208,14 +208,17 @@ std::error_code core::refuse(int status, error why) {
 
 std::error_code core::answer_request(const http::request_head& head, const accept_options& o) {
   const http::field_list& h = head.headers;
-  if (head.method != http::method::get || head.version.major != 1 || head.version.minor < 1 ||
+  // Over HTTP/2 (RFC 8441) the server presents an extended CONNECT with :protocol websocket as this GET with
+  // Upgrade: websocket; there is no key and no Sec-WebSocket-Accept (the stream itself is the agreement).
+  const bool h2 = head.version.major == 2;
+  if (head.method != http::method::get || (!h2 && (head.version.major != 1 || head.version.minor < 1)) ||
       !http::list_contains(h.get("connection"), "upgrade") || !http::list_contains(h.get("upgrade"), "websocket")) {
     return refuse(400, error::not_upgrade);
   }
   if (trim(h.get("sec-websocket-version")) != "13") return refuse(426, error::bad_version);
   unsigned char key[18];
   const std::string_view key_text = trim(h.get("sec-websocket-key"));
-  if (h.count("sec-websocket-key") != 1 || base64_decode(key_text, key, sizeof key) != 16) {
+  if (!h2 && (h.count("sec-websocket-key") != 1 || base64_decode(key_text, key, sizeof key) != 16)) {
     return refuse(400, error::bad_key);
   }
   // Subprotocol: the client's first that the server speaks.
@@ -245,11 +248,13 @@ std::error_code core::answer_request(const http::request_head& head, const accep
       });
     }
   }
-  const auto accept = accept_value(key_text);
   out_size_ = 0;
-  bool ok = append("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                   "Sec-WebSocket-Accept: ") &&
-            append(std::string_view(accept.data(), accept.size())) && append("\r\n");
+  bool ok = append("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n");
+  if (!h2) {
+    const auto accept = accept_value(key_text);
+    ok = ok && append("Sec-WebSocket-Accept: ") && append(std::string_view(accept.data(), accept.size())) &&
+         append("\r\n");
+  }
   if (!chosen.empty()) ok = ok && append("Sec-WebSocket-Protocol: ") && append(chosen) && append("\r\n");
   if (agreed) {
     const deflate_options& d = opts_.deflate;

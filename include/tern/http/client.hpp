@@ -1,6 +1,7 @@
 // tern/http/client.hpp
 //
-// http::client: HTTP/1.1 requests from one loop, over a pool of kept-alive connections per host and port.
+// http::client: HTTP/1.1 requests from one loop, over a pool of kept-alive connections per host and port (and
+// HTTP/2, multiplexed, with client_options::http2).
 //
 //   http::client c(ctx);
 //   auto [ec, r] = co_await c.get("http://127.0.0.1:8080/items/7");
@@ -29,6 +30,10 @@
 // An operation copies what it is given (URL, host, target, content type, fields), so a request task may be
 // kept and awaited later.
 //
+// With client_options::http2 (tern::http2), a host that speaks HTTP/2 gets one connection, shared by every request
+// to it at once (as many as the server's max concurrent streams; more wait their turn); a request the server did
+// not process (beyond a GOAWAY's last stream, or refused) is sent again on a new connection, whatever its method.
+//
 // https:// URLs (and scheme::https) go through client_options::tls, which wraps each new connection: with
 // <tern/http/tls.hpp>, http::tls_client(ctx) does it with tern::tls (the host name sent in SNI and checked against
 // the server's certificate, sessions resumed per host). Its handshake is part of connecting (connect_timeout);
@@ -53,12 +58,14 @@
 #include "tern/http/fields.hpp"
 #include "tern/http/message.hpp"
 #include "tern/http/parser.hpp"
+#include "tern/http/protocol.hpp"
 #include "tern/http/response.hpp"
 #include "tern/http/transport.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/net/resolver.hpp"
 #include "tern/net/tcp.hpp"
+#include "tern/sync/event.hpp"
 #include "tern/task.hpp"
 #include "tern/timer.hpp"
 
@@ -74,6 +81,11 @@ struct client_options {
   parser_limits limits{8 * 1024, 64 * 1024, 100, 64 * 1024 * 1024};  // a response's head and body
   std::string user_agent = "tern";                     // the User-Agent field ("" sends none)
   client_transport tls;                                // wraps https connections (http::tls_client)
+  // HTTP/2 (http2::client_protocol() from <tern/http2/client.hpp>): an https connection whose ALPN agrees on "h2"
+  // (the tls context offers {"h2", "http/1.1"}) carries every request to its host at once; HTTP/1.1 stays the
+  // fallback. With http2_prior_knowledge, http:// connections speak HTTP/2 from the start (h2c).
+  std::shared_ptr<const client_protocol> http2;
+  bool http2_prior_knowledge = false;
 };
 
 enum class scheme { http, https };
@@ -128,6 +140,7 @@ class client_exchange {
   friend struct detail::client_state;
   std::shared_ptr<detail::client_state> client_;  // the pool the connection goes back to, and the options
   std::unique_ptr<detail::client_connection> conn_;
+  std::unique_ptr<client_stream> stream_;  // instead, over HTTP/2
 };
 
 class client {

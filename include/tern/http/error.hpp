@@ -31,6 +31,8 @@
 // | header_timeout, body_timeout         | 408    | timed_out          |
 // | bad_status_line, bad_response        | (client side)  | protocol_error |
 // | partial_message                      | (the peer closed inside a message) | (none) |
+// | unprocessed (safe to send again)     | (client side, HTTP/2)  | (none)   |
+// | stream_reset                         | (client side, HTTP/2)  | protocol_error |
 //
 // partial_message also compares equal to tern::condition::end_of_stream (tern/error.hpp), with tern::error::eof and
 // the other libraries' ends of a stream.
@@ -75,6 +77,8 @@ enum class error {
   header_timeout,                  // the header section did not arrive in time
   body_timeout,                    // the body arrived slower than the server's minimum rate
   partial_message,                 // the connection ended inside a message
+  unprocessed,                     // the server did not process the request (HTTP/2 GOAWAY, REFUSED_STREAM)
+  stream_reset,                    // the server reset the request's stream (HTTP/2 RST_STREAM)
 };
 
 namespace detail {

@@ -56,11 +56,15 @@ inline constexpr int http_version_not_supported = 505;
 // The reason phrase of RFC 9110 for a status ("OK", "Not Found"); "" for a code it does not name.
 std::string_view reason_phrase(int status) noexcept;
 
+// Now as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the Date field's value; formatted once a second per
+// thread, and valid until the calling thread's next call.
+std::string_view date_now() noexcept;
+
 // Whether a response with this status to a request with this method has no body whatever its headers say
 // (RFC 9112 §6.3: HEAD, 1xx, 204, 304; a 2xx to CONNECT).
 bool has_no_body(method request_method, int status) noexcept;
 
-// HTTP/1.0 or HTTP/1.1 (a later 1.x is handled as 1.1, RFC 9112 §2.3).
+// HTTP/1.0 or HTTP/1.1 (a later 1.x is handled as 1.1, RFC 9112 §2.3), or HTTP/2 (a request served by tern::http2).
 struct version {
   std::uint8_t major = 1;
   std::uint8_t minor = 1;
@@ -68,6 +72,7 @@ struct version {
 };
 inline constexpr version http10{1, 0};
 inline constexpr version http11{1, 1};
+inline constexpr version http2{2, 0};
 
 // How the body of a message is delimited (RFC 9112 §6.3).
 enum class body_framing : std::uint8_t {

@@ -1,6 +1,7 @@
 // tern/http/server.hpp
 //
-// http::server: an HTTP/1.1 server on one loop; http::serve runs one on every worker of a runtime.
+// http::server: an HTTP/1.1 server on one loop (and HTTP/2 with server_options::http2); http::serve runs one on every
+// worker of a runtime.
 //
 //   http::router routes;
 //   routes.get("/hello/{name}", [](http::request& r) -> tern::task<http::response> {
@@ -45,6 +46,7 @@
 #include "tern/buffer.hpp"
 #include "tern/cancel.hpp"
 #include "tern/http/parser.hpp"
+#include "tern/http/protocol.hpp"
 #include "tern/http/response.hpp"
 #include "tern/http/router.hpp"
 #include "tern/http/transport.hpp"
@@ -73,6 +75,9 @@ struct server_options {
   // Wraps each accepted connection (HTTPS: http::tls_server from <tern/http/tls.hpp>). Its handshake must end
   // within header_timeout. Empty: plain TCP.
   server_transport transport;
+  // HTTP/2 on the same port (http2::server_protocol() from <tern/http2/server.hpp>): over TLS when ALPN agrees on
+  // "h2", in clear on the connection preface or an Upgrade: h2c (protocol.hpp). Empty: HTTP/1.1 only.
+  std::shared_ptr<const connection_protocol> http2;
 };
 
 namespace detail {
@@ -105,6 +110,10 @@ class server {
 
   // Connections open now.
   std::size_t connections() const noexcept { return open_; }
+  // The routes it answers with.
+  const router& routes() const noexcept { return *routes_; }
+  // stop() or shutdown() has been called.
+  bool stopping() const noexcept { return stopping_; }
   const server_options& options() const noexcept { return opts_; }
   io_context& context() const noexcept { return *ctx_; }
 

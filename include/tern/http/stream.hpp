@@ -26,6 +26,13 @@
 // loop's: awaited on another loop (a handler that moved with runtime::switch_to), they refuse with
 // tern::error::wrong_loop and change nothing; switch back first.
 //
+// Over HTTP/2 (tern::http2) the same handler reads the request's DATA and writes the response's: the body reader's
+// pace opens the stream's flow-control window (a handler that stops reading stops the peer), the response has a
+// content-length when start() is given one, and a handler that started but did not finish() has its stream reset
+// (RST_STREAM) instead of its connection closed. Trailer fields go both ways there: body_reader::trailers() once
+// the body has been read, response_stream::finish(trailers). Over HTTP/1.1, a chunked response carries its trailers
+// in its last chunk (dropped otherwise), and a chunked request's trailers are read and dropped.
+//
 // Lifetimes: the buffers given to read_some and write, and the fields given to start(), are read in place when the
 // operation runs: await each operation at once (a temporary inside the awaited expression lives long enough).
 #pragma once
@@ -43,9 +50,32 @@
 
 namespace tern::http {
 
+class body_reader;
+class response_stream;
+
 namespace detail {
 class connection;
-}
+
+// What body_reader and response_stream work through: an HTTP/1.1 connection, or an HTTP/2 stream.
+class exchange {
+ public:
+  virtual task<io_result<std::size_t>> read_body_some(mutable_buffer b) = 0;
+  virtual bool body_done() const noexcept = 0;
+  virtual std::optional<std::uint64_t> body_length() const noexcept = 0;
+  virtual const field_list& body_trailers() const noexcept = 0;
+  virtual task<std::error_code> send_head(response_stream& s, int status, const fields& f,
+                                          std::optional<std::uint64_t> length) = 0;
+  virtual task<std::error_code> send_body(response_stream& s, const_buffer b) = 0;
+  // trailers: null for none.
+  virtual task<std::error_code> send_end(response_stream& s, const fields* trailers) = 0;
+
+ protected:
+  ~exchange() = default;
+  // For the implementations: the response_stream's state as the handler sees it.
+  static void mark_started(response_stream& s) noexcept;
+  static void mark_finished(response_stream& s) noexcept;
+};
+}  // namespace detail
 
 class body_reader {
  public:
@@ -58,11 +88,13 @@ class body_reader {
   bool done() const noexcept;
   // The body's length when the request gave it (Content-Length); none for a chunked body.
   std::optional<std::uint64_t> length() const noexcept;
+  // The request's trailer fields, once read_some has reported eof (HTTP/2; empty over HTTP/1.1).
+  const field_list& trailers() const noexcept;
 
-  explicit body_reader(detail::connection& c) noexcept : conn_(&c) {}
+  explicit body_reader(detail::exchange& c) noexcept : conn_(&c) {}
 
  private:
-  detail::connection* conn_;
+  detail::exchange* conn_;
 };
 
 class response_stream {
@@ -75,14 +107,18 @@ class response_stream {
   task<std::error_code> write(const_buffer b);
   // Awaitable: ends the body (the last chunk of a chunked one). Refused when a declared length was not reached.
   task<std::error_code> finish();
+  // Awaitable: ends the body with trailer fields (HTTP/2: a HEADERS frame after the DATA; HTTP/1.1: in the last
+  // chunk of a chunked body, and dropped otherwise).
+  task<std::error_code> finish(const fields& trailers);
   bool started() const noexcept { return started_; }
   bool finished() const noexcept { return finished_; }
 
-  explicit response_stream(detail::connection& c) noexcept : conn_(&c) {}
+  explicit response_stream(detail::exchange& c) noexcept : conn_(&c) {}
 
  private:
   friend class detail::connection;
-  detail::connection* conn_;
+  friend class detail::exchange;
+  detail::exchange* conn_;
   bool started_ = false;
   bool finished_ = false;
   bool chunked_ = false;
@@ -91,5 +127,10 @@ class response_stream {
   std::optional<std::uint64_t> length_;
   std::uint64_t written_ = 0;
 };
+
+namespace detail {
+inline void exchange::mark_started(response_stream& s) noexcept { s.started_ = true; }
+inline void exchange::mark_finished(response_stream& s) noexcept { s.finished_ = true; }
+}  // namespace detail
 
 }  // namespace tern::http

@@ -14,9 +14,10 @@
 //   http::client c(ctx, co);
 //   auto [ec, r] = co_await c.get("https://example.com/");
 //
-// The contexts are used as given: ALPN, if wanted, is the context's ({"http/1.1"}: tern::http speaks HTTP/1.1
-// only). The client keeps each host's last TLS session and offers it on the next connection to that host (an
-// abbreviated handshake where the server agrees).
+// The contexts are used as given: ALPN, if wanted, is the context's: {"h2", "http/1.1"} on a server that also
+// speaks HTTP/2 (server_options::http2, <tern/http2/server.hpp>), which then serves each connection in the protocol
+// its handshake agreed on. The client keeps each host's last TLS session and offers it on the next connection to
+// that host (an abbreviated handshake where the server agrees).
 #pragma once
 
 #include <cstdint>
@@ -83,6 +84,7 @@ class tls_transport final : public transport {
   task<io_result<std::size_t>> write_all(const_buffer b) override { return stream_.write_all(b); }
   task<std::error_code> shutdown_send() override { return stream_.shutdown_send(); }
   net::tcp_socket& socket() noexcept override { return stream_.next_layer(); }
+  std::string_view application_protocol() const noexcept override { return stream_.alpn_protocol(); }
 
   tls::stream<net::tcp_socket>& stream() noexcept { return stream_; }
 

@@ -38,6 +38,10 @@ class transport {
   virtual task<std::error_code> shutdown_send() = 0;
   // The TCP socket underneath.
   virtual net::tcp_socket& socket() noexcept = 0;
+  // The application protocol the handshake agreed on (TLS: ALPN, "h2" or "http/1.1"), or "".
+  virtual std::string_view application_protocol() const noexcept { return {}; }
+  // Ends the transport under whatever is pending (TLS: closes the socket; an HTTP/2 stream: resets the stream).
+  virtual void close() noexcept { socket().close(); }
 };
 
 // A server's: wraps an accepted socket.

@@ -21,7 +21,10 @@
 // connection's TLS. The server's timeouts no longer apply (the protocol keeps its own). The connection stays
 // counted against max_connections, and shutdown(grace) cancels the upgrade function's operations once the grace
 // has passed, as it does a busy connection's. The 101 is sent only to HTTP/1.1 requests; an upgrade on
-// any other status is ignored (the response is sent as it is and the connection goes on as HTTP).
+// any other status is ignored (the response is sent as it is and the connection goes on as HTTP). Over HTTP/2, a
+// WebSocket's extended CONNECT (RFC 8441, :protocol websocket) reaches the same handler as a GET with Upgrade:
+// websocket (request.version() is http2): its 101 with an upgrade function goes out as a 200, and the function
+// gets the stream as its upgraded_stream.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +44,8 @@ class upgraded_stream {
  public:
   // The server makes these; a moved-from one may only be destroyed or assigned to.
   upgraded_stream(net::tcp_socket socket, std::unique_ptr<transport> secure, std::string buffered);
+  // Over a stream of another protocol (a WebSocket on an HTTP/2 stream, RFC 8441): its bytes are the stream's.
+  explicit upgraded_stream(std::unique_ptr<transport> tunnel);
   upgraded_stream(upgraded_stream&&) noexcept;
   upgraded_stream& operator=(upgraded_stream&&) noexcept;
   ~upgraded_stream();
@@ -54,11 +59,11 @@ class upgraded_stream {
   task<io_result<std::size_t>> write_all(const_buffer b);
   // Awaitable: ends this side's sending (TLS: close_notify; TCP: a FIN); std::error_code.
   task<std::error_code> shutdown_send();
-  // Closes the connection (pending operations end with operation_canceled).
+  // Closes the connection, or resets the HTTP/2 stream (pending operations end with operation_canceled).
   void close() noexcept;
   // The TCP socket underneath (options, endpoints).
   net::tcp_socket& socket() noexcept;
-  // True when the bytes go through TLS (the server had a transport).
+  // True when the bytes go through TLS (the server had a transport), or through an HTTP/2 stream.
   bool secure() const noexcept { return secure_ != nullptr; }
 
  private:

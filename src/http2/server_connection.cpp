@@ -1,0 +1,1275 @@
+// An HTTP/2 server connection: nghttp2's session driven through its memory interface by three kinds of task of
+// the connection's loop.
+//
+// - The reader reads from the socket (or the TLS transport) into one buffer and hands the bytes to
+//   nghttp2_session_mem_recv. The callbacks it triggers record what arrived into the streams (header fields as
+//   views into nghttp2's reference-counted buffers, DATA appended to the stream's input) and start a handler task
+//   for each request whose header section is complete. While the writer is stuck on a full output buffer (a peer
+//   that does not read), the reader reads no more, so what a peer sends cannot pile answers up in memory.
+// - The writer gathers frames with nghttp2_session_mem_send into one output buffer, only while it has room (so
+//   nghttp2 serialises no more than one write's worth ahead), and writes them in one write of up to write_size
+//   bytes. It sleeps on a doorbell that the reader and the handlers ring when they have given nghttp2 something
+//   to send.
+// - Each stream's handler reads its request body from the stream's input (each byte taken is what the stream's
+//   window reopens by: nghttp2_session_consume, with automatic window updates off) and writes its response into
+//   the stream's output, from which nghttp2's data callback copies as the peer's windows allow (DATA deferred
+//   while the handler has produced nothing, resumed when it has).
+//
+// No nghttp2 call is made from inside an nghttp2 callback except those its documentation allows there
+// (submit_trailer from the data callback, terminate_session): what a callback decides that needs another call
+// (resetting a stream, giving a closed stream's window back, the GOAWAY of a shutdown) is queued and made by the
+// reader or writer once mem_recv or mem_send has returned (after_session_calls).
+//
+// The connection ends when nghttp2 wants neither to read nor to write (the GOAWAY exchange is over and no stream
+// is open), when the peer closes or a write fails, or when the server's connection task is cancelled; every
+// handler still running is then cancelled through its stream's stop token, and run() returns only once every
+// task has ended.
+#include "server_connection.hpp"
+
+#include "memory.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <exception>
+
+#include "tern/cancel.hpp"
+#include "tern/error.hpp"
+#include "tern/http/error.hpp"
+#include "tern/http/upgrade.hpp"
+#include "tern/net/socket_option.hpp"
+#include "tern/spawn.hpp"
+
+namespace tern::http2::detail {
+
+using sized = io_result<std::size_t>;
+
+namespace {
+
+constexpr std::size_t input_buffer_size = 32 * 1024;
+constexpr std::size_t kept_buffer = 64 * 1024;  // a reused stream's buffers keep at most this much memory
+// The misbehaviour budget: spent by frames that cost work and serve no request, regained over time.
+constexpr double budget_max = 1000;
+constexpr double budget_per_second = 100;
+constexpr std::uint8_t goaway_ping[8] = {'t', 'e', 'r', 'n', '-', 'b', 'y', 'e'};
+
+std::string_view view(nghttp2_rcbuf* b) noexcept {
+  const nghttp2_vec v = nghttp2_rcbuf_get_buf(b);
+  return {reinterpret_cast<const char*>(v.base), v.len};
+}
+
+// RFC 9113 §8.2.2: fields that are specific to an HTTP/1.1 connection are not sent; the length is the server's.
+bool dropped_in_h2(std::string_view name) noexcept {
+  return http::iequals(name, "connection") || http::iequals(name, "keep-alive") ||
+         http::iequals(name, "proxy-connection") || http::iequals(name, "transfer-encoding") ||
+         http::iequals(name, "upgrade") || http::iequals(name, "te") || http::iequals(name, "content-length");
+}
+
+bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
+
+// HTTP2-Settings is base64url without padding (RFC 7540 §3.2.1).
+bool base64url_decode(std::string_view in, std::string& out) {
+  out.clear();
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '-' || c == '+') v = 62;
+    else if (c == '_' || c == '/') v = 63;
+    else if (c == '=') break;
+    else return false;
+    acc = (acc << 6) | static_cast<std::uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---- task_count ----
+
+void task_count::done(io_context& ctx) noexcept {
+  if (--running_ == 0 && waiter_) {
+    ctx.post([h = std::exchange(waiter_, {})] { h.resume(); });
+  }
+}
+
+// ---- the callbacks ----
+
+struct callbacks {
+  static server_connection& conn(void* user) noexcept { return *static_cast<server_connection*>(user); }
+  static server_stream* stream(nghttp2_session* s, std::int32_t id) noexcept {
+    return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(s, id));
+  }
+
+  // Before nghttp2 looks at a frame: the streams the peer opens are remembered, and DATA or HEADERS for one that
+  // nghttp2 has forgotten is judged by how it ended (nghttp2 keeps no closed streams here, and ignores such frames).
+  static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd, void* user) {
+    server_connection& c = conn(user);
+    const std::int32_t id = hd->stream_id;
+    if (id == 0 || (id & 1) == 0 || (hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS)) return 0;
+    if (hd->type == NGHTTP2_HEADERS && id > c.max_seen_) {
+      c.remember(id);
+      return 0;
+    }
+    if (id <= c.max_seen_ && nghttp2_session_find_stream(session, id) == nullptr) c.frame_on_gone_stream(id, hd->type);
+    return 0;
+  }
+
+  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    server_connection& c = conn(user);
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      c.open_stream(frame->hd.stream_id);
+    } else if (server_stream* s = stream(c.session_.get(), frame->hd.stream_id)) {
+      s->in_trailers_ = true;
+      s->header_bytes_ = 0;
+    }
+    return 0;
+  }
+
+  static int on_header(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
+                       nghttp2_rcbuf* value, std::uint8_t, void* user) {
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    server_stream* s = stream(session, frame->hd.stream_id);
+    if (s == nullptr) return 0;
+    const http::parser_limits& limits = conn(user).hopts_.limits;
+    const std::string_view n = view(name), v = view(value);
+    const auto hold = [&] {
+      nghttp2_rcbuf_incref(name);
+      nghttp2_rcbuf_incref(value);
+      s->held_.push_back(name);
+      s->held_.push_back(value);
+    };
+    // Sizes as an HTTP/1.1 head would count them ("name: value" and its CRLF), against the same limits.
+    s->header_bytes_ += n.size() + v.size() + 4;
+    if (s->in_trailers_) {
+      if (s->header_bytes_ > limits.max_header_bytes || s->trailers_.size() >= limits.max_headers) return 0;
+      hold();
+      s->trailers_.push_back({n, v});
+      return 0;
+    }
+    if (!n.empty() && n.front() == ':') {
+      s->header_bytes_ -= n.size() + v.size() + 4;
+      if (n == ":method") {
+        s->head_.method_name = v;
+      } else if (n == ":path") {
+        s->head_.target = v;
+      } else if (n == ":authority") {
+        s->authority_ = v;
+      } else if (n == ":protocol") {
+        s->protocol_ = v;
+      } else {
+        return 0;  // :scheme: the connection's, whatever it says
+      }
+      s->pseudo_bytes_ += v.size();
+      if (s->pseudo_bytes_ > limits.max_request_line && s->refused_ == 0) s->refused_ = http::status::uri_too_long;
+      hold();
+      return 0;
+    }
+    if (s->header_bytes_ > limits.max_header_bytes || s->fields_.size() >= limits.max_headers) {
+      s->refused_ = http::status::request_header_fields_too_large;
+      // Far past the limit, the header block is a bomb (a few bytes of references to one large entry decode
+      // into megabytes): its stream is reset now, so that nghttp2 stops checking and handing over every field.
+      if (s->header_bytes_ > 4 * limits.max_header_bytes + 4096 ||
+          s->fields_.size() + s->dropped_ > 4 * limits.max_headers) {
+        (void)conn(user).charge(1);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      }
+      ++s->dropped_;
+      return 0;
+    }
+    hold();
+    s->fields_.push_back({n, v});
+    // What the request's framing needs, noted as the fields pass (their names arrive lowercase).
+    if (n.size() == 4 && n == "host") s->head_.host = v;
+    else if (n.size() == 14 && n == "content-length") s->content_length_text_ = v;
+    else if (n.size() == 6 && n == "expect") s->expect_continue_ = http::iequals(v, "100-continue");
+    return 0;
+  }
+
+  static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+    server_connection& c = conn(user);
+    c.got_frame_ = true;
+    const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    switch (frame->hd.type) {
+      case NGHTTP2_HEADERS: {
+        server_stream* s = stream(session, frame->hd.stream_id);
+        if (s == nullptr) break;
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+          s->in_end_ = end_stream;
+          c.finish_head(*s);
+        } else if (s->in_trailers_) {
+          s->trailer_list_ = http::field_list(s->trailers_);
+          s->in_end_ = true;
+          s->input_.set();
+        }
+        break;
+      }
+      case NGHTTP2_DATA: {
+        server_stream* s = stream(session, frame->hd.stream_id);
+        if (frame->hd.length == 0 && !end_stream) (void)c.charge(1);  // an empty frame serves nothing
+        if (s != nullptr && end_stream) {
+          s->in_end_ = true;
+          s->input_.set();
+        }
+        break;
+      }
+      case NGHTTP2_PING:
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) {
+          (void)c.charge(1);
+        } else if (std::memcmp(frame->ping.opaque_data, goaway_ping, sizeof goaway_ping) == 0) {
+          c.notice_at_ = clock::time_point{};  // a round trip after the notice: the final GOAWAY is due
+        }
+        break;
+      case NGHTTP2_SETTINGS:
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) == 0) (void)c.charge(1);
+        break;
+      case NGHTTP2_RST_STREAM:
+        c.mark(frame->hd.stream_id, server_connection::ending::peer_reset);
+        break;
+      case NGHTTP2_PRIORITY:
+        (void)c.charge(1);
+        break;
+      case NGHTTP2_WINDOW_UPDATE:
+        // Increments this small serve a data dribble (CVE-2019-9511), not a reader.
+        if (frame->window_update.window_size_increment < 1024) (void)c.charge(1);
+        break;
+      default:
+        break;
+    }
+    return 0;
+  }
+
+  static int on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+                           std::size_t length, void* user) {
+    server_connection& c = conn(user);
+    server_stream* s = stream(session, id);
+    if (s == nullptr || s->closed_) {
+      c.pending_consume_ += length;
+      return 0;
+    }
+    s->in_.append(reinterpret_cast<const char*>(data), length);
+    s->unconsumed_ += length;
+    s->in_total_ += length;
+    s->input_.set();
+    return 0;
+  }
+
+  static int on_stream_close(nghttp2_session* session, std::int32_t id, std::uint32_t code, void* user) {
+    server_connection& c = conn(user);
+    if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally);
+    if (server_stream* s = stream(session, id)) c.stream_closed(*s, code);
+    return 0;
+  }
+
+  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+    server_connection& c = conn(user);
+    const std::uint8_t type = frame->hd.type;
+    if (type == NGHTTP2_DATA) c.data_sent_at_ = clock::now();
+    if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+      // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
+      server_stream* s = stream(session, frame->hd.stream_id);
+      if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
+    } else if (type == NGHTTP2_RST_STREAM) {
+      c.mark(frame->hd.stream_id, server_connection::ending::reset_here);
+      // A reset the peer provoked (a stream error it made) costs like one it sent (MadeYouReset, CVE-2025-8671).
+      const std::uint32_t code = frame->rst_stream.error_code;
+      if (code != NGHTTP2_NO_ERROR && code != NGHTTP2_CANCEL && code != NGHTTP2_INTERNAL_ERROR) (void)c.charge(1);
+    }
+    return 0;
+  }
+
+  static int on_invalid_frame(nghttp2_session*, const nghttp2_frame*, int, void* user) {
+    (void)conn(user).charge(1);
+    return 0;
+  }
+
+  static nghttp2_session_callbacks* get() {
+    static const callbacks_ptr made = [] {
+      nghttp2_session_callbacks* cb = nullptr;
+      if (nghttp2_session_callbacks_new(&cb) != 0) throw std::bad_alloc();
+      nghttp2_session_callbacks_set_on_begin_frame_callback(cb, &on_begin_frame);
+      nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &on_begin_headers);
+      nghttp2_session_callbacks_set_on_header_callback2(cb, &on_header);
+      nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &on_frame_recv);
+      nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &on_data_chunk);
+      nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
+      nghttp2_session_callbacks_set_on_frame_send_callback(cb, &on_frame_send);
+      nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, &on_invalid_frame);
+      return callbacks_ptr(cb);
+    }();
+    return made.get();
+  }
+};
+
+// ---- the connection ----
+
+server_connection::server_connection(const http::handover& h, const server_options& opts, const nghttp2_option* option)
+    : ctx_(*io_context::current()),
+      server_(h.server),
+      hopts_(h.server.options()),
+      opts_(opts),
+      option_(option),
+      socket_(h.socket),
+      secure_(h.secure),
+      remote_(h.remote),
+      received_(h.received),
+      upgraded_(h.upgraded),
+      upgraded_body_(h.upgraded_body),
+      upgrade_settings_(h.upgrade_settings),
+      listener_(h.listener),
+      input_(std::make_unique_for_overwrite<char[]>(input_buffer_size)),
+      budget_(budget_max),
+      budget_at_(clock::now()),
+      started_(budget_at_),
+      idle_since_(budget_at_),
+      data_sent_at_(budget_at_) {
+  output_.reserve(opts_.write_size + 32 * 1024);
+}
+
+server_connection::~server_connection() {
+  // The streams first: their fields hold references into the session's memory.
+  for (server_stream* list : {live_, spare_}) {
+    while (list != nullptr) delete std::exchange(list, list->next_);
+  }
+  session_.reset();
+}
+
+bool server_connection::start() {
+  nghttp2_session* raw = nullptr;
+  if (nghttp2_session_server_new3(&raw, callbacks::get(), this, option_, pooled_memory()) != 0) return false;
+  session_.reset(raw);
+  if (upgraded_ != nullptr && !upgrade_stream()) return false;
+  std::vector<nghttp2_settings_entry> settings{
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, opts_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, opts_.stream_window},
+      {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, std::clamp<std::uint32_t>(opts_.max_frame_size, 16384, 16777215)},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+       static_cast<std::uint32_t>(hopts_.limits.max_header_bytes + hopts_.limits.max_request_line)},
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+  };
+  if (opts_.extended_connect) settings.push_back({NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1});
+  if (nghttp2_submit_settings(session_.get(), NGHTTP2_FLAG_NONE, settings.data(), settings.size()) != 0) return false;
+  if (opts_.connection_window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
+    (void)nghttp2_session_set_local_window_size(session_.get(), NGHTTP2_FLAG_NONE, 0,
+                                                static_cast<std::int32_t>(opts_.connection_window));
+  }
+  if (!received_.empty()) (void)feed(received_.data(), received_.size());
+  return true;
+}
+
+// Upgrade: h2c: the HTTP/1.1 request becomes stream 1, half closed by the peer, its body already whole.
+bool server_connection::upgrade_stream() {
+  std::string settings;
+  if (!base64url_decode(upgrade_settings_, settings)) return false;
+  server_stream* s = open_stream(1);
+  const bool head = upgraded_->method == http::method::head;
+  if (nghttp2_session_upgrade2(session_.get(), reinterpret_cast<const std::uint8_t*>(settings.data()),
+                               settings.size(), head ? 1 : 0, s) != 0) {
+    return false;
+  }
+  s->head_ = *upgraded_;
+  s->head_.version = http::http2;
+  s->has_content_length_ = upgraded_->framing == http::body_framing::content_length;
+  s->in_.assign(upgraded_body_);
+  s->in_total_ = s->in_.size();
+  s->in_end_ = true;
+  start_handler(*s);
+  return true;
+}
+
+task<void> server_connection::run() {
+  *listener_ = this;
+  if (!start()) {
+    *listener_ = nullptr;
+    co_return;
+  }
+  // The server's cancel (shutdown past its grace) ends the connection and every stream's handler.
+  struct on_stop {
+    server_connection* c;
+    void operator()() const noexcept { c->end_connection(); }
+  };
+  const std::stop_token* parent = co_await current_stop_token();
+  std::optional<std::stop_callback<on_stop>> link;
+  if (parent != nullptr && parent->stop_possible()) link.emplace(*parent, on_stop{this});
+  if (server_.stopping()) server_stopping();
+  tasks_.add();
+  spawn(ctx_, read_loop(), reader_stop_.get_token()).detach();
+  tasks_.add();
+  spawn(ctx_, write_loop(), writer_stop_.get_token()).detach();
+  co_await tasks_.wait();
+  *listener_ = nullptr;
+}
+
+void server_connection::server_stopping() noexcept {
+  if (stopping_) return;
+  stopping_ = true;
+  wake_writer();
+}
+
+void server_connection::end_connection() noexcept {
+  dead_ = true;
+  reader_stop_.request_stop();
+  writer_stop_.request_stop();
+  for (server_stream* s = live_; s != nullptr; s = s->next_) {
+    if (!s->running_) continue;
+    s->stop_.request_stop();
+    s->input_.set();
+    s->output_.set();
+  }
+}
+
+// What a callback decided and could not do inside nghttp2's call: made now that mem_recv or mem_send has returned.
+void server_connection::after_session_calls() {
+  nghttp2_session* session = session_.get();
+  for (auto [id, code] : resets_) (void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, code);
+  resets_.clear();
+  if (pending_consume_ != 0) {
+    (void)nghttp2_session_consume_connection(session, pending_consume_);
+    pending_consume_ = 0;
+  }
+  // Shutdown: a GOAWAY that announces it (last-stream-id 2^31-1) with a PING; the final GOAWAY, with the last
+  // stream handed to a handler, a round trip later (the PING's answer), when the peer has seen the notice and
+  // sends nothing new it expects to be served.
+  if (stopping_ && !notice_sent_) {
+    notice_sent_ = true;
+    notice_at_ = clock::now();
+    (void)nghttp2_submit_shutdown_notice(session);
+    (void)nghttp2_submit_ping(session, NGHTTP2_FLAG_NONE, goaway_ping);
+  }
+  if (notice_sent_ && !goaway_sent_ && notice_at_ == clock::time_point{}) send_goaway(NGHTTP2_NO_ERROR);
+}
+
+void server_connection::send_goaway(std::uint32_t code) {
+  if (goaway_sent_) return;
+  goaway_sent_ = true;
+  (void)nghttp2_submit_goaway(session_.get(), NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(session_.get()), code, nullptr, 0);
+}
+
+// The peer's bytes, to nghttp2. A DATA frame for a stream nghttp2 no longer holds is dropped by nghttp2 without a
+// callback, so the frames are followed here (their headers only): the bytes before such a frame go in first, and
+// the stream is judged once they have been processed (frame_on_gone_stream), as on_begin_frame judges HEADERS.
+bool server_connection::feed(const char* data, std::size_t n) {
+  std::size_t start = 0, i = 0;
+  while (i < n) {
+    frame_scanner& f = scanner_;
+    if (f.skip != 0) {
+      const std::size_t k = std::min(f.skip, n - i);
+      f.skip -= k;
+      i += k;
+      continue;
+    }
+    f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
+    if (f.have < sizeof f.header) continue;
+    f.have = 0;
+    f.skip = (std::size_t{f.header[0]} << 16) | (std::size_t{f.header[1]} << 8) | f.header[2];
+    const std::int32_t id = static_cast<std::int32_t>(
+        ((std::uint32_t{f.header[5]} & 0x7f) << 24) | (std::uint32_t{f.header[6]} << 16) |
+        (std::uint32_t{f.header[7]} << 8) | f.header[8]);
+    if (f.header[3] != NGHTTP2_DATA || (id & 1) == 0) continue;
+    const std::size_t header_start = i >= start + sizeof f.header ? i - sizeof f.header : start;
+    if (!deliver(data + start, header_start - start)) return false;
+    start = header_start;
+    if (id <= max_seen_ && nghttp2_session_find_stream(session_.get(), id) == nullptr) {
+      frame_on_gone_stream(id, NGHTTP2_DATA);
+    }
+  }
+  return deliver(data + start, n - start);
+}
+
+bool server_connection::deliver(const char* data, std::size_t n) {
+  if (n == 0) return true;
+  const ng_ssize rv = mem_recv(session_.get(), reinterpret_cast<const std::uint8_t*>(data), n);
+  if (rv < 0) {
+    // Fatal (a bad preface, a flood nghttp2 caught, a failed callback): only the GOAWAY nghttp2 may have queued
+    // still goes out.
+    dead_ = true;
+    flush_on_death_ = rv == NGHTTP2_ERR_FLOODED;
+  } else {
+    after_session_calls();
+  }
+  wake_writer();
+  return rv >= 0;
+}
+
+// The reader's deadline: header_timeout for the preface and the first frame, counted from the accept. Later
+// deadlines (idle, the shutdown notice's round trip) are the writer's, which wakes whenever a stream ends.
+std::optional<clock::time_point> server_connection::read_deadline() const noexcept {
+  if (!got_frame_) return started_ + hopts_.header_timeout;
+  return std::nullopt;
+}
+
+// The writer's: idle_timeout once no stream is open, a second for the answer to the shutdown notice's PING.
+std::optional<clock::time_point> server_connection::write_deadline() const noexcept {
+  if (goaway_sent_) return std::nullopt;  // the session winds down; it ends when nghttp2 is done
+  if (notice_sent_) return notice_at_ + std::chrono::seconds(1);
+  if (live_count_ == 0) return idle_since_ + hopts_.idle_timeout;
+  return std::nullopt;
+}
+
+void server_connection::on_write_deadline() {
+  const clock::time_point now = clock::now();
+  if (goaway_sent_) return;
+  if (notice_sent_ ? now >= notice_at_ + std::chrono::seconds(1)
+                   : live_count_ == 0 && now >= idle_since_ + hopts_.idle_timeout) {
+    send_goaway(NGHTTP2_NO_ERROR);
+  }
+}
+
+// Reads until the peer ends the connection, a read fails, or the writer stops it. Once nghttp2 wants nothing more
+// (the GOAWAY exchange is over) what still arrives is read and dropped while the writer lingers.
+task<void> server_connection::read_loop() {
+  for (;;) {
+    if (dead_) break;
+    // A peer that does not read what it asked for gets nothing more read from it until it does.
+    while (writing_ && output_.size() >= opts_.write_size && !dead_) {
+      if (co_await written_.wait()) break;
+    }
+    if (dead_) break;
+    const mutable_buffer space(input_.get(), input_buffer_size);
+    const std::optional<clock::time_point> deadline = read_deadline();
+    io_result<std::size_t> r;
+    if (secure_ != nullptr) {
+      if (deadline) r = co_await with_deadline(secure_->read_some(space), *deadline);
+      else r = co_await secure_->read_some(space);
+    } else {
+      if (deadline) r = co_await with_deadline(socket_.read_some(space), *deadline);
+      else r = co_await socket_.read_some(space);
+    }
+    if (r.ec) {
+      // The peer left (or the connection was cut): nothing it asked for can be delivered any more, unless the
+      // writer has finished and only lingers for this end.
+      if (!lingering_) dead_ = true;
+      break;
+    }
+    if (!lingering_ && !feed(input_.get(), r.value)) break;
+  }
+  reader_done_.set();
+  wake_writer();
+  tasks_.done(ctx_);
+}
+
+void server_connection::fill_output() {
+  nghttp2_session* session = session_.get();
+  while (output_.size() < opts_.write_size) {
+    const std::uint8_t* data = nullptr;
+    const ng_ssize n = mem_send(session, &data);
+    if (n < 0) {
+      dead_ = true;
+      break;
+    }
+    if (n == 0) break;
+    output_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+    after_session_calls();
+  }
+}
+
+task<void> server_connection::write_loop() {
+  for (;;) {
+    if (!dead_ || flush_on_death_) {
+      after_session_calls();
+      fill_output();
+      flush_on_death_ = false;
+    }
+    if (output_.empty()) {
+      if (dead_) break;
+      if (!nghttp2_session_want_read(session_.get()) && !nghttp2_session_want_write(session_.get())) break;
+      const std::optional<clock::time_point> deadline = write_deadline();
+      std::error_code ec;
+      if (deadline) ec = co_await with_deadline(write_wanted_.wait(), *deadline);
+      else ec = co_await write_wanted_.wait();
+      if (ec == tern::error::timed_out) on_write_deadline();
+      else if (ec) break;
+      continue;
+    }
+    writing_ = true;
+    const const_buffer out(output_.data(), output_.size());
+    io_result<std::size_t> r;
+    if (secure_ != nullptr) r = co_await with_timeout(secure_->write_all(out), hopts_.write_timeout);
+    else r = co_await with_timeout(socket_.write_all(out), hopts_.write_timeout);
+    writing_ = false;
+    output_.clear();
+    written_.set();
+    if (r.ec) {
+      dead_ = true;  // a peer that takes nothing within the write timeout (or a broken connection)
+      // Reset on close rather than left to the kernel to deliver what is queued: it would hold the buffers, and
+      // the connection's end, for as long as the peer keeps its window shut.
+      if (r.ec == tern::error::timed_out) {
+        (void)(secure_ != nullptr ? secure_->socket() : socket_).set_option(net::option::linger{true, std::chrono::seconds(0)});
+      }
+      break;
+    }
+  }
+  if (!dead_) co_await linger();
+  end_connection();
+  tasks_.done(ctx_);
+}
+
+// The session is over and its last frames (the final GOAWAY) are written. Closing now, with bytes of the peer's
+// still unread (a WINDOW_UPDATE, a PING's answer, requests sent before it saw the GOAWAY), would make the kernel
+// reset the connection, and the peer could lose the GOAWAY before reading it. So this side ends its sending first
+// (FIN, or TLS's close_notify), and the reader drains until the peer closes too, for a second at most.
+task<void> server_connection::linger() {
+  lingering_ = true;
+  if (secure_ != nullptr) (void)co_await with_timeout(secure_->shutdown_send(), std::chrono::seconds(1));
+  else (void)socket_.shutdown(net::shutdown_how::send);
+  (void)co_await with_timeout(reader_done_.wait(), std::chrono::seconds(1));
+}
+
+// ---- the streams' history ----
+
+void server_connection::remember(std::int32_t id) noexcept {
+  past_stream& slot = history_[history_count_ % history_size];
+  if (history_count_ >= history_size) forgotten_ = slot.id;
+  slot = past_stream{id, ending::open};
+  ++history_count_;
+  max_seen_ = id;
+}
+
+server_connection::past_stream* server_connection::recall(std::int32_t id) noexcept {
+  const std::size_t n = std::min(history_count_, history_size);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (history_[i].id == id) return &history_[i];
+  }
+  return nullptr;
+}
+
+// A stream's first ending is the one that counts: a reset closes it with NO_ERROR in nghttp2's eyes too.
+void server_connection::mark(std::int32_t id, ending how) noexcept {
+  past_stream* p = recall(id);
+  if (p != nullptr && p->how == ending::open) p->how = how;
+}
+
+void server_connection::frame_on_gone_stream(std::int32_t id, std::uint8_t type) {
+  const past_stream* p = recall(id);
+  std::uint32_t error = NGHTTP2_NO_ERROR;
+  if (p == nullptr) {
+    if (id <= forgotten_) return;  // too long ago to tell
+    // Never opened, and closed by the opening of a later one: a HEADERS frame with an identifier lower than the
+    // last is a connection error (§5.1.1), anything else on a closed stream too (§5.1).
+    error = type == NGHTTP2_HEADERS ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_STREAM_CLOSED;
+  } else if (p->how == ending::normally) {
+    error = NGHTTP2_STREAM_CLOSED;  // frames after both ends' END_STREAM: a connection error (§5.1)
+  } else if (p->how == ending::peer_reset) {
+    resets_.emplace_back(id, NGHTTP2_STREAM_CLOSED);  // frames after the peer's own RST_STREAM: a stream error
+    (void)charge(1);
+    return;
+  } else {
+    return;  // reset here, or refused by nghttp2: the peer may have sent it before it knew
+  }
+  if (!goaway_sent_) {
+    goaway_sent_ = true;
+    (void)nghttp2_session_terminate_session(session_.get(), error);
+  }
+}
+
+// ---- streams ----
+
+server_stream* server_connection::open_stream(std::int32_t id) {
+  server_stream* s = spare_;
+  if (s != nullptr) {
+    spare_ = s->next_;
+    --spare_count_;
+  } else {
+    s = new server_stream(*this);
+  }
+  s->id_ = id;
+  s->prev_ = nullptr;
+  s->next_ = live_;
+  if (live_ != nullptr) live_->prev_ = s;
+  live_ = s;
+  ++live_count_;
+  s->stop_ = ctx_.take_stop_source();
+  max_stream_id_ = std::max(max_stream_id_, id);
+  (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
+  return s;
+}
+
+void server_connection::recycle(server_stream& s) noexcept {
+  if (s.streaming_) unqueue(s.queued());
+  if (s.body_held_ != 0) {
+    held_bodies_ -= s.body_held_;
+    for (server_stream* x = live_; x != nullptr; x = x->next_) {
+      if (x->accumulating_) x->input_.set();  // room for the bodies that wait for it
+    }
+  }
+  if (s.prev_ != nullptr) s.prev_->next_ = s.next_;
+  else live_ = s.next_;
+  if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
+  if (--live_count_ == 0) idle_since_ = clock::now();
+  if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
+  s.release_fields();
+  // As many kept as may be open at once: a connection at its limit reuses every stream.
+  if (spare_count_ >= opts_.max_concurrent_streams) {
+    delete &s;
+    return;
+  }
+  s.next_ = spare_;
+  spare_ = &s;
+  ++spare_count_;
+}
+
+void server_stream::release_fields() noexcept {
+  for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
+  held_.clear();
+  fields_.clear();
+  trailers_.clear();
+  trailer_list_ = {};
+  head_ = http::request_head{};
+  request_.reset();
+  response_.status = http::status::ok;
+  response_.headers.clear();
+  response_.upgrade = nullptr;
+  authority_ = {};
+  protocol_ = {};
+  content_length_text_ = {};
+  header_bytes_ = pseudo_bytes_ = dropped_ = 0;
+  refused_ = 0;
+  in_trailers_ = has_content_length_ = websocket_ = false;
+  if (in_.capacity() > kept_buffer) in_ = std::string();
+  in_.clear();
+  in_taken_ = unconsumed_ = body_held_ = 0;
+  accumulating_ = false;
+  in_total_ = 0;
+  input_.reset();
+  in_end_ = expect_continue_ = false;
+  if (out_.capacity() > kept_buffer) out_ = std::string();
+  out_.clear();
+  out_taken_ = 0;
+  trailers_out_.clear();
+  output_.reset();
+  written_ = 0;
+  length_.reset();
+  has_trailers_ = out_done_ = discard_ = deferred_ = writer_waiting_ = responded_ = streaming_ = false;
+  running_ = closed_ = false;
+  close_code_ = 0;
+}
+
+// The head is complete: the request as tern::http's handlers see it, and its handler started.
+void server_connection::finish_head(server_stream& s) {
+  http::request_head& h = s.head_;
+  h.method = http::method_from(h.method_name);
+  h.version = http::http2;
+  h.keep_alive = true;
+  // A handler written for HTTP/1.1 finds the authority where it looks for it (RFC 9113 §8.3.1).
+  if (h.host.empty() && !s.authority_.empty()) {
+    s.fields_.push_back({"host", s.authority_});
+    h.host = s.authority_;
+  }
+  h.headers = http::field_list(s.fields_);
+  const std::string_view length = s.content_length_text_;
+  if (!length.empty()) {
+    std::uint64_t n = 0;
+    if (std::from_chars(length.data(), length.data() + length.size(), n).ec == std::errc{}) {
+      s.has_content_length_ = true;
+      h.content_length = n;
+    }
+  }
+  // RFC 8441: a WebSocket's extended CONNECT reaches its route as the GET with Upgrade: websocket that HTTP/1.1
+  // would send, so that one handler (and ws::accepted) serves both versions; its 101 goes out as a 200.
+  if (h.method == http::method::connect && s.protocol_ == "websocket") {
+    s.websocket_ = true;
+    h.method = http::method::get;
+    h.method_name = "GET";
+    s.fields_.push_back({"upgrade", "websocket"});
+    s.fields_.push_back({"connection", "upgrade"});
+    h.headers = http::field_list(s.fields_);
+    h.upgrade = true;
+  }
+  h.framing = s.in_end_ ? http::body_framing::none
+              : s.has_content_length_ ? http::body_framing::content_length
+                                      : http::body_framing::chunked;
+  s.expect_continue_ = s.expect_continue_ && !s.in_end_;
+  // Handlers still running count, whether or not their streams are: a peer that resets streams as fast as it
+  // opens them (Rapid Reset) gets its new ones refused, never more handlers than max_concurrent_streams.
+  if (handlers_ >= opts_.max_concurrent_streams) {
+    (void)charge(1);
+    resets_.emplace_back(s.id_, NGHTTP2_REFUSED_STREAM);
+    return;
+  }
+  start_handler(s);
+}
+
+void server_connection::start_handler(server_stream& s) {
+  s.body_start_ = clock::now();
+  s.running_ = true;
+  ++handlers_;
+  tasks_.add();
+  spawn(ctx_, stream_task(s), s.stop_.get_token()).detach();
+}
+
+void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
+  s.closed_ = true;
+  s.close_code_ = code;
+  // The window its unread bytes took is the connection's again.
+  pending_consume_ += s.unconsumed_;
+  s.unconsumed_ = 0;
+  (void)nghttp2_session_set_stream_user_data(session_.get(), s.id_, nullptr);
+  if (!s.running_) {
+    recycle(s);
+    return;
+  }
+  if (code != NGHTTP2_NO_ERROR || !s.out_done_) {
+    // Closed under its handler (the peer's RST_STREAM, a stream error): the handler is cancelled.
+    if (code != NGHTTP2_NO_ERROR) (void)charge(1);
+    s.stop_.request_stop();
+  }
+  s.input_.set();
+  s.output_.set();
+}
+
+// What the handler has taken from the stream's input reopens the window by as much.
+void server_connection::consume(server_stream& s, std::size_t n) {
+  n = std::min(n, s.unconsumed_);
+  if (n == 0) return;
+  s.unconsumed_ -= n;
+  if (s.closed_) return;  // given back with the stream's close
+  (void)nghttp2_session_consume(session_.get(), s.id_, n);
+  wake_writer();
+}
+
+bool server_connection::charge(std::size_t cost) noexcept {
+  const clock::time_point now = clock::now();
+  budget_ = std::min(budget_max, budget_ + std::chrono::duration<double>(now - budget_at_).count() * budget_per_second);
+  budget_at_ = now;
+  budget_ -= static_cast<double>(cost);
+  if (budget_ >= 0) return true;
+  if (!goaway_sent_) {
+    goaway_sent_ = true;
+    (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_ENHANCE_YOUR_CALM);
+  }
+  return false;
+}
+
+void server_connection::reset_stream(server_stream& s, std::uint32_t code) {
+  if (s.closed_ || dead_) return;
+  (void)nghttp2_submit_rst_stream(session_.get(), NGHTTP2_FLAG_NONE, s.id_, code);
+  wake_writer();
+}
+
+// ---- handlers ----
+
+task<void> server_connection::stream_task(server_stream& s) {
+  try {
+    co_await serve_stream(s);
+  } catch (...) {
+    // Out of memory inside one stream: that stream is reset, the connection goes on.
+  }
+  s.running_ = false;
+  --handlers_;
+  if (!s.closed_ && !s.responded_) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
+  if (s.closed_) recycle(s);
+  wake_writer();
+  tasks_.done(ctx_);
+}
+
+task<void> server_connection::serve_stream(server_stream& s) {
+  if (s.refused_ != 0) {
+    respond_status(s, s.refused_);
+    co_return;
+  }
+  if (s.has_content_length_ && s.head_.content_length > hopts_.limits.max_body) {
+    respond_status(s, http::status::content_too_large);
+    co_return;
+  }
+  // The request and the response live in the stream, not in the handler's frames: those stay small enough for
+  // the frame pool (the compiler folds the nested coroutines' frames into one).
+  http::request& req = s.request_.emplace(s.head_, remote_);
+  int status = 0;
+  std::string allow;
+  const http::router::route* route = server_.routes().match(req, status, allow);
+  if (route == nullptr) {
+    respond_status(s, status, allow);
+    co_return;
+  }
+  if (route->streaming) co_await serve_streaming(s, req, *route);
+  else co_await serve_whole(s, req, *route);
+}
+
+task<void> server_connection::serve_whole(server_stream& s, http::request& req, const http::router::route& route) {
+  std::string_view body;
+  // A WebSocket's stream carries its frames, not a body to read before the handler.
+  if (std::error_code ec = s.websocket_ ? std::error_code{} : co_await read_whole(s, body)) {
+    if (ec.category() == http::category() && ec != http::error::partial_message) respond_status(s, http::status_of(ec));
+    co_return;
+  }
+  req.set_body(body);
+  http::response& r = s.response_;
+  try {
+    r = co_await route.whole(req);
+  } catch (...) {
+    r = http::response(http::status::internal_server_error, "internal server error\n");
+  }
+  if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
+    co_await tunnel(s, r);
+    co_return;
+  }
+  if (r.status == http::status::switching_protocols) {
+    r = http::response(http::status::internal_server_error, "a 101 is not an HTTP/2 answer\n");
+  }
+  respond(s, r);
+}
+
+// An HTTP/2 stream as an upgraded connection's transport (RFC 8441): reads take the stream's DATA, writes queue it
+// under flow control, the end of sending is END_STREAM, and closing resets the stream, never the connection.
+class stream_tunnel final : public http::transport {
+ public:
+  stream_tunnel(server_connection& c, server_stream& s) noexcept : c_(c), s_(s) {}
+  task<std::error_code> handshake() override { co_return std::error_code{}; }
+  task<io_result<std::size_t>> read_some(mutable_buffer b) override { return c_.read_body(s_, b); }
+  task<io_result<std::size_t>> write_all(const_buffer b) override {
+    std::error_code ec = co_await c_.write_body(s_, b);
+    co_return io_result<std::size_t>{ec, ec ? 0 : b.size()};
+  }
+  task<std::error_code> shutdown_send() override { return c_.end_body(s_, nullptr); }
+  net::tcp_socket& socket() noexcept override { return c_.secure_ != nullptr ? c_.secure_->socket() : c_.socket_; }
+  void close() noexcept override { c_.reset_stream(s_, NGHTTP2_CANCEL); }
+
+ private:
+  server_connection& c_;
+  server_stream& s_;
+};
+
+// The 101 of a WebSocket handler, over HTTP/2: a 200 with its fields (the HTTP/1.1 ones are not sent), then the
+// stream to the upgrade function, for as long as it runs. When it returns, the stream ends (END_STREAM after what
+// it wrote: the close frame of its close handshake); when it throws, the stream is reset.
+task<void> server_connection::tunnel(server_stream& s, http::response& r) {
+  if (co_await start_response(s, http::status::ok, r.headers, std::nullopt)) co_return;
+  auto upgrade = std::move(r.upgrade);
+  bool failed = false;
+  try {
+    co_await upgrade(http::upgraded_stream(std::make_unique<stream_tunnel>(*this, s)));
+  } catch (...) {
+    failed = true;
+  }
+  if (s.closed_ || s.out_done_) co_return;
+  if (failed) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
+  else (void)co_await end_body(s, nullptr);
+}
+
+task<void> server_connection::serve_streaming(server_stream& s, http::request& req,
+                                              const http::router::route& route) {
+  http::body_reader reader(s);
+  http::response_stream out(s);
+  try {
+    co_await route.streaming(req, reader, out);
+  } catch (...) {
+  }
+  if (s.closed_) co_return;
+  if (!out.started()) {
+    respond_status(s, http::status::internal_server_error);
+  } else if (!out.finished()) {
+    reset_stream(s, NGHTTP2_INTERNAL_ERROR);  // the peer sees an incomplete response, never a wrong one
+  }
+}
+
+// A whole-body route's body: consumed as it arrives (the route wants all of it, up to max_body), and handed over in
+// place, as the stream's input holds it. The bodies a connection holds this way are bounded together, by the larger
+// of max_body and the connection window: beyond, a stream's window stays closed until another's body is released,
+// so a peer cannot make the server hold max_body for each of its streams (CVE-2019-9517's internal buffering).
+task<std::error_code> server_connection::read_whole(server_stream& s, std::string_view& body) {
+  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
+  for (;;) {
+    const std::size_t room = budget > held_bodies_ ? budget - held_bodies_ : 0;
+    const std::size_t n = s.in_end_ ? s.unconsumed_ : std::min(s.unconsumed_, room);
+    consume(s, n);
+    s.body_held_ += n;
+    held_bodies_ += n;
+    if (s.in_total_ > hopts_.limits.max_body) co_return make_error_code(http::error::body_too_large);
+    if (s.in_end_) break;
+    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+    send_continue(s);
+    s.accumulating_ = true;
+    std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
+    s.accumulating_ = false;
+    if (ec) co_return ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec;
+  }
+  body = std::string_view(s.in_).substr(s.in_taken_);
+  co_return std::error_code{};
+}
+
+clock::time_point server_connection::body_deadline(const server_stream& s) const noexcept {
+  const auto rate = std::max<std::size_t>(hopts_.min_body_rate, 1);
+  return s.body_start_ + hopts_.body_timeout + std::chrono::microseconds(s.in_total_ * 1'000'000 / rate);
+}
+
+// Expect: 100-continue: the interim answer goes out when the handler first waits for the body.
+void server_connection::send_continue(server_stream& s) {
+  if (!s.expect_continue_ || s.responded_) return;
+  s.expect_continue_ = false;
+  const nghttp2_nv status = make_nv(":status", 7, "100", 3);
+  (void)nghttp2_submit_headers(session_.get(), NGHTTP2_FLAG_NONE, s.id_, nullptr, &status, 1, nullptr);
+  wake_writer();
+}
+
+task<io_result<std::size_t>> server_connection::read_body(server_stream& s, mutable_buffer b) {
+  if (b.size() == 0) co_return sized{std::error_code{}, 0};
+  for (;;) {
+    if (s.buffered() != 0) {
+      const std::size_t n = std::min(b.size(), s.buffered());
+      std::memcpy(b.data(), s.in_.data() + s.in_taken_, n);
+      s.in_taken_ += n;
+      if (s.in_taken_ == s.in_.size()) {
+        s.in_.clear();
+        s.in_taken_ = 0;
+      } else if (s.in_taken_ >= kept_buffer) {
+        s.in_.erase(0, s.in_taken_);
+        s.in_taken_ = 0;
+      }
+      consume(s, n);
+      co_return sized{std::error_code{}, n};
+    }
+    // A WebSocket's stream keeps the protocol's own time and size limits, not a body's.
+    if (s.in_total_ > hopts_.limits.max_body && !s.websocket_) {
+      co_return sized{make_error_code(http::error::body_too_large), 0};
+    }
+    if (s.in_end_) co_return sized{make_error_code(tern::error::eof), 0};
+    if (s.closed_ || dead_) co_return sized{make_error_code(tern::error::operation_canceled), 0};
+    send_continue(s);
+    std::error_code ec;
+    if (s.websocket_) ec = co_await s.input_.wait();
+    else ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
+    if (ec) co_return sized{ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec, 0};
+  }
+}
+
+// The response head, into nva_ (names lowercased, as HTTP/2 requires), and submitted.
+bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
+                                    std::optional<std::uint64_t> length, bool with_body) {
+  std::size_t need = 3 + 20;
+  for (http::field x : f) need += x.name.size();
+  nva_text_.clear();
+  nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
+  nva_.clear();
+  const auto put = [this](std::string_view text) {
+    const char* at = nva_text_.data() + nva_text_.size();
+    nva_text_.append(text);
+    return at;
+  };
+  const auto put_number = [&](std::uint64_t n) {
+    char digits[20];
+    const auto r = std::to_chars(digits, digits + sizeof digits, n);
+    const std::size_t size = static_cast<std::size_t>(r.ptr - digits);
+    return std::string_view(put(std::string_view(digits, size)), size);
+  };
+  const std::string_view code = put_number(static_cast<std::uint64_t>(status));
+  nva_.push_back(make_nv(":status", 7, code.data(), code.size()));
+  if (!hopts_.server_name.empty() && !f.contains("server")) {
+    nva_.push_back(make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size()));
+  }
+  if (hopts_.date && !f.contains("date")) {
+    const std::string_view now = http::date_now();
+    nva_.push_back(make_nv("date", 4, now.data(), now.size()));
+  }
+  if (length && !bodiless_status(status)) {
+    const std::string_view n = put_number(*length);
+    nva_.push_back(make_nv("content-length", 14, n.data(), n.size()));
+  }
+  for (http::field x : f) {
+    if (dropped_in_h2(x.name)) continue;
+    const char* name = put(x.name);
+    for (std::size_t i = 0; i < x.name.size(); ++i) {
+      char& c = nva_text_[static_cast<std::size_t>(name - nva_text_.data()) + i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+    }
+    nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
+  }
+  const ng_data_provider body = data_provider(&s, &server_connection::read_out);
+  const int rv = submit_response(session_.get(), s.id_, nva_.data(), nva_.size(), with_body ? &body : nullptr);
+  wake_writer();
+  return rv == 0;
+}
+
+void server_connection::respond(server_stream& s, http::response& r) {
+  if (s.closed_ || dead_ || s.responded_) return;
+  s.responded_ = true;
+  const bool bodiless = bodiless_status(r.status);
+  const bool head_only = s.head_.method == http::method::head;
+  s.out_ = std::move(r.body);
+  s.out_taken_ = 0;
+  s.out_done_ = true;
+  const bool with_body = !bodiless && !head_only && !s.out_.empty();
+  if (!submit_head(s, r.status, r.headers, s.out_.size(), with_body)) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
+}
+
+void server_connection::respond_status(server_stream& s, int status, std::string_view allow) {
+  http::response r(status, std::string(http::reason_phrase(status)) + "\n");
+  if (!allow.empty()) r.headers.set("Allow", allow);
+  respond(s, r);
+}
+
+// nghttp2's data callback (inside mem_send): copies what the handler has queued, as much as the frame and the
+// windows allow; defers the stream while nothing is queued; ends it, or sends its trailers, after the last byte.
+ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
+                                     std::uint32_t* flags, nghttp2_data_source* source, void*) {
+  auto& s = *static_cast<server_stream*>(source->ptr);
+  server_connection& c = *s.conn_;
+  const std::size_t n = std::min(length, s.queued());
+  std::memcpy(buf, s.out_.data() + s.out_taken_, n);
+  s.out_taken_ += n;
+  if (s.queued() == 0) {
+    s.out_.clear();
+    s.out_taken_ = 0;
+  }
+  if (s.streaming_) c.unqueue(n);
+  if (s.writer_waiting_ && s.queued() < c.opts_.output_per_stream && c.queued_out_ < c.queued_cap()) {
+    s.writer_waiting_ = false;
+    s.output_.set();
+  }
+  if (s.out_done_ && s.queued() == 0) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (s.has_trailers_) {
+      c.nva_.clear();
+      for (http::field x : s.trailers_out_) {
+        c.nva_.push_back(make_nv(x.name.data(), x.name.size(), x.value.data(), x.value.size()));
+      }
+      if (nghttp2_submit_trailer(session, id, c.nva_.data(), c.nva_.size()) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
+    }
+    return static_cast<ng_ssize>(n);
+  }
+  if (n == 0) {
+    s.deferred_ = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return static_cast<ng_ssize>(n);
+}
+
+// The streamed bytes of every stream together wait for the peer within a bound (4 writes' worth): a peer that
+// opens many streams and no windows makes their handlers wait, not the server's memory grow (CVE-2026-49975). When
+// they fall back under it, the handlers waiting for it go on.
+void server_connection::unqueue(std::size_t n) noexcept {
+  const bool was_full = queued_out_ >= queued_cap();
+  queued_out_ -= std::min(n, queued_out_);
+  if (!was_full || queued_out_ >= queued_cap()) return;
+  for (server_stream* x = live_; x != nullptr; x = x->next_) {
+    if (x->writer_waiting_ && x->queued() < opts_.output_per_stream) {
+      x->writer_waiting_ = false;
+      x->output_.set();
+    }
+  }
+}
+
+void server_connection::resume(server_stream& s) {
+  if (!s.deferred_) return;
+  s.deferred_ = false;
+  (void)nghttp2_session_resume_data(session_.get(), s.id_);
+  wake_writer();
+}
+
+task<std::error_code> server_connection::start_response(server_stream& s, int status, const http::fields& f,
+                                                        std::optional<std::uint64_t> length) {
+  if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+  s.responded_ = true;
+  s.streaming_ = true;
+  s.discard_ = s.head_.method == http::method::head || bodiless_status(status);
+  s.length_ = length;
+  if (!submit_head(s, status, f, length, !s.discard_)) co_return make_error_code(tern::error::operation_canceled);
+  co_return std::error_code{};
+}
+
+task<std::error_code> server_connection::write_body(server_stream& s, const_buffer b) {
+  s.written_ += b.size();
+  if (s.discard_ || b.size() == 0) co_return std::error_code{};
+  // Room first: a handler faster than the peer's windows waits here, up to the write timeout, after which the
+  // stream is given up (a peer that opens no window keeps nothing of the server's for longer).
+  while (s.queued() >= opts_.output_per_stream || queued_out_ >= queued_cap()) {
+    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+    s.writer_waiting_ = true;
+    if (std::error_code ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout)) {
+      if (ec == tern::error::timed_out) {
+        reset_stream(s, NGHTTP2_CANCEL);
+        // No DATA at all for that long: the peer opens no window for anything the server has for it, and the
+        // connection goes, as one whose socket stops taking bytes goes after the same time. A peer that holds
+        // one stream while others flow loses that stream only.
+        if (!dead_ && clock::now() - data_sent_at_ >= hopts_.write_timeout && !goaway_sent_) {
+          goaway_sent_ = true;
+          (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_NO_ERROR);
+          wake_writer();
+        }
+      }
+      co_return ec;
+    }
+  }
+  if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+  // What nghttp2 has taken goes first, once it is at least what is left (each byte moves at most once).
+  if (s.out_taken_ != 0 && s.out_taken_ >= s.queued()) {
+    s.out_.erase(0, s.out_taken_);
+    s.out_taken_ = 0;
+  }
+  s.out_.append(static_cast<const char*>(b.data()), b.size());
+  queued_out_ += b.size();
+  resume(s);
+  wake_writer();
+  co_return std::error_code{};
+}
+
+task<std::error_code> server_connection::end_body(server_stream& s, const http::fields* trailers) {
+  if (s.discard_) {
+    s.out_done_ = true;
+    co_return std::error_code{};
+  }
+  if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+  if (trailers != nullptr && !trailers->empty()) {
+    // Lowercase names, as HTTP/2 requires; nghttp2 copies them when the trailers are submitted.
+    s.trailers_out_.clear();
+    std::string lower;
+    for (http::field x : *trailers) {
+      if (dropped_in_h2(x.name)) continue;
+      lower.assign(x.name);
+      for (char& c : lower) {
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+      }
+      s.trailers_out_.add(lower, x.value);
+    }
+    s.has_trailers_ = !s.trailers_out_.empty();
+  }
+  s.out_done_ = true;
+  resume(s);
+  wake_writer();
+  co_return std::error_code{};
+}
+
+// ---- server_stream: the exchange a streaming handler works through ----
+
+task<io_result<std::size_t>> server_stream::read_body_some(mutable_buffer b) { return conn_->read_body(*this, b); }
+
+std::optional<std::uint64_t> server_stream::body_length() const noexcept {
+  if (has_content_length_) return head_.content_length;
+  if (head_.framing == http::body_framing::none) return 0;
+  return std::nullopt;
+}
+
+namespace {
+task<std::error_code> refused() { co_return std::make_error_code(std::errc::invalid_argument); }
+}  // namespace
+
+task<std::error_code> server_stream::send_head(http::response_stream& s, int status, const http::fields& f,
+                                               std::optional<std::uint64_t> length) {
+  if (s.started()) return refused();
+  mark_started(s);
+  return conn_->start_response(*this, status, f, length);
+}
+
+task<std::error_code> server_stream::send_body(http::response_stream& s, const_buffer b) {
+  if (!s.started() || s.finished() || (length_ && written_ + b.size() > *length_)) return refused();
+  return conn_->write_body(*this, b);
+}
+
+task<std::error_code> server_stream::send_end(http::response_stream& s, const http::fields* trailers) {
+  if (!s.started() || s.finished() || (length_ && written_ != *length_)) return refused();
+  mark_finished(s);
+  return conn_->end_body(*this, trailers);
+}
+
+}  // namespace tern::http2::detail

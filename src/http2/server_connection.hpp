@@ -1,0 +1,286 @@
+// One HTTP/2 connection of an http::server, and its streams (internal; see server_connection.cpp).
+#pragma once
+
+#include <array>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "nghttp2_api.hpp"
+#include "tern/http/parser.hpp"
+#include "tern/http/protocol.hpp"
+#include "tern/http/request.hpp"
+#include "tern/http/response.hpp"
+#include "tern/http/server.hpp"
+#include "tern/http/stream.hpp"
+#include "tern/http2/server.hpp"
+#include "tern/io_context.hpp"
+#include "tern/sync/event.hpp"
+#include "tern/timer.hpp"
+
+namespace tern::http2::detail {
+
+class server_connection;
+
+// Tasks still running, and the one coroutine that waits until there are none. Not cancellable on purpose: the
+// connection's end waits here for the tasks it has just cancelled, whatever stop it was itself given.
+class task_count {
+ public:
+  void add() noexcept { ++running_; }
+  // A task ended: the waiter, if this was the last one, resumes from the loop's queue (not inside the task).
+  void done(io_context& ctx) noexcept;
+  std::size_t running() const noexcept { return running_; }
+
+  struct awaiter {
+    task_count* count;
+    bool await_ready() const noexcept { return count->running_ == 0; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { count->waiter_ = h; }
+    void await_resume() const noexcept {}
+  };
+  awaiter wait() noexcept { return {this}; }
+
+ private:
+  std::size_t running_ = 0;
+  std::coroutine_handle<> waiter_;
+};
+
+// A request stream: what its handler reads and writes through (body_reader, response_stream), and the state
+// nghttp2's callbacks fill. Streams are kept for reuse by their connection, so a warm connection's request takes
+// no allocation for them.
+class server_stream final : public http::detail::exchange {
+ public:
+  explicit server_stream(server_connection& c) noexcept : conn_(&c) {}
+  server_stream(const server_stream&) = delete;
+  server_stream& operator=(const server_stream&) = delete;
+  ~server_stream() { release_fields(); }
+
+  task<io_result<std::size_t>> read_body_some(mutable_buffer b) override;
+  bool body_done() const noexcept override { return in_end_ && buffered() == 0; }
+  std::optional<std::uint64_t> body_length() const noexcept override;
+  const http::field_list& body_trailers() const noexcept override { return trailer_list_; }
+  task<std::error_code> send_head(http::response_stream& s, int status, const http::fields& f,
+                                  std::optional<std::uint64_t> length) override;
+  task<std::error_code> send_body(http::response_stream& s, const_buffer b) override;
+  task<std::error_code> send_end(http::response_stream& s, const http::fields* trailers) override;
+
+  std::size_t buffered() const noexcept { return in_.size() - in_taken_; }
+  std::size_t queued() const noexcept { return out_.size() - out_taken_; }
+  // Drops the header fields' references and the state of the last request (the memory is kept).
+  void release_fields() noexcept;
+
+  server_connection* conn_;
+  std::int32_t id_ = 0;
+  server_stream* prev_ = nullptr;  // the connection's live streams, or its spares (next_ only)
+  server_stream* next_ = nullptr;
+  std::stop_source stop_;          // the handler's: requested when the stream closes under it
+
+  // The request: its pseudo-header fields and fields are views into nghttp2's reference-counted buffers, held
+  // until the stream is done (held_).
+  std::vector<nghttp2_rcbuf*> held_;
+  std::vector<http::field> fields_;
+  std::vector<http::field> trailers_;
+  http::field_list trailer_list_;
+  http::request_head head_;
+  std::optional<http::request> request_;  // the handler's view of it
+  http::response response_;               // a whole-body route's answer, until its head is submitted
+  std::string_view authority_;
+  std::string_view protocol_;      // :protocol (RFC 8441 extended CONNECT)
+  std::string_view content_length_text_;
+  std::size_t header_bytes_ = 0;
+  std::size_t pseudo_bytes_ = 0;   // :method and :path, held against the request-line limit
+  std::size_t dropped_ = 0;        // fields past the limits, not kept
+  int refused_ = 0;                // the status the head earned (431, 414) instead of its route's answer
+  bool in_trailers_ = false;       // the fields now arriving are trailers
+  bool websocket_ = false;         // an extended CONNECT for a WebSocket (RFC 8441): the stream is a tunnel
+  bool has_content_length_ = false;
+
+  // The request body: bytes received and not yet read (from in_taken_ on), and those nghttp2 has not yet been
+  // told were consumed (what the window is waiting for).
+  std::string in_;
+  std::size_t in_taken_ = 0;
+  std::size_t unconsumed_ = 0;
+  std::size_t body_held_ = 0;      // of a whole body: bytes consumed and held (server_connection::held_bodies_)
+  bool accumulating_ = false;      // a whole body waits for bytes, or for room among the held bodies
+  std::uint64_t in_total_ = 0;
+  clock::time_point body_start_{};
+  sync::auto_reset_event input_;
+  bool in_end_ = false;
+  bool expect_continue_ = false;
+
+  // The response: its body bytes queued and not yet taken by nghttp2 (from out_taken_ on), its trailers.
+  std::string out_;
+  std::size_t out_taken_ = 0;
+  http::fields trailers_out_;
+  sync::auto_reset_event output_;
+  std::uint64_t written_ = 0;
+  std::optional<std::uint64_t> length_;
+  bool has_trailers_ = false;
+  bool out_done_ = false;          // the body's last byte has been queued
+  bool discard_ = false;           // HEAD, or a status without a body: what the handler writes is not sent
+  bool deferred_ = false;          // nghttp2 waits for resume_data
+  bool writer_waiting_ = false;    // the handler waits for room in out_
+  bool responded_ = false;         // a final response has been submitted
+  bool streaming_ = false;         // its body is written piece by piece (counted in queued_out_)
+  bool running_ = false;           // its handler has not ended
+  bool closed_ = false;            // nghttp2 has closed it
+  std::uint32_t close_code_ = 0;
+};
+
+class server_connection final : public http::stop_listener {
+ public:
+  // A connection handed over by the server (h), served with opts and nghttp2's options option (both outlive it).
+  server_connection(const http::handover& h, const server_options& opts, const nghttp2_option* option);
+  server_connection(const server_connection&) = delete;
+  server_connection& operator=(const server_connection&) = delete;
+  ~server_connection();
+
+  // Serves the connection until it ends (the caller closes the socket).
+  task<void> run();
+  void server_stopping() noexcept override;
+
+  // For server_stream (its exchange), once it has checked and marked the response_stream.
+  task<io_result<std::size_t>> read_body(server_stream& s, mutable_buffer b);
+  task<std::error_code> start_response(server_stream& s, int status, const http::fields& f,
+                                       std::optional<std::uint64_t> length);
+  task<std::error_code> write_body(server_stream& s, const_buffer b);
+  task<std::error_code> end_body(server_stream& s, const http::fields* trailers);
+
+ private:
+  friend struct callbacks;
+  friend class server_stream;
+  friend class stream_tunnel;
+
+  bool start();
+  bool upgrade_stream();
+  task<void> read_loop();
+  task<void> write_loop();
+  task<void> linger();
+  std::optional<clock::time_point> read_deadline() const noexcept;
+  std::optional<clock::time_point> write_deadline() const noexcept;
+  void on_write_deadline();
+  bool feed(const char* data, std::size_t n);
+  bool deliver(const char* data, std::size_t n);
+  void fill_output();
+  void after_session_calls();
+  void send_goaway(std::uint32_t code);
+  void wake_writer() noexcept { write_wanted_.set(); }
+  void end_connection() noexcept;
+  bool charge(std::size_t cost) noexcept;
+
+  // Streams.
+  server_stream* open_stream(std::int32_t id);
+  void finish_head(server_stream& s);
+  void start_handler(server_stream& s);
+  void stream_closed(server_stream& s, std::uint32_t code);
+  void recycle(server_stream& s) noexcept;
+  void consume(server_stream& s, std::size_t n);
+  void reset_stream(server_stream& s, std::uint32_t code);
+  task<void> stream_task(server_stream& s);
+  task<void> serve_stream(server_stream& s);
+  task<void> serve_whole(server_stream& s, http::request& req, const http::router::route& route);
+  task<void> serve_streaming(server_stream& s, http::request& req, const http::router::route& route);
+  task<std::error_code> read_whole(server_stream& s, std::string_view& body);
+  task<void> tunnel(server_stream& s, http::response& r);
+  clock::time_point body_deadline(const server_stream& s) const noexcept;
+  void send_continue(server_stream& s);
+  void respond(server_stream& s, http::response& r);
+  void respond_status(server_stream& s, int status, std::string_view allow = {});
+  bool submit_head(server_stream& s, int status, const http::fields& f, std::optional<std::uint64_t> length,
+                   bool with_body);
+  void resume(server_stream& s);
+  void unqueue(std::size_t n) noexcept;
+  std::size_t queued_cap() const noexcept { return 4 * opts_.write_size; }
+  static ng_ssize read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
+                           std::uint32_t* flags, nghttp2_data_source* source, void* user);
+
+  io_context& ctx_;
+  http::server& server_;
+  const http::server_options& hopts_;
+  const server_options& opts_;
+  const nghttp2_option* option_;
+  net::tcp_socket& socket_;
+  http::transport* secure_;
+  const net::endpoint& remote_;
+  std::string_view received_;
+  const http::request_head* upgraded_;
+  std::string_view upgraded_body_;
+  std::string_view upgrade_settings_;
+  http::stop_listener** listener_;
+
+  session_ptr session_;
+  std::unique_ptr<char[]> input_;
+  std::string output_;              // frames gathered for the next write
+  sync::auto_reset_event write_wanted_;
+  sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
+  sync::auto_reset_event reader_done_;
+  std::stop_source reader_stop_;
+  std::stop_source writer_stop_;
+  task_count tasks_;                // the reader, the writer and every stream's handler
+
+  server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses
+  server_stream* spare_ = nullptr;  // streams kept for reuse
+  std::size_t spare_count_ = 0;
+  std::size_t live_count_ = 0;
+  std::size_t handlers_ = 0;        // handlers running (a closed stream's included, until it ends)
+  // Streams to reset once mem_recv or mem_send has returned: NO_ERROR after a response that came before the
+  // request's end (RFC 9113 §8.1), REFUSED_STREAM for one beyond the handlers allowed.
+  std::vector<std::pair<std::int32_t, std::uint32_t>> resets_;
+  std::size_t queued_out_ = 0;      // streamed response bytes queued by every stream, not yet taken by nghttp2
+  std::size_t held_bodies_ = 0;     // whole bodies' bytes consumed and held by the streams (read_whole)
+  std::size_t pending_consume_ = 0; // connection window bytes of streams gone, to give back once calls return
+  std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names and numbers it refers to
+  std::string nva_text_;
+
+  // Misbehaviour: frames that cost the server and serve no request (empty DATA, PINGs, SETTINGS, resets, tiny
+  // window updates, invalid frames) draw on a budget that refills over time; a peer that exhausts it gets GOAWAY
+  // (ENHANCE_YOUR_CALM) and the connection ends.
+  double budget_;
+  clock::time_point budget_at_;
+
+  // What became of the last streams the peer opened: a DATA or HEADERS frame for one that nghttp2 no longer holds
+  // gets the error RFC 9113 §5.1 gives it (frame_on_gone_stream), deterministically, however long ago it closed.
+  enum class ending : std::uint8_t { open, normally, peer_reset, reset_here };
+  struct past_stream {
+    std::int32_t id = 0;
+    ending how = ending::open;
+  };
+  static constexpr std::size_t history_size = 128;
+  void remember(std::int32_t id) noexcept;
+  past_stream* recall(std::int32_t id) noexcept;
+  void mark(std::int32_t id, ending how) noexcept;
+  void frame_on_gone_stream(std::int32_t id, std::uint8_t type);
+  std::array<past_stream, history_size> history_{};
+  std::size_t history_count_ = 0;   // streams remembered so far (the ring holds the last history_size)
+  std::int32_t forgotten_ = 0;      // the highest stream no longer in the ring
+  std::int32_t max_seen_ = 0;       // the highest stream a HEADERS frame has named
+  // Where the peer's byte stream is: the client's 24-byte magic first, then frame headers and payloads.
+  struct frame_scanner {
+    std::uint8_t header[9];
+    std::size_t have = 0;   // bytes of the current frame header
+    std::size_t skip = 24;  // bytes to pass over: the magic, then each frame's payload
+  };
+  frame_scanner scanner_;
+
+  clock::time_point started_;
+  clock::time_point idle_since_;
+  clock::time_point data_sent_at_;  // the last DATA frame sent
+  std::int32_t max_stream_id_ = 0;  // the highest stream the peer opened
+  bool got_frame_ = false;          // the peer's first frame has arrived (header_timeout no longer applies)
+  bool stopping_ = false;           // the server stops: GOAWAY, then finish what is in flight
+  bool notice_sent_ = false;        // the shutdown notice and its PING are on their way
+  clock::time_point notice_at_{};   // when; cleared when the PING's answer arrives
+  bool goaway_sent_ = false;        // the final GOAWAY has been submitted
+  bool lingering_ = false;          // the writer has finished: what arrives now is dropped (linger)
+  bool dead_ = false;               // the connection failed or ended: nothing more is read, written or served
+  bool flush_on_death_ = false;     // but the GOAWAY nghttp2 queued for a flood still goes out
+  bool writing_ = false;            // a write to the socket is in flight
+};
+
+}  // namespace tern::http2::detail

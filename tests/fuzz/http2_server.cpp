@@ -1,0 +1,162 @@
+// libFuzzer target: tern::http2's server connection (src/http2/server_connection.cpp) with nghttp2 under it, given
+// arbitrary bytes as a client's after its connection preface, arriving in pieces of arbitrary sizes. The
+// connection runs as a server runs it (http2::server_protocol's serve, on a loop, with routes that read whole and
+// streamed bodies, answer with bodies and trailers, and fail), over an in-memory transport instead of a socket:
+// what it reads is the input, cut where the input's hash says; what it writes is checked and dropped. Checks:
+// - serve() returns once the input has ended (every stream's handler has ended with it: nothing is left running
+//   on the loop);
+// - what the server writes is whole HTTP/2 frames, its SETTINGS first, none over the largest frame size a client
+//   may allow, and a GOAWAY at most twice (the shutdown notice and the final one) before the connection ends.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fuzz_support.hpp"
+#include "tern/http/router.hpp"
+#include "tern/http/server.hpp"
+#include "tern/http/stream.hpp"
+#include "tern/http/transport.hpp"
+#include "tern/http2/server.hpp"
+#include "tern/tern.hpp"
+
+namespace {
+
+namespace http = tern::http;
+using namespace tern::fuzz;
+
+constexpr std::string_view preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+// The server's output, followed frame by frame.
+struct output_check {
+  std::string partial;  // the current frame's header, until it is whole
+  std::size_t skip = 0;
+  bool first = true;
+  int goaways = 0;
+
+  void feed(std::string_view bytes) {
+    while (!bytes.empty()) {
+      if (skip != 0) {
+        const std::size_t k = std::min(skip, bytes.size());
+        skip -= k;
+        bytes.remove_prefix(k);
+        continue;
+      }
+      partial.push_back(bytes.front());
+      bytes.remove_prefix(1);
+      if (partial.size() < 9) continue;
+      const auto* h = reinterpret_cast<const unsigned char*>(partial.data());
+      skip = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+      const unsigned type = h[3];
+      TERN_FUZZ_CHECK(!first || type == 4);  // the server's preface is a SETTINGS frame
+      TERN_FUZZ_CHECK(skip <= 16777215);
+      first = false;
+      if (type == 7) ++goaways;
+      TERN_FUZZ_CHECK(goaways <= 2);
+      partial.clear();
+    }
+  }
+  bool whole() const noexcept { return partial.empty() && skip == 0; }
+};
+
+class memory_transport final : public http::transport {
+ public:
+  memory_transport(tern::io_context& ctx, std::string_view input, choices& cuts, output_check& out)
+      : socket_(ctx), input_(input), cuts_(cuts), out_(out) {}
+
+  tern::task<std::error_code> handshake() override { co_return std::error_code{}; }
+  tern::task<tern::io_result<std::size_t>> read_some(tern::mutable_buffer b) override {
+    if (input_.empty()) co_return tern::io_result<std::size_t>{make_error_code(tern::error::eof), 0};
+    // Pieces of 1 to 64 bytes mostly, now and then larger: every frame boundary falls anywhere.
+    const std::size_t piece = cuts_.one_in(4) ? cuts_.between(1, 4096) : cuts_.between(1, 64);
+    const std::size_t n = std::min({piece, input_.size(), b.size()});
+    std::memcpy(b.data(), input_.data(), n);
+    input_.remove_prefix(n);
+    co_return tern::io_result<std::size_t>{std::error_code{}, n};
+  }
+  tern::task<tern::io_result<std::size_t>> write_all(tern::const_buffer b) override {
+    out_.feed(std::string_view(static_cast<const char*>(b.data()), b.size()));
+    co_return tern::io_result<std::size_t>{std::error_code{}, b.size()};
+  }
+  tern::task<std::error_code> shutdown_send() override { co_return std::error_code{}; }
+  tern::net::tcp_socket& socket() noexcept override { return socket_; }
+
+ private:
+  tern::net::tcp_socket socket_;
+  std::string_view input_;
+  choices& cuts_;
+  output_check& out_;
+};
+
+http::router routes() {
+  http::router r;
+  r.get("/", [](http::request&) -> tern::task<http::response> { co_return http::response(200, "hello\n"); });
+  r.post("/echo", [](http::request& q) -> tern::task<http::response> {
+    co_return http::response(200, std::string(q.body()));
+  });
+  r.get("/fail", [](http::request&) -> tern::task<http::response> {
+    throw std::runtime_error("failed");
+    co_return http::response(200);
+  });
+  r.stream(http::method::post, "/stream",
+           [](http::request&, http::body_reader& body, http::response_stream& out) -> tern::task<void> {
+             if (co_await out.start(200)) co_return;
+             char buf[1000];
+             for (;;) {
+               auto [ec, n] = co_await body.read_some(tern::mutable_buffer(buf, sizeof buf));
+               if (ec) break;
+               if (co_await out.write(tern::const_buffer(buf, n))) co_return;
+             }
+             http::fields t;
+             for (http::field f : body.trailers()) t.add(f.name, f.value);
+             (void)co_await out.finish(t);
+           });
+  // Starts a response and leaves it unfinished: the stream is reset.
+  r.stream(http::method::get, "/half",
+           [](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             if (co_await out.start(200, {}, 10)) co_return;
+             (void)co_await out.write(tern::const_buffer("12345", 5));
+           });
+  return r;
+}
+
+struct harness {
+  tern::io_context ctx;
+  std::unique_ptr<http::server> server;
+  std::shared_ptr<const http::connection_protocol> h2;
+
+  harness() {
+    http::server_options o;
+    o.limits.max_header_bytes = 4096;
+    o.limits.max_body = 64 * 1024;
+    tern::http2::server_options h;
+    h.max_concurrent_streams = 16;
+    h.stream_window = 16 * 1024;
+    h.connection_window = 64 * 1024;
+    h2 = tern::http2::server_protocol(h);
+    o.http2 = h2;
+    server = std::make_unique<http::server>(ctx, routes(), o);
+  }
+
+  tern::task<void> serve(std::string_view input, choices& cuts, output_check& out) {
+    memory_transport t(ctx, input, cuts, out);
+    tern::net::endpoint remote = tern::net::endpoint::loopback_v4(1);
+    http::stop_listener* listener = nullptr;
+    co_await h2->serve(http::handover{*server, t.socket(), &t, remote, preface, nullptr, {}, {}, &listener});
+    TERN_FUZZ_CHECK(listener == nullptr);
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static harness h;
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  choices cuts(input);
+  output_check out;
+  h.ctx.block_on(h.serve(input, cuts, out));
+  TERN_FUZZ_CHECK(out.whole());
+  return 0;
+}

@@ -1,0 +1,124 @@
+// Steady state of tern::http2's server: once a connection has warmed up, requests cost no heap allocation: not
+// nghttp2's frames, streams and header buffers (its blocks come from free lists: src/http2/memory.cpp), not the
+// stream (reused), the handler's task, its response, the response's head or the write. Checked over 10000
+// requests, ten streams at a time, on both backends, with a client that is a plain tern socket on the same loop
+// writing fixed frames (HPACK literals without indexing, so that every request is the same bytes but its stream).
+#include "counting_new.hpp"
+#include "net_support.hpp"
+
+#include <tern/http/router.hpp>
+#include <tern/http/server.hpp>
+#include <tern/http2/server.hpp>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace {
+
+using namespace tern_test;
+namespace http = tern::http;
+
+class http2_alloc_test : public backend_test {};
+TERN_INSTANTIATE_BACKENDS(http2_alloc_test);
+
+constexpr int warmup = 200;
+constexpr int measured = 1000;
+constexpr int batch = 10;
+
+http::router routes() {
+  http::router r;
+  r.get("/hello/{name}", [](http::request& q) -> tern::task<http::response> {
+    http::response resp(200, q.param("name") == "world" ? "hello, world" : "who?");
+    resp.headers.set("Cache-Control", "no-store");
+    co_return resp;
+  });
+  return r;
+}
+
+void frame_header(char* out, std::size_t length, std::uint8_t type, std::uint8_t flags, std::uint32_t stream) {
+  out[0] = static_cast<char>(length >> 16);
+  out[1] = static_cast<char>(length >> 8);
+  out[2] = static_cast<char>(length);
+  out[3] = static_cast<char>(type);
+  out[4] = static_cast<char>(flags);
+  for (int i = 0; i < 4; ++i) out[5 + i] = static_cast<char>(stream >> (24 - 8 * i));
+}
+
+// GET /hello/world: :method GET, :scheme http (static), :path and :authority as literals without indexing.
+constexpr char request_block[] = "\x82\x86\x04\x0c/hello/world\x01\x01t";
+constexpr std::size_t block_size = sizeof request_block - 1;
+
+// Sends `count` requests from stream `next` on, and reads until as many responses have ended (DATA frames with
+// END_STREAM), following the server's frames in a fixed buffer.
+tern::task<std::error_code> exchange(tern::net::tcp_socket& s, std::uint32_t& next, int count, char* buf,
+                                     std::size_t size) {
+  char out[batch * (9 + block_size)];
+  std::size_t at = 0;
+  for (int i = 0; i < count; ++i, next += 2) {
+    frame_header(out + at, block_size, 1, 0x5, next);  // HEADERS, END_STREAM | END_HEADERS
+    std::memcpy(out + at + 9, request_block, block_size);
+    at += 9 + block_size;
+  }
+  auto [wec, wn] = co_await s.write_all(tern::const_buffer(out, at));
+  if (wec) co_return wec;
+  int ended = 0;
+  std::size_t have = 0;
+  while (ended < count) {
+    auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf + have, size - have));
+    if (ec) co_return ec;
+    have += n;
+    std::size_t pos = 0;
+    while (have - pos >= 9) {
+      const auto* h = reinterpret_cast<const unsigned char*>(buf + pos);
+      const std::size_t length = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+      if (have - pos < 9 + length) break;
+      if (h[3] == 0 && (h[4] & 1) != 0) ++ended;
+      pos += 9 + length;
+    }
+    std::memmove(buf, buf + pos, have - pos);
+    have -= pos;
+  }
+  co_return std::error_code{};
+}
+
+TEST_P(http2_alloc_test, requests_on_a_warm_connection_allocate_nothing) {
+  struct result {
+    std::size_t allocations = ~std::size_t{0};
+  } r;
+  run_bounded(ctx, [](tern::io_context& ctx, result& r) -> tern::task<void> {
+    http::server_options o;
+    o.http2 = tern::http2::server_protocol();
+    http::server server(ctx, routes(), o);
+    CO_ASSERT_OK(server.listen(tern::net::endpoint::loopback_v4(0)));
+    auto [lec, ep] = server.local_endpoint();
+    CO_ASSERT_OK(lec);
+    auto running = tern::spawn(ctx, server.run());
+    auto [cec, s] = co_await tern::net::connect(ctx, ep);
+    CO_ASSERT_OK(cec);
+    // The preface, empty SETTINGS, the server's SETTINGS acknowledged, and the connection's window opened wide.
+    char hello[24 + 9 + 9 + 13];
+    std::memcpy(hello, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+    frame_header(hello + 24, 0, 4, 0, 0);
+    frame_header(hello + 33, 0, 4, 1, 0);
+    frame_header(hello + 42, 4, 8, 0, 0);
+    const char increment[4] = {0x7f, 0, 0, 0};
+    std::memcpy(hello + 51, increment, 4);
+    auto [hec, hn] = co_await s.write_all(tern::const_buffer(hello, sizeof hello - 4 + 4));
+    CO_ASSERT_OK(hec);
+    char buf[65536];
+    std::uint32_t next = 1;
+    for (int i = 0; i < warmup; ++i) CO_ASSERT_OK(co_await exchange(s, next, batch, buf, sizeof buf));
+    start_counting();
+    for (int i = 0; i < measured; ++i) {
+      if (co_await exchange(s, next, batch, buf, sizeof buf)) break;
+    }
+    r.allocations = stop_counting();
+    s.close();
+    server.stop();
+    co_await std::move(running);
+  }(ctx, r));
+  EXPECT_EQ(r.allocations, 0u) << "heap allocations over " << measured * batch << " requests";
+}
+
+}  // namespace

@@ -1,0 +1,110 @@
+// tern's HTTP/2 server against clients tern did not write, on both backends: curl (prior knowledge, Upgrade: h2c,
+// ALPN h2 over TLS), nghttp (nghttp2's command-line client: prior knowledge, upgrade, several requests at once, an
+// upload with trailers) and Python's h2 (100 concurrent uploads checked by SHA-256, downloads checked byte for
+// byte, trailers, a reset among them, in clear and over TLS).
+#include "h2_routes.hpp"
+#include "../tls/tls_support.hpp"
+
+#include <tern/http/tls.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace {
+
+using namespace tern_test;
+namespace http = tern::http;
+
+// Debian's interpreter, where python3-h2 is installed (a python3 earlier on PATH may not have it).
+const char* const python = "/usr/bin/python3";
+
+class http2_real_peer_test : public ::testing::TestWithParam<tern::backend_kind> {};
+TERN_INSTANTIATE_BACKENDS(http2_real_peer_test);
+
+std::string url(const server_thread& s, std::string_view scheme, std::string_view path) {
+  return std::string(scheme) + "://localhost:" + std::to_string(s.port()) + std::string(path);
+}
+
+http::server_options tls_h2_options() {
+  tls::context ctx = server_context();
+  EXPECT_FALSE(ctx.set_alpn_protocols({"h2", "http/1.1"}));
+  http::server_options o = h2_server_options();
+  o.transport = http::tls_server(ctx);
+  return o;
+}
+
+std::string temp_file(const std::string& content) {
+  char name[] = "/tmp/tern-h2-XXXXXX";
+  const int fd = ::mkstemp(name);
+  EXPECT_GE(fd, 0);
+  ::close(fd);
+  std::ofstream(name, std::ios::binary) << content;
+  return name;
+}
+
+TEST_P(http2_real_peer_test, curl_prior_knowledge_upgrade_and_alpn) {
+  h2_server srv(GetParam());
+  int status = 0;
+  // %{http_version} after the body: "2" for HTTP/2.
+  const std::string fmt = " -w ' %{http_version}' ";
+  EXPECT_EQ(command_output("curl -s --http2-prior-knowledge" + fmt + url(srv.s, "http", "/hello"), status),
+            "hello over 2.0\n 2");
+  EXPECT_EQ(status, 0);
+  const std::string body(300000, 'u');
+  const std::string file = temp_file(body);
+  EXPECT_EQ(command_output("curl -s --http2-prior-knowledge --data-binary @" + file + fmt +
+                               url(srv.s, "http", "/sha256"),
+                           status),
+            sha256_hex(body) + " 2");
+  // --http2 on an http:// URL asks for Upgrade: h2c with its first request.
+  EXPECT_EQ(command_output("curl -s --http2" + fmt + url(srv.s, "http", "/users/5"), status),
+            "user 5  localhost:" + std::to_string(srv.s.port()) + " 2");
+  std::remove(file.c_str());
+  h2_server secure(GetParam(), tls_h2_options());
+  EXPECT_EQ(command_output("curl -s --cacert " + pki().ca + " --http2" + fmt + url(secure.s, "https", "/hello"),
+                           status),
+            "hello over 2.0\n 2");
+  EXPECT_EQ(command_output("curl -s --cacert " + pki().ca + " --http1.1" + fmt + url(secure.s, "https", "/hello"),
+                           status),
+            "hello over 1.1\n 1.1");
+}
+
+TEST_P(http2_real_peer_test, nghttp_requests_uploads_and_upgrades) {
+  h2_server srv(GetParam());
+  int status = 0;
+  EXPECT_EQ(command_output("nghttp " + url(srv.s, "http", "/hello"), status), "hello over 2.0\n");
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(command_output("nghttp -u " + url(srv.s, "http", "/hello"), status), "hello over 2.0\n");
+  EXPECT_EQ(status, 0);
+  // Several requests on one connection (-m: the same URI that many times).
+  std::string five;
+  for (int i = 0; i < 5; ++i) five += "user 3  localhost:" + std::to_string(srv.s.port());
+  EXPECT_EQ(command_output("nghttp -m 5 " + url(srv.s, "http", "/users/3"), status), five);
+  // An upload with a trailer field, echoed back by /stream (-v shows the response's trailers).
+  const std::string file = temp_file("streamed by nghttp");
+  const std::string verbose =
+      command_output("nghttp -v -d " + file + " --trailer 'x-check: 42' " + url(srv.s, "http", "/stream"), status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(verbose.find("streamed by nghttp"), std::string::npos);
+  EXPECT_NE(verbose.find("echo-x-check: 42"), std::string::npos) << verbose;
+  std::remove(file.c_str());
+}
+
+TEST_P(http2_real_peer_test, python_h2_in_clear_and_over_tls) {
+  const std::string script = std::string(TERN_TEST_SOURCE_DIR) + "/http2/python_h2_client.py";
+  {
+    h2_server srv(GetParam());
+    int status = 0;
+    EXPECT_EQ(command_output(std::string(python) + " " + script + " " + std::to_string(srv.s.port()), status), "ok\n");
+    EXPECT_EQ(status, 0);
+    // The reset stream's handler was cancelled (it counts that, on the server's loop, soon after).
+    for (int i = 0; i < 500 && srv.p.cancelled.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(srv.p.cancelled.load(), 1);
+  }
+  h2_server secure(GetParam(), tls_h2_options());
+  int status = 0;
+  EXPECT_EQ(command_output(std::string(python) + " " + script + " " + std::to_string(secure.s.port()) + " --tls", status), "ok\n");
+  EXPECT_EQ(status, 0);
+}
+
+}  // namespace
