@@ -68,8 +68,10 @@ bool transfer_awaiter::finish_piece() noexcept {
   done_ += static_cast<std::size_t>(res);
   if (done_ == size_) return true;
   // A cancellation that reached the piece too late to stop it (it moved bytes) still ends the transfer; one made
-  // by close() (st cancelled) reaches only the op, not canceled_.
-  if (canceled_ || op_.st == io_op::state::cancelled) {
+  // by close() (st cancelled) reaches only the op, not canceled_. A close() that came while this piece's
+  // completion was queued found nothing pending to cancel: the descriptor is closed (fd -1; its memory stays the
+  // loop's, on the free list) or already another's (a newer generation).
+  if (canceled_ || op_.st == io_op::state::cancelled || op_.desc->fd < 0 || op_.desc->generation != generation_) {
     ec_ = make_error_code(tern::error::operation_canceled);
     return true;
   }

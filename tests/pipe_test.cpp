@@ -7,8 +7,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -88,6 +90,46 @@ TEST_P(pipe_test, a_pending_read_is_cancelled_and_times_out) {
     CO_ASSERT_OK(rec);
     EXPECT_EQ(std::string_view(buf, rn), "ok");
     (void)tn, (void)cn;
+  }(ctx));
+}
+
+// close() while a write_all's next piece is queued, not pending (epoll: a piece that completed at once, queued
+// behind the closer because the writer had used up its inline completions): the transfer ends as cancelled with
+// the bytes moved so far, and never starts a piece on the closed descriptor (that answered bad_file_descriptor,
+// or, had the descriptor been reused, would have written into another file).
+TEST_P(pipe_test, closing_between_two_pieces_of_a_write_all_cancels_it) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [ec, ends] = tern::fs::make_pipe(ctx);
+    CO_ASSERT_OK(ec);
+    auto& [reader, writer] = ends;
+    // Room for the whole payload, so that every piece completes without waiting for the reader.
+    constexpr int room = 1 << 20;
+    CO_ASSERT(::fcntl(writer.native_handle(), F_SETPIPE_SZ, room) >= room);
+    const std::vector<char> payload = make_pattern(room / 2);
+    auto sender = tern::spawn(ctx, [](pipe_writer& w, const std::vector<char>& payload)
+                                       -> tern::task<std::pair<std::error_code, std::size_t>> {
+      auto [ec, n] = co_await w.write_all(payload);
+      co_return std::pair{ec, n};
+    }(writer, payload));
+    co_await tern::yield();  // the sender starts its first pieces
+    writer.close();
+    auto [wec, wn] = co_await std::move(sender);
+    EXPECT_EC(wec, tern::error::operation_canceled);
+    EXPECT_LT(wn, payload.size());
+    // Exactly the bytes reported as written are in the pipe, then its end.
+    std::vector<char> got(payload.size());
+    std::size_t received = 0;
+    for (;;) {
+      auto [rec, n] = co_await tern::with_timeout(
+          reader.read_some(tern::mutable_buffer(got.data() + received, got.size() - received)), 10s);
+      if (rec) {
+        EXPECT_EC(rec, tern::error::eof);
+        break;
+      }
+      received += n;
+    }
+    EXPECT_EQ(received, wn);
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(received), payload.begin()));
   }(ctx));
 }
 

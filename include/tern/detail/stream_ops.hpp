@@ -68,8 +68,8 @@ static_assert(sizeof(receive_awaiter) == sizeof(receive_op));
 // pieces are chained from the op's own completion, so the awaiting coroutine is resumed once, at the end, and the
 // operation needs no frame of its own (it used to be a task looping over read_some/write_some, one frame and one
 // resumption per call and one per piece). Cancellation is remembered, so a cancel that arrives while the next
-// piece is queued (between two kernel operations) still ends the transfer with operation_canceled; bytes moved
-// before it are counted in the result either way.
+// piece is queued (between two kernel operations) still ends the transfer with operation_canceled; so does a close
+// of the descriptor then; bytes moved before it are counted in the result either way.
 class [[nodiscard]] transfer_awaiter {
  public:
   transfer_awaiter(io_context& ctx, descriptor* d, op_code code, void* base,
@@ -80,6 +80,7 @@ class [[nodiscard]] transfer_awaiter {
     op_.code = code;
     op_.run = &on_piece;
     op_.self = this;
+    if (d != nullptr) generation_ = d->generation;
   }
   transfer_awaiter(const transfer_awaiter& o) noexcept
       : transfer_awaiter(*o.op_.ctx, o.op_.desc, o.op_.code, o.base_, o.size_) {}
@@ -120,6 +121,10 @@ class [[nodiscard]] transfer_awaiter {
   std::size_t size_;
   std::size_t done_ = 0;
   std::error_code ec_;
+  // The descriptor's generation when the transfer was made: a close() that finds no piece pending (the next one
+  // is queued, not started) leaves the descriptor closed, or reused under a newer generation, and the transfer
+  // must not start another piece on it.
+  std::uint32_t generation_ = 0;
   bool canceled_ = false;
 };
 
