@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <exception>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <unistd.h>
 
 #include "backends.hpp"
+#include "tern/error.hpp"
 #include "loop_registry.hpp"
 #include "tern/task.hpp"  // root_hook: the spawned tasks a dying loop destroys
 
@@ -24,6 +26,18 @@ constinit thread_local io_context* current_ = nullptr;
 }
 
 io_context* io_context::current() noexcept { return current_; }
+
+namespace detail {
+namespace {
+// Relaxed: the counter only has to hand out distinct numbers; nothing is published through it.
+std::atomic<std::uint64_t> next_thread_serial{1};
+constinit thread_local std::uint64_t own_thread_serial = 0;
+}  // namespace
+std::uint64_t thread_serial() noexcept {
+  if (own_thread_serial == 0) [[unlikely]] own_thread_serial = next_thread_serial.fetch_add(1, std::memory_order_relaxed);
+  return own_thread_serial;
+}
+}  // namespace detail
 
 #ifdef TERN_THREAD_IDENTITY_OUT_OF_LINE
 namespace detail {
@@ -241,11 +255,32 @@ bool io_context::has_work() const noexcept {
 }
 
 std::size_t io_context::run() {
+  claim_thread("run");
   static const std::atomic<std::uintptr_t> never_done{0};
   return run_loop(&never_done);
 }
 
-void io_context::run_until(const std::atomic<std::uintptr_t>* done) { run_loop(done); }
+void io_context::run_until(const std::atomic<std::uintptr_t>* done) {
+  claim_thread("run_until");
+  run_loop(done);
+}
+
+void io_context::claim_thread(const char* operation) {
+  const std::uint64_t self = detail::thread_serial();
+  std::uint64_t bound = bound_thread_.load(std::memory_order_relaxed);
+  if (bound == self) [[likely]] return;
+  if (bound == 0 && bound_thread_.compare_exchange_strong(bound, self, std::memory_order_relaxed)) return;
+  throw std::system_error(make_error_code(error::wrong_loop),
+                          std::string("tern::io_context::") + operation +
+                              ": the loop is bound to the thread that first ran it (an io_uring ring takes calls "
+                              "from one thread only); run each loop on one thread for its life, or use "
+                              "tern::runtime");
+}
+
+bool io_context::on_bound_thread() const noexcept {
+  const std::uint64_t bound = bound_thread_.load(std::memory_order_relaxed);
+  return bound == 0 || bound == detail::thread_serial();
+}
 
 std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word) {
   // Set by this thread (a spawned task finishing on its home loop), so a relaxed load sees it.
@@ -277,6 +312,7 @@ std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word) {
 }
 
 std::size_t io_context::run_one() {
+  claim_thread("run_one");
   scope s(this);
   while (!stopped()) {
     drain_inbox();
@@ -292,6 +328,7 @@ std::size_t io_context::run_one() {
 }
 
 std::size_t io_context::poll() {
+  claim_thread("poll");
   if (stopped()) return 0;
   scope s(this);
   poll_io(false);
@@ -622,9 +659,16 @@ void io_context::close_handed_over(detail::work_item* w) noexcept {
   d->ctx->close_descriptor(d);
 }
 
+bool io_context::hand_over_needed(const detail::descriptor* d) const noexcept {
+  if (running_here()) return false;
+  if (running_elsewhere()) return true;
+  return (d->has_pending() || d->fixed_slot >= 0) && !on_bound_thread();
+}
+
 void io_context::close_descriptor(detail::descriptor* d) noexcept {
-  if (running_elsewhere()) {
-    // The pending list, the ring and the free list are the loop's: hand the whole close to it.
+  if (hand_over_needed(d)) {
+    // The pending list, the ring and the free list are the loop's: hand the whole close to it. A loop that never
+    // runs again closes it from its teardown.
     enqueue_remote(&d->close_item);
     return;
   }
@@ -693,7 +737,7 @@ void io_context::drop_accepted(detail::descriptor* d) noexcept {
 
 void io_context::cancel_pending(detail::descriptor* d) noexcept {
   if (d == nullptr) return;
-  if (running_elsewhere()) {
+  if (hand_over_needed(d)) {
     // The descriptor may be closed and reused before the post runs; the generation tells.
     post([this, d, generation = d->generation] {
       if (d->generation == generation && d->fd >= 0) cancel_pending(d);

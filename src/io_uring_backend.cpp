@@ -77,6 +77,9 @@
 #include <utility>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fcntl.h>
 #include <liburing.h>
@@ -419,13 +422,31 @@ class io_uring_backend final : public backend {
     enable();
     // Nothing to submit and no completion waiting in the kernel: what the CQ holds is all an enter would find. A
     // busy loop polls every turn and a spinning one every round; each would be a system call.
-    if (timeout_ns != 0 || !taskrun_flag_ || !nothing_for_the_kernel()) enter(timeout_ns);
+    int rc = 0;
+    if (timeout_ns != 0 || !taskrun_flag_ || !nothing_for_the_kernel()) rc = enter(timeout_ns);
     reap();
     if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
+    if (rc < 0 && !transient_enter_error(rc)) failure_ = rc;
+    if (failure_ != 0) fail();
+  }
+
+  // What io_uring_enter(2) may answer that only delays the loop: a signal (EINTR) or the wait's own deadline
+  // (ETIME) ended the wait; the kernel was short of memory for requests (EAGAIN) or the completion queue
+  // overflowed (EBUSY), and what was not submitted stays queued while the reap that follows makes room, so the
+  // next turn enters again. Anything else (a ring that refuses this thread, a ring being torn down, lost
+  // completions) would answer the same at every turn.
+  static bool transient_enter_error(int rc) noexcept {
+    return rc == -EINTR || rc == -ETIME || rc == -EAGAIN || rc == -EBUSY;
+  }
+
+  // A lasting failure ends run() with it, rather than spin on it.
+  [[noreturn]] void fail() {
+    const int e = -std::exchange(failure_, 0);
+    throw std::system_error(e, std::system_category(), "tern: io_uring_enter");
   }
 
   // poll()'s io_uring_enter: submits what is queued and waits up to timeout_ns (0: not at all, < 0: for ever).
-  void enter(std::int64_t timeout_ns) noexcept {
+  int enter(std::int64_t timeout_ns) noexcept {
     int rc;
     if (timeout_ns == 0) {
       rc = io_uring_submit_and_get_events(&ring_);
@@ -441,10 +462,10 @@ class io_uring_backend final : public backend {
       io_uring_cqe* cqe = nullptr;
       rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
-    (void)rc;  // -ETIME and -EINTR only mean there may be nothing to reap; real CQEs are reaped either way
     ctx_.note_submitted();
     ctx_.counters().kernel_waits.add();
     ctx_.counters().syscalls.add();
+    return rc;
   }
 
   void wake() noexcept override {
@@ -1008,10 +1029,15 @@ class io_uring_backend final : public backend {
   }
   static constexpr int ftruncate_opcode = 55;
 
-  void submit() noexcept {
+  // Submits what is queued; returns the enter's result (0 when there was nothing to submit). A lasting failure is
+  // kept for the loop's next poll, which throws it: the callers (a flush between handlers, a close) cannot.
+  int submit() noexcept {
     enable();
-    if (submit_queued() > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
+    const int rc = submit_queued();
+    if (rc > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
+    if (rc < 0 && !transient_enter_error(rc) && failure_ == 0) failure_ = rc;
     ctx_.note_submitted();
+    return rc;
   }
 
   // Submits the queued SQEs and nothing else. liburing's io_uring_submit adds IORING_ENTER_GETEVENTS whenever the
@@ -1041,8 +1067,13 @@ class io_uring_backend final : public backend {
     ctx_.note_unsubmitted();
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {  // queue full: flush it to the kernel and take a fresh entry
-      submit();
+      const int rc = submit();
       sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr && rc < 0 && !transient_enter_error(rc)) {
+        // Nothing can be queued, and the caller cannot fail: stop with the reason rather than spin.
+        std::fprintf(stderr, "tern: io_uring_enter failed with the submission queue full: %s\n", std::strerror(-rc));
+        std::abort();
+      }
     }
     return sqe;
   }
@@ -1130,6 +1161,7 @@ class io_uring_backend final : public backend {
   // and whether one has delivered a socket on this ring (after which EINVAL is a listener's own error).
   unsigned accept_queue_;
   bool multishot_accept_ = true;
+  int failure_ = 0;  // a lasting io_uring_enter failure (-errno) seen outside poll(), for poll() to throw
   bool multishot_accept_seen_ = false;
   // Zero-copy sends: the threshold (0: off); whether notifications report copies (until a kernel without the
   // report refuses it), and whether a zero-copy send has succeeded on this ring (after which EINVAL is a socket's

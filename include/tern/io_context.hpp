@@ -16,6 +16,15 @@
 // The loop is single-threaded by construction: everything except post(), stop() and wake-ups must be called on the
 // thread running it. run() returns when it is stopped or runs out of work: nothing queued, no operation pending,
 // no timer armed, and no work_guard alive.
+//
+// One thread for life: a loop may be made on any thread, and the first thread that runs it (run, run_one, poll,
+// run_until, block_on) binds it for good; a run from any other thread later throws std::system_error with
+// tern::error::wrong_loop, on both backends. io_uring is why: a SINGLE_ISSUER ring takes submissions and waits from
+// the one task the kernel bound it to when it was enabled (the ring is made disabled and enabled by that first run,
+// so making a loop elsewhere is fine), the kernel has no call to bind it to another, and a second thread's enters
+// would only be refused (EEXIST) while completions wait for the first. epoll could run anywhere, but a program
+// must not behave differently on the two backends. One loop per thread is what tern::runtime sets up. The loop may
+// be destroyed on any thread; see ~io_context for what its teardown can do there.
 #pragma once
 
 #include <atomic>
@@ -223,7 +232,9 @@ class io_context {
   io_context(const io_context&) = delete;
   io_context& operator=(const io_context&) = delete;
 
-  // Runs the loop until stop() or until it runs out of work; returns the number of items run.
+  // Runs the loop until stop() or until it runs out of work; returns the number of items run. The first run binds
+  // the loop to the calling thread; from any other thread, run, run_one, poll and block_on throw std::system_error
+  // (tern::error::wrong_loop) and leave the loop as it was.
   std::size_t run();
   // Runs at most one item, blocking until one is ready (or the loop is out of work); returns 0 or 1.
   std::size_t run_one();
@@ -378,6 +389,9 @@ class io_context {
   // Runs like run() but also returns as soon as the low bit of *done is set (by this thread: a spawned task's
   // state word, spawn.hpp).
   void run_until(const std::atomic<std::uintptr_t>* done);
+  // Binds the loop to the calling thread if no thread has run it yet; throws std::system_error (wrong_loop) if it
+  // is bound to another. `operation` names the caller in the message. Every run calls it first.
+  void claim_thread(const char* operation);
   // Frees queued handlers and forgets queued resumptions without running them (teardown only).
   void discard_queued() noexcept;
 
@@ -496,14 +510,21 @@ class io_context {
   // file, which the backend does not watch (its operations are file_ops).
   detail::descriptor* open_descriptor(int fd, bool watched = true);
   // Cancels d's pending operations and closes its fd. Any thread: from a thread that does not run the loop while
-  // another does, the close is queued on the loop (d's own close_item) and happens there.
+  // another does, or that is not the loop's own thread while d has work in the kernel (hand_over_needed), the
+  // close is queued on the loop (d's own close_item) and happens there.
   void close_descriptor(detail::descriptor* d) noexcept;
   // Gives up d without closing its fd (the caller owns the fd from now on); d must have no pending operation.
   // Any thread.
   int release_descriptor(detail::descriptor* d) noexcept;
-  // Requests cancellation of every pending operation on d (null: nothing). Any thread: from a thread that does not
-  // run the loop while another does, the request is posted to the loop.
+  // Requests cancellation of every pending operation on d (null: nothing). Any thread: where hand_over_needed(d),
+  // the request is posted to the loop.
   void cancel_pending(detail::descriptor* d) noexcept;
+  // True when the calling thread may not touch d's kernel state itself: another thread runs the loop now, or d has
+  // operations, a multishot or a registered slot in the ring while the caller is not the thread the loop is bound
+  // to (the ring refuses calls from any other).
+  bool hand_over_needed(const detail::descriptor* d) const noexcept;
+  // True if the calling thread is the one the loop is bound to, or no thread has run the loop yet.
+  bool on_bound_thread() const noexcept;
   void report_exception(std::exception_ptr e) noexcept;
   // A stop source for with_timeout on a task (loop thread only). A std::stop_source allocates its shared state, so
   // the loop keeps a few that were never stopped and hands them out again; give_stop_source takes back one that
@@ -672,6 +693,9 @@ class io_context {
   // Blocks of this loop's slabs whose handlers ran on another loop (work sharing), for this loop to take back.
   alignas(64) std::atomic<handler_block*> returned_handlers_{nullptr};
   std::atomic<std::size_t> guards_{0};
+  // detail::thread_serial() of the thread the loop is bound to (its first run), 0 until then. Set once, by a CAS
+  // that decides between two first runs racing; relaxed, since it publishes nothing but itself.
+  std::atomic<std::uint64_t> bound_thread_{0};
   // Metrics (loop thread writes, any thread reads; see detail/loop_counters.hpp).
   detail::loop_counters counters_;
   lag_probe lag_probe_;
