@@ -118,6 +118,8 @@ io_context::io_context(io_context_options opts)
   }
   kind_ = backend_->kind();
   if (kind_ == backend_kind::io_uring) zero_copy_threshold_ = opts.zero_copy_send_threshold;
+  anchor_ = new detail::loop_anchor;
+  anchor_->loop.store(this, std::memory_order_relaxed);  // published with the loop itself
   stop_sources_.reserve(spare_stop_sources);
   lag_probe_.owner = this;
   lag_probe_.run = &lag_probe_ran;
@@ -165,14 +167,19 @@ io_context::~io_context() {
   scope s(this);
   // 1. Queued items are still valid here: free the handlers that own themselves, skip coroutine resumptions.
   discard_queued();
-  // 2. Destroy every spawned task still suspended. Its frame's destructors close sockets and disarm timers, which
-  //    may queue completions that point into the frames being destroyed, so the queue is dropped unread after.
-  while (spawned_ != nullptr) spawned_->abandon();
+  // 2. Nothing the kernel may still write goes before the kernel is done with it: cancel and reap what is in flight
+  //    (the completions land on the run queue, resumptions that are dropped unread).
+  if (!io_shut_down_) shutdown_io();
   run_queue_ = detail::work_queue{};
-  inbox_.drain_into(run_queue_);
-  while (detail::work_item* w = run_queue_.pop_front()) {
-    if (w->discard != nullptr) w->discard(w);
-  }
+  // 3. Destroy every spawned task still suspended, in teardown mode (teardown_owner): their destructors close
+  //    sockets, disarm timers, post handlers and spawn tasks, and whatever they queue that owns itself is kept to
+  //    be discarded in 4; resumptions that may point into the frames being destroyed are dropped unread.
+  owner_.store(teardown_owner, std::memory_order_relaxed);
+  while (spawned_ != nullptr) spawned_->abandon();
+  // 4. The handlers queued meanwhile (by the destructors above, or by other threads), and what their own discards
+  //    queue, until nothing is left.
+  discard_teardown_items();
+  run_queue_ = detail::work_queue{};
   handler_blocks_.store(nullptr, std::memory_order_relaxed);
   publish_returned();
   for (returned_block* b = returned_.exchange(nullptr, std::memory_order_acquire); b != nullptr;) {
@@ -185,8 +192,7 @@ io_context::~io_context() {
     delete handler_slabs_;
     handler_slabs_ = next;
   }
-  // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight. The receive pool
-  //    goes after it, once the kernel is done with its buffers.
+  // 5. The backend, then the receive pool, whose buffers the ring's teardown may still name.
   backend_.reset();
   receive_pool_.reset();
   // Closed descriptors whose multishot receive never delivered its last CQE: the ring is gone, so are they.
@@ -203,6 +209,40 @@ io_context::~io_context() {
     ::close(p[0]);
     ::close(p[1]);
   }
+  free_descriptors();
+  detail::loop_registry::retire(this);  // its counts go on in the process totals
+}
+
+void io_context::shutdown_io() noexcept {
+  io_shut_down_ = true;
+  const std::uint64_t deadline =
+      now_ns() + static_cast<std::uint64_t>(std::chrono::nanoseconds(teardown_wait).count());
+  const std::size_t left = backend_->quiesce(deadline);
+  if (left == 0) return;
+  std::fprintf(stderr,
+               "tern: io_context teardown: %zu operation(s) still in the kernel %s; their frames and buffers are "
+               "freed now, and cancelling them is left to the kernel as the ring closes\n",
+               left,
+               on_bound_thread() ? "a second after their cancellation"
+                                 : "(the loop is destroyed on another thread than the one that ran it, which the "
+                                   "ring refuses: destroy a loop on its own thread, or once run() has returned for "
+                                   "lack of work)");
+}
+
+bool io_context::tearing_down_here() const noexcept {
+  return owner_.load(std::memory_order_relaxed) == teardown_owner && current_ == this;
+}
+
+void io_context::discard_teardown_items() noexcept {
+  for (;;) {
+    inbox_.drain_into(teardown_items_);  // from other threads: anything may be there
+    detail::work_item* w = teardown_items_.pop_front();
+    if (w == nullptr) return;
+    if (w->discard != nullptr) w->discard(w);
+  }
+}
+
+void io_context::free_descriptors() noexcept {
   if (free_descriptors_ == nullptr) {
     free_descriptors_ = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire);
   } else if (detail::descriptor* rest = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire)) {
@@ -211,12 +251,22 @@ io_context::~io_context() {
     last->next_free = free_descriptors_;
     free_descriptors_ = rest;
   }
+  std::size_t freed = 0;
   while (free_descriptors_ != nullptr) {
     detail::descriptor* next = free_descriptors_->next_free;
     delete free_descriptors_;
     free_descriptors_ = next;
+    ++freed;
   }
-  detail::loop_registry::retire(this);  // its counts go on in the process totals
+  // Every descriptor made and not freed is held by an object still open: it keeps the anchor, and the last one
+  // to close frees it (detail::close_descriptor).
+  const std::size_t open = descriptors_made_.load(std::memory_order_relaxed) - freed;
+  if (open == 0) {
+    delete anchor_;
+    return;
+  }
+  anchor_->orphans.store(open, std::memory_order_relaxed);
+  anchor_->loop.store(nullptr, std::memory_order_release);
 }
 
 void io_context::publish_returned() noexcept {
@@ -499,6 +549,11 @@ bool io_context::spin(std::int64_t limit_ns) {
 // fence costs a post from outside the loop as much as the push). Either the loop's re-check sees the item, or
 // this load sees sleeping_ set.
 void io_context::enqueue_remote(detail::work_item* w) noexcept {
+  if (owner_.load(std::memory_order_relaxed) == teardown_owner && current_ == this) [[unlikely]] {
+    // The destroying thread, while its tasks' frames are destroyed: see teardown_owner.
+    if (w->discard != nullptr) teardown_items_.push_back(w);
+    return;
+  }
   inbox_.push(w);
   wake_if_announced();
 }
@@ -637,9 +692,10 @@ detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
     *d = detail::descriptor{};
   } else {
     d = new detail::descriptor{};
+    descriptors_made_.fetch_add(1, std::memory_order_relaxed);  // read by teardown only, after every open
   }
   d->fd = fd;
-  d->ctx = this;
+  d->anchor = anchor_;
   d->generation = generation;
   d->close_item.run = &close_handed_over;
   d->close_item.discard = &close_handed_over;
@@ -656,13 +712,18 @@ detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
 
 void io_context::close_handed_over(detail::work_item* w) noexcept {
   detail::descriptor* d = detail::descriptor::of(w);
-  d->ctx->close_descriptor(d);
+  d->anchor->loop.load(std::memory_order_relaxed)->close_descriptor(d);  // queued on that loop: it lives
 }
 
 bool io_context::hand_over_needed(const detail::descriptor* d) const noexcept {
-  if (running_here()) return false;
-  if (running_elsewhere()) return true;
-  return (d->has_pending() || d->fixed_slot >= 0) && !on_bound_thread();
+  const std::uintptr_t owner = owner_.load(std::memory_order_relaxed);
+  if (owner == detail::thread_identity()) return false;  // inside run on this thread
+  if (owner == teardown_owner) return current_ != this;  // the destroying thread does everything itself
+  if (owner != 0) return true;                            // another thread runs the loop
+  // Nobody runs it now, but its thread may start to at any moment (owner_ tells nothing then): whatever of d the
+  // loop's thread may touch (its ring, its pending list, bytes queued in the loop's pool) is left to that thread.
+  const bool loop_state = d->has_pending() || d->fixed_slot >= 0 || (!d->listening && !d->rx_queue.empty());
+  return loop_state && !on_bound_thread();
 }
 
 void io_context::close_descriptor(detail::descriptor* d) noexcept {
@@ -822,6 +883,47 @@ void io_context::unlink_spawned(detail::root_hook* s) noexcept {
   if (s->next != nullptr) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
 }
+
+namespace detail {
+
+namespace {
+// The close or release of a descriptor whose loop is gone: what the loop's close would do that still matters
+// without it. The ring and the epoll set went with the loop (and the registrations in them), and so did the
+// receive pool whose buffers an rx_queue names; connections a multishot accept queued are still open fds.
+void free_orphan(descriptor* d) noexcept {
+  if (d->listening) {
+    while (!d->accepted->empty()) {
+      std::optional<int> fd;
+      d->accepted->pop_front_into(fd);
+      ::close(*fd);
+    }
+    delete d->accepted;
+  }
+  loop_anchor* anchor = d->anchor;
+  delete d;
+  if (anchor->orphans.fetch_sub(1, std::memory_order_acq_rel) == 1) delete anchor;
+}
+}  // namespace
+
+void close_descriptor(descriptor* d) noexcept {
+  if (io_context* loop = d->anchor->loop.load(std::memory_order_acquire)) [[likely]] {
+    loop->close_descriptor(d);
+    return;
+  }
+  if (d->fd >= 0) ::close(d->fd);
+  free_orphan(d);
+}
+
+int release_descriptor(descriptor* d) noexcept {
+  if (io_context* loop = d->anchor->loop.load(std::memory_order_acquire)) [[likely]] {
+    return loop->release_descriptor(d);
+  }
+  const int fd = d->fd;
+  free_orphan(d);
+  return fd;
+}
+
+}  // namespace detail
 
 // ---- metrics ----
 

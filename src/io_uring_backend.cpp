@@ -170,8 +170,10 @@ class io_uring_backend final : public backend {
         IORING_SETUP_SQPOLL,
     };
     int rc = -EINVAL;
-    const std::span<const unsigned> chosen = opts.sqpoll ? std::span<const unsigned>(sqpoll_tries)
-                                                         : std::span<const unsigned>(tries);
+    // Without defer_taskrun, the tries from the first ring that does not defer.
+    const std::span<const unsigned> chosen = opts.sqpoll          ? std::span<const unsigned>(sqpoll_tries)
+                                             : opts.defer_taskrun ? std::span<const unsigned>(tries)
+                                                                  : std::span<const unsigned>(tries).subspan(2);
     for (unsigned flags : chosen) {
       io_uring_params p{};
       p.flags = flags;
@@ -410,6 +412,33 @@ class io_uring_backend final : public backend {
     io_uring_prep_cancel64(sqe, multishot_tag(d, d.listening ? accept_multishot_bit : recv_multishot_bit), 0);
     io_uring_sqe_set_data64(sqe, cancel_tag);
     d.rx_cancelling = true;
+  }
+
+  // Teardown: one ASYNC_CANCEL matching every request of the ring (IORING_ASYNC_CANCEL_ANY, 5.19; an older
+  // kernel answers EINVAL, and what is in flight is then only waited for), then reaps until nothing is in flight
+  // or the deadline passes. The reaped operations complete as always (queued, never run, by then). With
+  // quiescing_ set nothing is started or re-armed any more: a multishot that ends stays ended, a refused zero-copy
+  // send is not made again, the wake-up poll is not re-armed (the loop never runs again). Operations not yet
+  // submitted when the ring was never enabled never reached the kernel.
+  std::size_t quiesce(std::uint64_t deadline_ns) noexcept override {
+    quiescing_ = true;
+    if (in_flight_ == 0 || disabled_) return 0;
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+    io_uring_sqe_set_data64(sqe, cancel_tag);
+    while (in_flight_ != 0) {
+      const std::uint64_t now = io_context::now_ns();
+      if (now >= deadline_ns) break;
+      const std::uint64_t left = deadline_ns - now;
+      __kernel_timespec ts{};
+      ts.tv_sec = static_cast<long long>(left / 1'000'000'000);
+      ts.tv_nsec = static_cast<long long>(left % 1'000'000'000);
+      io_uring_cqe* cqe = nullptr;
+      const int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+      reap();
+      if (rc < 0 && !transient_enter_error(rc)) break;  // EEXIST: not the ring's thread
+    }
+    return in_flight_;
   }
 
   void before_close(descriptor&) noexcept override {
@@ -759,7 +788,7 @@ class io_uring_backend final : public backend {
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::recv_multishot)].add();
     --in_flight_;
     ctx_.end_multishot(&d);  // may recycle d if it was closed
-    if (!open) return;
+    if (!open || quiescing_) return;
     io_op* w = d.rx_waiter;
     if (w == nullptr) return;
     auto& r = static_cast<receive_op&>(*w);
@@ -851,7 +880,7 @@ class io_uring_backend final : public backend {
     if ((op.aux & zc_more) != 0 && (op.aux & zc_notified) == 0) return;  // the kernel may still read the buffer
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::send_zc)].add();
     if (op.res == -EOPNOTSUPP || op.res == -EINVAL) {
-      if (op.st == io_op::state::cancelling) {
+      if (op.st == io_op::state::cancelling || quiescing_) {
         op.res = -ECANCELED;  // what the plain send would have reported; the refusal was tern's own attempt
       } else {
         // A kernel before 6.2 refuses the usage report with EINVAL: without it, zero copy may still work.
@@ -957,7 +986,7 @@ class io_uring_backend final : public backend {
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::accept_multishot)].add();
     --in_flight_;
     ctx_.end_multishot(&d);  // may recycle d if it was closed
-    if (!open) return;
+    if (!open || quiescing_) return;
     // Accepts still waiting: re-arm for them (or, without multishot accept, give each its own ACCEPT).
     if (accept_waiter(d) == nullptr) return;
     if (multishot_accept_ && arm_accept(d)) return;
@@ -1098,7 +1127,7 @@ class io_uring_backend final : public backend {
         [[maybe_unused]] ssize_t n = ::read(wake_fd_, &value, sizeof value);
         ctx_.counters().wakeups_received.add();
         ctx_.counters().syscalls.add();
-        if ((cqe->flags & IORING_CQE_F_MORE) == 0) arm_wake();
+        if ((cqe->flags & IORING_CQE_F_MORE) == 0 && !quiescing_) arm_wake();
         continue;
       }
       if ((ud & multishot_bits) != 0) {
@@ -1162,6 +1191,7 @@ class io_uring_backend final : public backend {
   unsigned accept_queue_;
   bool multishot_accept_ = true;
   int failure_ = 0;  // a lasting io_uring_enter failure (-errno) seen outside poll(), for poll() to throw
+  bool quiescing_ = false;  // teardown has begun (quiesce): nothing is started or re-armed
   bool multishot_accept_seen_ = false;
   // Zero-copy sends: the threshold (0: off); whether notifications report copies (until a kernel without the
   // report refuses it), and whether a zero-copy send has succeeded on this ring (after which EINVAL is a socket's

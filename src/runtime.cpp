@@ -190,6 +190,9 @@ void runtime::work(worker_state& w) {
     w.ctx.run();
     if (w.ctx.stopped() || settle(w)) break;
   }
+  // The loop is destroyed on the runtime's thread, after this one is gone; what it has in the kernel must be
+  // cancelled and reaped here, by the one thread its ring takes calls from, before its frames can be freed.
+  w.ctx.shutdown_io();
   w.finished.store(true, std::memory_order_release);
 }
 

@@ -85,6 +85,11 @@ struct io_context_options {
   // without submissions. The loop's constructor throws std::system_error if the kernel refuses it.
   bool sqpoll = false;
   std::chrono::milliseconds sqpoll_idle{1000};
+  // io_uring only: the kernel runs this loop's completions only inside the loop's own wait (DEFER_TASKRUN, kernel
+  // 6.1 and later), so they come in batches and never interrupt its handlers. false asks for the older mode even
+  // where the kernel has it (COOP_TASKRUN: completions run at any system call of the loop's thread), to compare
+  // the two or to test code under both; there is no other reason to turn it off. SQPOLL rings never defer.
+  bool defer_taskrun = true;
   // receive() (leased_buffer.hpp): the loop's pool of receive buffers, made at the first receive(). Each buffer
   // holds receive_buffer_size bytes; receive_buffers are mapped at first and as many more each time the pool runs
   // dry, up to receive_buffers_max (at most 32768, the kernel's limit on a provided-buffer ring); past that,
@@ -227,7 +232,11 @@ class io_context {
   io_context();
   // Creates a loop; throws std::system_error if the requested backend cannot be set up.
   explicit io_context(io_context_options opts);
-  // Destroys every still-suspended spawned task, then the backend.
+  // Tears the loop down: drops what is queued (handlers are destroyed without running), cancels what it has in
+  // the kernel and waits for those completions (at most a second; see shutdown_io), destroys every spawned task
+  // still suspended (their destructors run; handlers they post are destroyed too), then the backend. Sockets and
+  // other I/O objects of the loop that are still open stay closable: closing or destroying one later closes its
+  // fd without the loop. Any thread, but see shutdown_io for a loop that another thread has run.
   ~io_context();
   io_context(const io_context&) = delete;
   io_context& operator=(const io_context&) = delete;
@@ -394,6 +403,14 @@ class io_context {
   void claim_thread(const char* operation);
   // Frees queued handlers and forgets queued resumptions without running them (teardown only).
   void discard_queued() noexcept;
+  // The first step of teardown: cancels every operation the loop has in the kernel and reaps their completions
+  // (queued as usual, never run), until none is outstanding or teardown_wait has passed, so that no kernel write
+  // can reach a frame or a buffer that teardown then frees. Only the thread that ran the loop can do it (an io_uring
+  // ring refuses the others), so a runtime's worker calls it on its own thread before it exits; the destructor
+  // calls it unless that was done. What it cannot finish is reported on stderr, and closing the ring leaves to the
+  // kernel. The loop must not run afterwards.
+  void shutdown_io() noexcept;
+  static constexpr std::chrono::seconds teardown_wait{1};
 
   // Queues w on the local run queue (loop thread only).
   void schedule(detail::work_item* w) noexcept { run_queue_.push_back(w); }
@@ -519,9 +536,10 @@ class io_context {
   // Requests cancellation of every pending operation on d (null: nothing). Any thread: where hand_over_needed(d),
   // the request is posted to the loop.
   void cancel_pending(detail::descriptor* d) noexcept;
-  // True when the calling thread may not touch d's kernel state itself: another thread runs the loop now, or d has
-  // operations, a multishot or a registered slot in the ring while the caller is not the thread the loop is bound
-  // to (the ring refuses calls from any other).
+  // True when the calling thread may not touch d's loop state itself: another thread runs the loop now, or d has
+  // operations, a multishot or a registered slot in the ring, or bytes queued in the loop's receive pool, while
+  // the caller is not the thread the loop is bound to (the ring refuses calls from any other, and that thread may
+  // start a run at any moment).
   bool hand_over_needed(const detail::descriptor* d) const noexcept;
   // True if the calling thread is the one the loop is bound to, or no thread has run the loop yet.
   bool on_bound_thread() const noexcept;
@@ -594,6 +612,16 @@ class io_context {
   void donate(io_context* target, std::size_t count) noexcept;
   bool has_work() const noexcept;
   void enqueue_remote(detail::work_item* w) noexcept;
+  // Teardown mode: while the destructor destroys suspended tasks, owner_ holds teardown_owner, so that everything
+  // the destroying thread queues goes through enqueue_remote, which keeps the items that own themselves (posted
+  // handlers, spawned tasks' first steps, stop requests: discard set) in teardown_items_ and drops the rest
+  // (resumptions of frames, which may be gone by the time the queue is read). Not a thread's identity.
+  static constexpr std::uintptr_t teardown_owner = 1;
+  bool tearing_down_here() const noexcept;
+  // Discards teardown_items_ and whatever other threads left in the inbox, until both stay empty.
+  void discard_teardown_items() noexcept;
+  // Frees the descriptors on the free lists and hands the anchor to the descriptors still open.
+  void free_descriptors() noexcept;
   void wake_if_sleeping() noexcept;
   // Wakes the parked loop (its sleeping_ flag already taken by the caller).
   void wake_now() noexcept;
@@ -682,6 +710,12 @@ class io_context {
   // that runs dry: a lock-free stack, so that no thread but the loop's ever touches the free list.
   std::atomic<detail::descriptor*> remote_free_descriptors_{nullptr};
   detail::root_hook* spawned_ = nullptr;
+  detail::work_queue teardown_items_;  // see teardown_owner
+  bool io_shut_down_ = false;          // shutdown_io has run
+  // Shared with the loop's descriptors (detail::loop_anchor), and the descriptors this loop has allocated (from
+  // any thread): what is not on a free list at teardown is still open, and keeps the anchor.
+  detail::loop_anchor* anchor_;
+  std::atomic<std::size_t> descriptors_made_{0};
   std::function<void(std::exception_ptr)> exception_handler_;
   static constexpr unsigned spare_pipe_limit = 4;  // one per concurrent send_file is the steady state
   int spare_pipes_[spare_pipe_limit][2] = {};
