@@ -586,7 +586,9 @@ void io_context::wake_now() noexcept {
 }
 
 bool io_context::start(detail::io_op& op) noexcept {
-  op.ctx = this;
+  // op.ctx is this already (every awaiter sets it when made) and is not written here: a stop callback on another
+  // thread reads it (the awaiter's context()) while a multi-piece write_all starts its next piece.
+  assert(op.ctx == this);
   if (op.code == detail::op_code::receive) {
     op.desc->rx_used = true;
   } else if (op.code == detail::op_code::recv && op.desc != nullptr && op.desc->rx_used) [[unlikely]] {

@@ -2,7 +2,11 @@
 // after, and from another thread), and the objects' own cancel(). A cancelled operation leaves its object usable.
 #include "net_support.hpp"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -389,6 +393,112 @@ TEST_P(cancel_test, timer_cancel_under_sleep_with_timeout_wrapper) {
     EXPECT_EC(ec, std::errc::operation_canceled);
     co_await std::move(canceller);
   }(ctx));
+}
+
+// ---- Stops from other threads under multi-piece transfers (ThreadSanitizer) ----
+
+// Many write_alls of several pieces each are in flight while a reader drains their peers; a stop from another
+// thread reaches each of them while the loop issues its next piece. The stop callback runs on the stopping thread
+// and must read nothing the loop thread rewrites for each piece (under the tsan preset this raced).
+TEST_P(cancel_test, stops_from_another_thread_reach_multi_piece_write_alls_cleanly) {
+  constexpr int writers = 16;
+  constexpr int rounds = 4;
+  for (int round = 0; round < rounds; ++round) {
+    std::stop_source source;
+    std::vector<int> peer_fds;
+    std::atomic<int> finished{0};
+    std::atomic<int> canceled{0};
+    std::atomic<bool> reading{true};
+    std::vector<tern::net::unix_stream_socket> kept;
+    for (int i = 0; i < writers; ++i) {
+      auto [ec, pair] = tern::net::unix_stream_socket::pair(ctx);
+      ASSERT_TRUE(ec_ok(ec));
+      auto [rec, fd] = pair.second.release();
+      ASSERT_TRUE(ec_ok(rec));
+      const int raw = fd.release();
+      ::fcntl(raw, F_SETFL, ::fcntl(raw, F_GETFL) | O_NONBLOCK);
+      peer_fds.push_back(raw);
+      kept.push_back(std::move(pair.first));
+    }
+    std::thread reader([&] {
+      std::vector<char> sink(1 << 16);
+      while (reading.load()) {
+        for (int fd : peer_fds) (void)::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
+      }
+    });
+    const std::vector<char> big(std::size_t{4} << 20, 'x');
+    for (int i = 0; i < writers; ++i) {
+      tern::spawn(ctx, [](tern::net::unix_stream_socket& s, const std::vector<char>& big, std::atomic<int>& finished,
+                          std::atomic<int>& canceled) -> tern::task<void> {
+        for (;;) {
+          auto [ec, n] = co_await s.write_all(tern::const_buffer(big));
+          (void)n;
+          if (ec) {
+            if (ec == std::errc::operation_canceled) canceled.fetch_add(1);
+            break;
+          }
+        }
+        finished.fetch_add(1);
+      }(kept[static_cast<std::size_t>(i)], big, finished, canceled), source.get_token()).detach();
+    }
+    std::thread stopper([&source] {
+      std::this_thread::sleep_for(20ms);
+      source.request_stop();
+    });
+    EXPECT_TRUE(run_context_bounded(ctx, 30s));
+    stopper.join();
+    reading.store(false);
+    reader.join();
+    EXPECT_EQ(finished.load(), writers);
+    EXPECT_EQ(canceled.load(), writers);
+    for (int fd : peer_fds) ::close(fd);
+  }
+}
+
+// The same through a runtime's shutdown(): its stop token cancels the write_alls of every worker.
+TEST_P(cancel_test, runtime_shutdown_reaches_multi_piece_write_alls_cleanly) {
+  constexpr int writers = 8;
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  std::vector<int> peer_fds;
+  std::atomic<int> canceled{0};
+  std::atomic<bool> reading{true};
+  std::atomic<int> running{0};
+  const std::vector<char> big(std::size_t{4} << 20, 'y');
+  for (int i = 0; i < writers; ++i) {
+    tern::io_context& loop = rt.worker(static_cast<std::size_t>(i) % rt.size());
+    auto [ec, pair] = tern::net::unix_stream_socket::pair(loop);
+    ASSERT_TRUE(ec_ok(ec));
+    auto [rec, fd] = pair.second.release();
+    ASSERT_TRUE(ec_ok(rec));
+    const int raw = fd.release();
+    ::fcntl(raw, F_SETFL, ::fcntl(raw, F_GETFL) | O_NONBLOCK);
+    peer_fds.push_back(raw);
+    tern::spawn(loop, [](tern::runtime& rt, tern::net::unix_stream_socket s, const std::vector<char>& big,
+                         std::atomic<int>& canceled, std::atomic<int>& running) -> tern::task<void> {
+      running.fetch_add(1);
+      for (;;) {
+        auto [ec, n] = co_await tern::with_stop(s.write_all(tern::const_buffer(big)), rt.stop_token());
+        (void)n;
+        if (ec) {
+          if (ec == std::errc::operation_canceled) canceled.fetch_add(1);
+          co_return;
+        }
+      }
+    }, std::ref(rt), std::move(pair.first), std::cref(big), std::ref(canceled), std::ref(running)).detach();
+  }
+  std::thread reader([&] {
+    std::vector<char> sink(1 << 16);
+    while (reading.load()) {
+      for (int fd : peer_fds) (void)::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
+    }
+  });
+  while (running.load() != writers) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(rt.shutdown(20s));
+  reading.store(false);
+  reader.join();
+  EXPECT_EQ(canceled.load(), writers);
+  for (int fd : peer_fds) ::close(fd);
 }
 
 }  // namespace
