@@ -395,6 +395,127 @@ TEST_P(cancel_test, timer_cancel_under_sleep_with_timeout_wrapper) {
   }(ctx));
 }
 
+// ---- with_stop on tasks (as with_timeout takes them) ----
+
+// What a WebSocket read or any composed operation is: a task, not an awaiter.
+tern::task<tern::io_result<std::size_t>> read_some_task(tern::net::tcp_socket& s, tern::mutable_buffer b) {
+  co_return co_await s.read_some(b);
+}
+
+tern::task<void> request_stop_later(std::stop_source& s, std::chrono::milliseconds delay) {
+  (void)co_await tern::sleep_for(delay);
+  s.request_stop();
+}
+
+TEST_P(cancel_test, with_stop_on_a_task_cancels_what_it_waits_on) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::stop_source source;
+    auto stopper = tern::spawn(ctx, request_stop_later(source, 10ms));
+    char buf[16];
+    auto [ec, n] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                            source.get_token());
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(n, 0u);
+    co_await std::move(stopper);
+    // The socket still works, and a task of void goes through with_stop too.
+    bool read = false;
+    auto writer = tern::spawn(ctx, write_later(server, "ok", 1ms));
+    co_await tern::with_stop([](tern::net::tcp_socket& c, bool& read) -> tern::task<void> {
+      char b[4];
+      auto [rec, rn] = co_await c.read_some(tern::mutable_buffer(b, sizeof b));
+      read = !rec && rn == 2;
+    }(client, read), std::stop_source().get_token());
+    EXPECT_TRUE(read);
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_on_a_task_from_another_thread_and_already_requested) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    char buf[16];
+    std::stop_source early;
+    early.request_stop();
+    auto [ec1, n1] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                              early.get_token());
+    EXPECT_EC(ec1, std::errc::operation_canceled);
+    EXPECT_EQ(n1, 0u);
+    std::stop_source source;
+    std::thread other([&source] {
+      std::this_thread::sleep_for(20ms);
+      source.request_stop();
+    });
+    auto [ec2, n2] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                              source.get_token());
+    other.join();
+    EXPECT_EC(ec2, std::errc::operation_canceled);
+    EXPECT_EQ(n2, 0u);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_on_a_task_that_finishes_first_returns_its_result) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::stop_source source;
+    auto writer = tern::spawn(ctx, write_later(server, "hello", 1ms));
+    char buf[16];
+    auto [ec, n] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                            source.get_token());
+    EXPECT_OK(ec);
+    EXPECT_EQ(std::string_view(buf, n), "hello");
+    co_await std::move(writer);
+    source.request_stop();  // after the task: reaches nothing
+    co_await tern::yield();
+    const int value = co_await tern::with_stop([]() -> tern::task<int> { co_return 7; }(), source.get_token());
+    EXPECT_EQ(value, 7) << "a task that never suspends returns its value even under a stopped token";
+  }(ctx));
+}
+
+// The calling task's own token still reaches a task under with_stop: either stop cancels it.
+TEST_P(cancel_test, with_stop_on_a_task_keeps_the_callers_stop) {
+  std::stop_source outer;
+  std::stop_source inner;
+  std::error_code result;
+  tern::spawn(ctx, [](tern::io_context& ctx, std::stop_source& outer, std::stop_source& inner,
+                      std::error_code& result) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    auto stopper = tern::spawn(ctx, request_stop_later(outer, 10ms));
+    char buf[8];
+    auto [ec, n] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                            inner.get_token());
+    result = ec;
+    (void)n;
+    co_await std::move(stopper);
+  }(ctx, outer, inner, result), outer.get_token()).detach();
+  EXPECT_TRUE(run_context_bounded(ctx, 20s));
+  EXPECT_EC(result, std::errc::operation_canceled);
+  EXPECT_FALSE(inner.stop_requested());
+}
+
+// Both wrappers take the same things: operations and tasks, by value or by reference.
+TEST_P(cancel_test, with_stop_and_with_timeout_take_the_same_things) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    char buf[8];
+    std::stop_source source;
+    auto op = client.read_some(tern::mutable_buffer(buf, sizeof buf));
+    auto t = read_some_task(client, tern::mutable_buffer(buf, sizeof buf));
+    auto stopper = tern::spawn(ctx, request_stop_later(source, 5ms));
+    auto [ec1, n1] = co_await tern::with_stop(op, source.get_token());
+    EXPECT_EC(ec1, std::errc::operation_canceled);
+    co_await std::move(stopper);
+    auto [ec2, n2] = co_await tern::with_timeout(std::move(t), 5ms);
+    EXPECT_EC(ec2, std::errc::timed_out);
+    (void)n1;
+    (void)n2;
+  }(ctx));
+}
+
 // ---- Stops from other threads under multi-piece transfers (ThreadSanitizer) ----
 
 // Many write_alls of several pieces each are in flight while a reader drains their peers; a stop from another
