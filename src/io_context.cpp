@@ -447,6 +447,7 @@ void io_context::poll_io(bool may_block) {
     } else if (backend_->busy()) {
       backend_->poll(timeout);
     }
+    // relaxed: a waker that still sees it set only makes one spurious wake-up; nothing is published by it.
     sleeping_.store(false, std::memory_order_relaxed);
     if (group_ != nullptr) group_->set_idle(group_index_, false);
   }
@@ -563,12 +564,16 @@ void io_context::enqueue_remote_chain(detail::work_item* newest, detail::work_it
   wake_if_announced();
 }
 
+// Only after an inbox push (see enqueue_remote); the exchange picks the one waker that makes the system call.
 void io_context::wake_if_announced() noexcept {
   if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_relaxed)) {
     wake_now();
   }
 }
 
+// For a state change that is not an inbox push (a guard released, a stop): the seq_cst fence pairs with the loop's
+// fence after it announces its sleep, so that either the loop's re-check sees the change or this load sees
+// sleeping_ set. The exchange only picks the one waker that makes the system call.
 void io_context::wake_if_sleeping() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleeping_.load(std::memory_order_relaxed) && sleeping_.exchange(false, std::memory_order_relaxed)) {
