@@ -20,7 +20,7 @@ basic_descriptor& basic_descriptor::operator=(basic_descriptor&& o) noexcept {
 }
 
 void basic_descriptor::close() noexcept {
-  if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
+  if (desc_ != nullptr) detail::close_descriptor(std::exchange(desc_, nullptr));
 }
 
 std::error_code basic_descriptor::register_descriptor() noexcept {
@@ -33,7 +33,7 @@ void basic_descriptor::cancel() noexcept { ctx_->cancel_pending(desc_); }
 
 io_result<unique_fd> basic_descriptor::release() noexcept {
   if (desc_ == nullptr) return {std::make_error_code(std::errc::bad_file_descriptor), unique_fd()};
-  const int fd = ctx_->release_descriptor(desc_);
+  const int fd = detail::release_descriptor(desc_);
   if (fd < 0) return {make_error_code(error::operation_in_progress), unique_fd()};
   desc_ = nullptr;
   return {{}, unique_fd(fd)};

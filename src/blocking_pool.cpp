@@ -51,6 +51,7 @@ struct blocking_pool::state {
       head = job->next;
       if (head != nullptr) head->prev = nullptr; else tail = nullptr;
       job->next = job->prev = nullptr;
+      // relaxed: written and read under the mutex (withdraw); wait_idle only needs to see "not finished" here.
       job->state.store(blocking_job::running, std::memory_order_relaxed);
       lock.unlock();
       job->execute(job);
@@ -74,7 +75,7 @@ blocking_pool::state& blocking_pool::shared() noexcept {
 void blocking_pool::submit(blocking_job* job) noexcept {
   state& shared = this->shared();
   std::unique_lock<std::mutex> lock(shared.mutex);
-  job->state.store(blocking_job::queued, std::memory_order_relaxed);
+  job->state.store(blocking_job::queued, std::memory_order_relaxed);  // under the mutex, as withdraw reads it
   job->next = nullptr;
   job->prev = shared.tail;
   if (shared.tail != nullptr) shared.tail->next = job; else shared.head = job;
@@ -97,12 +98,14 @@ void blocking_pool::submit(blocking_job* job) noexcept {
 bool blocking_pool::withdraw(blocking_job* job) noexcept {
   state& shared = this->shared();
   std::lock_guard<std::mutex> lock(shared.mutex);
+  // relaxed: queued and running are only written under this mutex; finished (release) needs no ordering here,
+  // where only "still queued?" is asked.
   if (job->state.load(std::memory_order_relaxed) != blocking_job::queued) return false;
   if (job->prev != nullptr) job->prev->next = job->next; else shared.head = job->next;
   if (job->next != nullptr) job->next->prev = job->prev; else shared.tail = job->prev;
   --shared.queued;
   job->next = job->prev = nullptr;
-  job->state.store(blocking_job::idle, std::memory_order_relaxed);
+  job->state.store(blocking_job::idle, std::memory_order_relaxed);  // the caller's own thread reads it next
   return true;
 }
 
@@ -112,6 +115,7 @@ void blocking_pool::wait_idle(const blocking_job* job) noexcept {
   // A spin, not a futex wait: the pool thread's last access to the job is its final store, and a wake-up after it
   // would touch memory the waiter may already have freed. The waits are short: the end of one system call.
   for (unsigned spins = 0;; ++spins) {
+    // acquire: pairs with finish()'s release store, so the job's results (written by execute) are seen.
     const std::uint8_t s = job->state.load(std::memory_order_acquire);
     if (s != blocking_job::running && s != blocking_job::queued) return;
     if (spins < 64) {

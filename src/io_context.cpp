@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <exception>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <unistd.h>
 
 #include "backends.hpp"
+#include "tern/error.hpp"
 #include "loop_registry.hpp"
 #include "tern/task.hpp"  // root_hook: the spawned tasks a dying loop destroys
 
@@ -24,6 +26,18 @@ constinit thread_local io_context* current_ = nullptr;
 }
 
 io_context* io_context::current() noexcept { return current_; }
+
+namespace detail {
+namespace {
+// Relaxed: the counter only has to hand out distinct numbers; nothing is published through it.
+std::atomic<std::uint64_t> next_thread_serial{1};
+constinit thread_local std::uint64_t own_thread_serial = 0;
+}  // namespace
+std::uint64_t thread_serial() noexcept {
+  if (own_thread_serial == 0) [[unlikely]] own_thread_serial = next_thread_serial.fetch_add(1, std::memory_order_relaxed);
+  return own_thread_serial;
+}
+}  // namespace detail
 
 #ifdef TERN_THREAD_IDENTITY_OUT_OF_LINE
 namespace detail {
@@ -104,6 +118,8 @@ io_context::io_context(io_context_options opts)
   }
   kind_ = backend_->kind();
   if (kind_ == backend_kind::io_uring) zero_copy_threshold_ = opts.zero_copy_send_threshold;
+  anchor_ = new detail::loop_anchor;
+  anchor_->loop.store(this, std::memory_order_relaxed);  // published with the loop itself
   stop_sources_.reserve(spare_stop_sources);
   lag_probe_.owner = this;
   lag_probe_.run = &lag_probe_ran;
@@ -151,14 +167,19 @@ io_context::~io_context() {
   scope s(this);
   // 1. Queued items are still valid here: free the handlers that own themselves, skip coroutine resumptions.
   discard_queued();
-  // 2. Destroy every spawned task still suspended. Its frame's destructors close sockets and disarm timers, which
-  //    may queue completions that point into the frames being destroyed, so the queue is dropped unread after.
-  while (spawned_ != nullptr) spawned_->abandon();
+  // 2. Nothing the kernel may still write goes before the kernel is done with it: cancel and reap what is in flight
+  //    (the completions land on the run queue, resumptions that are dropped unread).
+  if (!io_shut_down_) shutdown_io();
   run_queue_ = detail::work_queue{};
-  inbox_.drain_into(run_queue_);
-  while (detail::work_item* w = run_queue_.pop_front()) {
-    if (w->discard != nullptr) w->discard(w);
-  }
+  // 3. Destroy every spawned task still suspended, in teardown mode (teardown_owner): their destructors close
+  //    sockets, disarm timers, post handlers and spawn tasks, and whatever they queue that owns itself is kept to
+  //    be discarded in 4; resumptions that may point into the frames being destroyed are dropped unread.
+  owner_.store(teardown_owner, std::memory_order_relaxed);
+  while (spawned_ != nullptr) spawned_->abandon();
+  // 4. The handlers queued meanwhile (by the destructors above, or by other threads), and what their own discards
+  //    queue, until nothing is left.
+  discard_teardown_items();
+  run_queue_ = detail::work_queue{};
   handler_blocks_.store(nullptr, std::memory_order_relaxed);
   publish_returned();
   for (returned_block* b = returned_.exchange(nullptr, std::memory_order_acquire); b != nullptr;) {
@@ -171,8 +192,7 @@ io_context::~io_context() {
     delete handler_slabs_;
     handler_slabs_ = next;
   }
-  // 3. The backend goes before the descriptors: a ring's teardown cancels what is still in flight. The receive pool
-  //    goes after it, once the kernel is done with its buffers.
+  // 5. The backend, then the receive pool, whose buffers the ring's teardown may still name.
   backend_.reset();
   receive_pool_.reset();
   // Closed descriptors whose multishot receive never delivered its last CQE: the ring is gone, so are they.
@@ -189,6 +209,40 @@ io_context::~io_context() {
     ::close(p[0]);
     ::close(p[1]);
   }
+  free_descriptors();
+  detail::loop_registry::retire(this);  // its counts go on in the process totals
+}
+
+void io_context::shutdown_io() noexcept {
+  io_shut_down_ = true;
+  const std::uint64_t deadline =
+      now_ns() + static_cast<std::uint64_t>(std::chrono::nanoseconds(teardown_wait).count());
+  const std::size_t left = backend_->quiesce(deadline);
+  if (left == 0) return;
+  std::fprintf(stderr,
+               "tern: io_context teardown: %zu operation(s) still in the kernel %s; their frames and buffers are "
+               "freed now, and cancelling them is left to the kernel as the ring closes\n",
+               left,
+               on_bound_thread() ? "a second after their cancellation"
+                                 : "(the loop is destroyed on another thread than the one that ran it, which the "
+                                   "ring refuses: destroy a loop on its own thread, or once run() has returned for "
+                                   "lack of work)");
+}
+
+bool io_context::tearing_down_here() const noexcept {
+  return owner_.load(std::memory_order_relaxed) == teardown_owner && current_ == this;
+}
+
+void io_context::discard_teardown_items() noexcept {
+  for (;;) {
+    inbox_.drain_into(teardown_items_);  // from other threads: anything may be there
+    detail::work_item* w = teardown_items_.pop_front();
+    if (w == nullptr) return;
+    if (w->discard != nullptr) w->discard(w);
+  }
+}
+
+void io_context::free_descriptors() noexcept {
   if (free_descriptors_ == nullptr) {
     free_descriptors_ = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire);
   } else if (detail::descriptor* rest = remote_free_descriptors_.exchange(nullptr, std::memory_order_acquire)) {
@@ -197,12 +251,22 @@ io_context::~io_context() {
     last->next_free = free_descriptors_;
     free_descriptors_ = rest;
   }
+  std::size_t freed = 0;
   while (free_descriptors_ != nullptr) {
     detail::descriptor* next = free_descriptors_->next_free;
     delete free_descriptors_;
     free_descriptors_ = next;
+    ++freed;
   }
-  detail::loop_registry::retire(this);  // its counts go on in the process totals
+  // Every descriptor made and not freed is held by an object still open: it keeps the anchor, and the last one
+  // to close frees it (detail::close_descriptor).
+  const std::size_t open = descriptors_made_.load(std::memory_order_relaxed) - freed;
+  if (open == 0) {
+    delete anchor_;
+    return;
+  }
+  anchor_->orphans.store(open, std::memory_order_relaxed);
+  anchor_->loop.store(nullptr, std::memory_order_release);
 }
 
 void io_context::publish_returned() noexcept {
@@ -241,11 +305,32 @@ bool io_context::has_work() const noexcept {
 }
 
 std::size_t io_context::run() {
+  claim_thread("run");
   static const std::atomic<std::uintptr_t> never_done{0};
   return run_loop(&never_done);
 }
 
-void io_context::run_until(const std::atomic<std::uintptr_t>* done) { run_loop(done); }
+void io_context::run_until(const std::atomic<std::uintptr_t>* done) {
+  claim_thread("run_until");
+  run_loop(done);
+}
+
+void io_context::claim_thread(const char* operation) {
+  const std::uint64_t self = detail::thread_serial();
+  std::uint64_t bound = bound_thread_.load(std::memory_order_relaxed);
+  if (bound == self) [[likely]] return;
+  if (bound == 0 && bound_thread_.compare_exchange_strong(bound, self, std::memory_order_relaxed)) return;
+  throw std::system_error(make_error_code(error::wrong_loop),
+                          std::string("tern::io_context::") + operation +
+                              ": the loop is bound to the thread that first ran it (an io_uring ring takes calls "
+                              "from one thread only); run each loop on one thread for its life, or use "
+                              "tern::runtime");
+}
+
+bool io_context::on_bound_thread() const noexcept {
+  const std::uint64_t bound = bound_thread_.load(std::memory_order_relaxed);
+  return bound == 0 || bound == detail::thread_serial();
+}
 
 std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word) {
   // Set by this thread (a spawned task finishing on its home loop), so a relaxed load sees it.
@@ -277,6 +362,7 @@ std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word) {
 }
 
 std::size_t io_context::run_one() {
+  claim_thread("run_one");
   scope s(this);
   while (!stopped()) {
     drain_inbox();
@@ -292,6 +378,7 @@ std::size_t io_context::run_one() {
 }
 
 std::size_t io_context::poll() {
+  claim_thread("poll");
   if (stopped()) return 0;
   scope s(this);
   poll_io(false);
@@ -360,6 +447,7 @@ void io_context::poll_io(bool may_block) {
     } else if (backend_->busy()) {
       backend_->poll(timeout);
     }
+    // relaxed: a waker that still sees it set only makes one spurious wake-up; nothing is published by it.
     sleeping_.store(false, std::memory_order_relaxed);
     if (group_ != nullptr) group_->set_idle(group_index_, false);
   }
@@ -462,6 +550,11 @@ bool io_context::spin(std::int64_t limit_ns) {
 // fence costs a post from outside the loop as much as the push). Either the loop's re-check sees the item, or
 // this load sees sleeping_ set.
 void io_context::enqueue_remote(detail::work_item* w) noexcept {
+  if (owner_.load(std::memory_order_relaxed) == teardown_owner && current_ == this) [[unlikely]] {
+    // The destroying thread, while its tasks' frames are destroyed: see teardown_owner.
+    if (w->discard != nullptr) teardown_items_.push_back(w);
+    return;
+  }
   inbox_.push(w);
   wake_if_announced();
 }
@@ -471,12 +564,16 @@ void io_context::enqueue_remote_chain(detail::work_item* newest, detail::work_it
   wake_if_announced();
 }
 
+// Only after an inbox push (see enqueue_remote); the exchange picks the one waker that makes the system call.
 void io_context::wake_if_announced() noexcept {
   if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_relaxed)) {
     wake_now();
   }
 }
 
+// For a state change that is not an inbox push (a guard released, a stop): the seq_cst fence pairs with the loop's
+// fence after it announces its sleep, so that either the loop's re-check sees the change or this load sees
+// sleeping_ set. The exchange only picks the one waker that makes the system call.
 void io_context::wake_if_sleeping() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleeping_.load(std::memory_order_relaxed) && sleeping_.exchange(false, std::memory_order_relaxed)) {
@@ -494,7 +591,9 @@ void io_context::wake_now() noexcept {
 }
 
 bool io_context::start(detail::io_op& op) noexcept {
-  op.ctx = this;
+  // op.ctx is this already (every awaiter sets it when made) and is not written here: a stop callback on another
+  // thread reads it (the awaiter's context()) while a multi-piece write_all starts its next piece.
+  assert(op.ctx == this);
   if (op.code == detail::op_code::receive) {
     op.desc->rx_used = true;
   } else if (op.code == detail::op_code::recv && op.desc != nullptr && op.desc->rx_used) [[unlikely]] {
@@ -600,9 +699,10 @@ detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
     *d = detail::descriptor{};
   } else {
     d = new detail::descriptor{};
+    descriptors_made_.fetch_add(1, std::memory_order_relaxed);  // read by teardown only, after every open
   }
   d->fd = fd;
-  d->ctx = this;
+  d->anchor = anchor_;
   d->generation = generation;
   d->close_item.run = &close_handed_over;
   d->close_item.discard = &close_handed_over;
@@ -619,12 +719,24 @@ detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
 
 void io_context::close_handed_over(detail::work_item* w) noexcept {
   detail::descriptor* d = detail::descriptor::of(w);
-  d->ctx->close_descriptor(d);
+  d->anchor->loop.load(std::memory_order_relaxed)->close_descriptor(d);  // queued on that loop: it lives
+}
+
+bool io_context::hand_over_needed(const detail::descriptor* d) const noexcept {
+  const std::uintptr_t owner = owner_.load(std::memory_order_relaxed);
+  if (owner == detail::thread_identity()) return false;  // inside run on this thread
+  if (owner == teardown_owner) return current_ != this;  // the destroying thread does everything itself
+  if (owner != 0) return true;                            // another thread runs the loop
+  // Nobody runs it now, but its thread may start to at any moment (owner_ tells nothing then): whatever of d the
+  // loop's thread may touch (its ring, its pending list, bytes queued in the loop's pool) is left to that thread.
+  const bool loop_state = d->has_pending() || d->fixed_slot >= 0 || (!d->listening && !d->rx_queue.empty());
+  return loop_state && !on_bound_thread();
 }
 
 void io_context::close_descriptor(detail::descriptor* d) noexcept {
-  if (running_elsewhere()) {
-    // The pending list, the ring and the free list are the loop's: hand the whole close to it.
+  if (hand_over_needed(d)) {
+    // The pending list, the ring and the free list are the loop's: hand the whole close to it. A loop that never
+    // runs again closes it from its teardown.
     enqueue_remote(&d->close_item);
     return;
   }
@@ -694,7 +806,7 @@ void io_context::drop_accepted(detail::descriptor* d) noexcept {
 
 void io_context::cancel_pending(detail::descriptor* d) noexcept {
   if (d == nullptr) return;
-  if (running_elsewhere()) {
+  if (hand_over_needed(d)) {
     // The descriptor may be closed and reused before the post runs; the generation tells.
     post([this, d, generation = d->generation] {
       if (d->generation == generation && d->fd >= 0) cancel_pending(d);
@@ -779,6 +891,47 @@ void io_context::unlink_spawned(detail::root_hook* s) noexcept {
   if (s->next != nullptr) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
 }
+
+namespace detail {
+
+namespace {
+// The close or release of a descriptor whose loop is gone: what the loop's close would do that still matters
+// without it. The ring and the epoll set went with the loop (and the registrations in them), and so did the
+// receive pool whose buffers an rx_queue names; connections a multishot accept queued are still open fds.
+void free_orphan(descriptor* d) noexcept {
+  if (d->listening) {
+    while (!d->accepted->empty()) {
+      std::optional<int> fd;
+      d->accepted->pop_front_into(fd);
+      ::close(*fd);
+    }
+    delete d->accepted;
+  }
+  loop_anchor* anchor = d->anchor;
+  delete d;
+  if (anchor->orphans.fetch_sub(1, std::memory_order_acq_rel) == 1) delete anchor;
+}
+}  // namespace
+
+void close_descriptor(descriptor* d) noexcept {
+  if (io_context* loop = d->anchor->loop.load(std::memory_order_acquire)) [[likely]] {
+    loop->close_descriptor(d);
+    return;
+  }
+  if (d->fd >= 0) ::close(d->fd);
+  free_orphan(d);
+}
+
+int release_descriptor(descriptor* d) noexcept {
+  if (io_context* loop = d->anchor->loop.load(std::memory_order_acquire)) [[likely]] {
+    return loop->release_descriptor(d);
+  }
+  const int fd = d->fd;
+  free_orphan(d);
+  return fd;
+}
+
+}  // namespace detail
 
 // ---- metrics ----
 

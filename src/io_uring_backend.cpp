@@ -77,6 +77,9 @@
 #include <utility>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fcntl.h>
 #include <liburing.h>
@@ -167,8 +170,10 @@ class io_uring_backend final : public backend {
         IORING_SETUP_SQPOLL,
     };
     int rc = -EINVAL;
-    const std::span<const unsigned> chosen = opts.sqpoll ? std::span<const unsigned>(sqpoll_tries)
-                                                         : std::span<const unsigned>(tries);
+    // Without defer_taskrun, the tries from the first ring that does not defer.
+    const std::span<const unsigned> chosen = opts.sqpoll          ? std::span<const unsigned>(sqpoll_tries)
+                                             : opts.defer_taskrun ? std::span<const unsigned>(tries)
+                                                                  : std::span<const unsigned>(tries).subspan(2);
     for (unsigned flags : chosen) {
       io_uring_params p{};
       p.flags = flags;
@@ -410,6 +415,33 @@ class io_uring_backend final : public backend {
     d.rx_cancelling = true;
   }
 
+  // Teardown: one ASYNC_CANCEL matching every request of the ring (IORING_ASYNC_CANCEL_ANY, 5.19; an older
+  // kernel answers EINVAL, and what is in flight is then only waited for), then reaps until nothing is in flight
+  // or the deadline passes. The reaped operations complete as always (queued, never run, by then). With
+  // quiescing_ set nothing is started or re-armed any more: a multishot that ends stays ended, a refused zero-copy
+  // send is not made again, the wake-up poll is not re-armed (the loop never runs again). Operations not yet
+  // submitted when the ring was never enabled never reached the kernel.
+  std::size_t quiesce(std::uint64_t deadline_ns) noexcept override {
+    quiescing_ = true;
+    if (in_flight_ == 0 || disabled_) return 0;
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+    io_uring_sqe_set_data64(sqe, cancel_tag);
+    while (in_flight_ != 0) {
+      const std::uint64_t now = io_context::now_ns();
+      if (now >= deadline_ns) break;
+      const std::uint64_t left = deadline_ns - now;
+      __kernel_timespec ts{};
+      ts.tv_sec = static_cast<long long>(left / 1'000'000'000);
+      ts.tv_nsec = static_cast<long long>(left % 1'000'000'000);
+      io_uring_cqe* cqe = nullptr;
+      const int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+      reap();
+      if (rc < 0 && !transient_enter_error(rc)) break;  // EEXIST: not the ring's thread
+    }
+    return in_flight_;
+  }
+
   void before_close(descriptor&) noexcept override {
     // Every pending SQE on this fd must reach the kernel (and take its file reference) before the fd number is
     // released; the cancel requests queued by close() go with them.
@@ -420,13 +452,31 @@ class io_uring_backend final : public backend {
     enable();
     // Nothing to submit and no completion waiting in the kernel: what the CQ holds is all an enter would find. A
     // busy loop polls every turn and a spinning one every round; each would be a system call.
-    if (timeout_ns != 0 || !taskrun_flag_ || !nothing_for_the_kernel()) enter(timeout_ns);
+    int rc = 0;
+    if (timeout_ns != 0 || !taskrun_flag_ || !nothing_for_the_kernel()) rc = enter(timeout_ns);
     reap();
     if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
+    if (rc < 0 && !transient_enter_error(rc)) failure_ = rc;
+    if (failure_ != 0) fail();
+  }
+
+  // What io_uring_enter(2) may answer that only delays the loop: a signal (EINTR) or the wait's own deadline
+  // (ETIME) ended the wait; the kernel was short of memory for requests (EAGAIN) or the completion queue
+  // overflowed (EBUSY), and what was not submitted stays queued while the reap that follows makes room, so the
+  // next turn enters again. Anything else (a ring that refuses this thread, a ring being torn down, lost
+  // completions) would answer the same at every turn.
+  static bool transient_enter_error(int rc) noexcept {
+    return rc == -EINTR || rc == -ETIME || rc == -EAGAIN || rc == -EBUSY;
+  }
+
+  // A lasting failure ends run() with it, rather than spin on it.
+  [[noreturn]] void fail() {
+    const int e = -std::exchange(failure_, 0);
+    throw std::system_error(e, std::system_category(), "tern: io_uring_enter");
   }
 
   // poll()'s io_uring_enter: submits what is queued and waits up to timeout_ns (0: not at all, < 0: for ever).
-  void enter(std::int64_t timeout_ns) noexcept {
+  int enter(std::int64_t timeout_ns) noexcept {
     int rc;
     if (timeout_ns == 0) {
       rc = io_uring_submit_and_get_events(&ring_);
@@ -442,10 +492,10 @@ class io_uring_backend final : public backend {
       io_uring_cqe* cqe = nullptr;
       rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
-    (void)rc;  // -ETIME and -EINTR only mean there may be nothing to reap; real CQEs are reaped either way
     ctx_.note_submitted();
     ctx_.counters().kernel_waits.add();
     ctx_.counters().syscalls.add();
+    return rc;
   }
 
   void wake() noexcept override {
@@ -739,7 +789,7 @@ class io_uring_backend final : public backend {
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::recv_multishot)].add();
     --in_flight_;
     ctx_.end_multishot(&d);  // may recycle d if it was closed
-    if (!open) return;
+    if (!open || quiescing_) return;
     io_op* w = d.rx_waiter;
     if (w == nullptr) return;
     auto& r = static_cast<receive_op&>(*w);
@@ -831,7 +881,7 @@ class io_uring_backend final : public backend {
     if ((op.aux & zc_more) != 0 && (op.aux & zc_notified) == 0) return;  // the kernel may still read the buffer
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::send_zc)].add();
     if (op.res == -EOPNOTSUPP || op.res == -EINVAL) {
-      if (op.st == io_op::state::cancelling) {
+      if (op.st == io_op::state::cancelling || quiescing_) {
         op.res = -ECANCELED;  // what the plain send would have reported; the refusal was tern's own attempt
       } else {
         // A kernel before 6.2 refuses the usage report with EINVAL: without it, zero copy may still work.
@@ -937,7 +987,7 @@ class io_uring_backend final : public backend {
     ctx_.counters().ops_completed[static_cast<std::size_t>(op_code::accept_multishot)].add();
     --in_flight_;
     ctx_.end_multishot(&d);  // may recycle d if it was closed
-    if (!open) return;
+    if (!open || quiescing_) return;
     // Accepts still waiting: re-arm for them (or, without multishot accept, give each its own ACCEPT).
     if (accept_waiter(d) == nullptr) return;
     if (multishot_accept_ && arm_accept(d)) return;
@@ -1009,10 +1059,15 @@ class io_uring_backend final : public backend {
   }
   static constexpr int ftruncate_opcode = 55;
 
-  void submit() noexcept {
+  // Submits what is queued; returns the enter's result (0 when there was nothing to submit). A lasting failure is
+  // kept for the loop's next poll, which throws it: the callers (a flush between handlers, a close) cannot.
+  int submit() noexcept {
     enable();
-    if (submit_queued() > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
+    const int rc = submit_queued();
+    if (rc > 0) ctx_.counters().syscalls.add();  // with nothing to submit, no enter is made
+    if (rc < 0 && !transient_enter_error(rc) && failure_ == 0) failure_ = rc;
     ctx_.note_submitted();
+    return rc;
   }
 
   // Submits the queued SQEs and nothing else. liburing's io_uring_submit adds IORING_ENTER_GETEVENTS whenever the
@@ -1042,8 +1097,13 @@ class io_uring_backend final : public backend {
     ctx_.note_unsubmitted();
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {  // queue full: flush it to the kernel and take a fresh entry
-      submit();
+      const int rc = submit();
       sqe = io_uring_get_sqe(&ring_);
+      if (sqe == nullptr && rc < 0 && !transient_enter_error(rc)) {
+        // Nothing can be queued, and the caller cannot fail: stop with the reason rather than spin.
+        std::fprintf(stderr, "tern: io_uring_enter failed with the submission queue full: %s\n", std::strerror(-rc));
+        std::abort();
+      }
     }
     return sqe;
   }
@@ -1068,7 +1128,7 @@ class io_uring_backend final : public backend {
         [[maybe_unused]] ssize_t n = ::read(wake_fd_, &value, sizeof value);
         ctx_.counters().wakeups_received.add();
         ctx_.counters().syscalls.add();
-        if ((cqe->flags & IORING_CQE_F_MORE) == 0) arm_wake();
+        if ((cqe->flags & IORING_CQE_F_MORE) == 0 && !quiescing_) arm_wake();
         continue;
       }
       if ((ud & multishot_bits) != 0) {
@@ -1131,6 +1191,8 @@ class io_uring_backend final : public backend {
   // and whether one has delivered a socket on this ring (after which EINVAL is a listener's own error).
   unsigned accept_queue_;
   bool multishot_accept_ = true;
+  int failure_ = 0;  // a lasting io_uring_enter failure (-errno) seen outside poll(), for poll() to throw
+  bool quiescing_ = false;  // teardown has begun (quiesce): nothing is started or re-armed
   bool multishot_accept_seen_ = false;
   // Zero-copy sends: the threshold (0: off); whether notifications report copies (until a kernel without the
   // report refuses it), and whether a zero-copy send has succeeded on this ring (after which EINVAL is a socket's

@@ -16,6 +16,10 @@ namespace tern {
 
 namespace detail {
 
+// The idle flags and counts are hints for donors (a wrong read costs one donation too many or too few): the work
+// itself travels through the target loop's inbox, whose push and drain order it. acq_rel on the flag's exchange so
+// that, of a worker going idle and a donor claiming it, exactly one sees the other's write; the count beside it is
+// only ever read as a hint (any_idle), relaxed.
 void share_group::set_idle(unsigned i, bool idle) noexcept {
   if (idle_flag(i).exchange(idle, std::memory_order_acq_rel) != idle) {
     if (idle) {
@@ -31,6 +35,7 @@ io_context* share_group::claim_idle(unsigned self) noexcept {
   for (unsigned k = 1; k < n; ++k) {
     unsigned i = (self + k) % n;  // start after self, so donors spread over the idle workers
     std::atomic<bool>& flag = idle_flag(i);
+    // A relaxed look first (no cache-line write for a busy worker); the exchange decides which donor claims it.
     if (flag.load(std::memory_order_relaxed) && flag.exchange(false, std::memory_order_acq_rel)) {
       idle_count_.fetch_sub(1, std::memory_order_relaxed);
       return member(i);
@@ -44,7 +49,7 @@ io_context* share_group::least_loaded(unsigned self, std::size_t& load) noexcept
   io_context* best = nullptr;
   for (unsigned k = 1; k < n; ++k) {
     unsigned i = (self + k) % n;
-    std::size_t l = load_slot(i).load(std::memory_order_relaxed);
+    std::size_t l = load_slot(i).load(std::memory_order_relaxed);  // a figure, publishing nothing: relaxed
     if (best == nullptr || l < load) {
       best = member(i);
       load = l;
@@ -153,6 +158,7 @@ runtime::runtime(runtime_options opts) {
         }
         if (err == 0 && prefault != 0) detail::frame_pool::warm(prefault);
         if (!gate->report_and_wait(err)) {
+          // release: pairs with shutdown()'s acquire load; the thread's last writes come before it.
           w.finished.store(true, std::memory_order_release);
           return;
         }
@@ -190,6 +196,10 @@ void runtime::work(worker_state& w) {
     w.ctx.run();
     if (w.ctx.stopped() || settle(w)) break;
   }
+  // The loop is destroyed on the runtime's thread, after this one is gone; what it has in the kernel must be
+  // cancelled and reaped here, by the one thread its ring takes calls from, before its frames can be freed.
+  w.ctx.shutdown_io();
+  // release: shutdown()'s acquire load of finished then sees everything the loop did, its teardown of I/O included.
   w.finished.store(true, std::memory_order_release);
 }
 
@@ -239,6 +249,7 @@ io_context& runtime::pick() noexcept {
       if (&w->ctx == cur) return *cur;
     }
   }
+  // A round-robin counter, publishing nothing: relaxed.
   return workers_[next_.fetch_add(1, std::memory_order_relaxed) % workers_.size()]->ctx;
 }
 
@@ -249,7 +260,7 @@ bool runtime::shutdown(std::chrono::nanoseconds grace) {
   const auto deadline = std::chrono::steady_clock::now() + grace;
   bool drained = true;
   for (auto& w : workers_) {
-    while (!w->finished.load(std::memory_order_acquire)) {
+    while (!w->finished.load(std::memory_order_acquire)) {  // pairs with work()'s release store
       if (std::chrono::steady_clock::now() >= deadline) {
         drained = false;
         break;

@@ -56,7 +56,7 @@ task<io_result<int>> signal_set::wait() {
 void signal_set::cancel() noexcept { ctx_->cancel_pending(desc_); }
 
 void signal_set::close() noexcept {
-  if (desc_ != nullptr) ctx_->close_descriptor(std::exchange(desc_, nullptr));
+  if (desc_ != nullptr) detail::close_descriptor(std::exchange(desc_, nullptr));
 }
 
 }  // namespace tern

@@ -2,7 +2,11 @@
 // after, and from another thread), and the objects' own cancel(). A cancelled operation leaves its object usable.
 #include "net_support.hpp"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -389,6 +393,233 @@ TEST_P(cancel_test, timer_cancel_under_sleep_with_timeout_wrapper) {
     EXPECT_EC(ec, std::errc::operation_canceled);
     co_await std::move(canceller);
   }(ctx));
+}
+
+// ---- with_stop on tasks (as with_timeout takes them) ----
+
+// What a WebSocket read or any composed operation is: a task, not an awaiter.
+tern::task<tern::io_result<std::size_t>> read_some_task(tern::net::tcp_socket& s, tern::mutable_buffer b) {
+  co_return co_await s.read_some(b);
+}
+
+tern::task<void> request_stop_later(std::stop_source& s, std::chrono::milliseconds delay) {
+  (void)co_await tern::sleep_for(delay);
+  s.request_stop();
+}
+
+TEST_P(cancel_test, with_stop_on_a_task_cancels_what_it_waits_on) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::stop_source source;
+    auto stopper = tern::spawn(ctx, request_stop_later(source, 10ms));
+    char buf[16];
+    auto [ec, n] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                            source.get_token());
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(n, 0u);
+    co_await std::move(stopper);
+    // The socket still works, and a task of void goes through with_stop too.
+    bool read = false;
+    auto writer = tern::spawn(ctx, write_later(server, "ok", 1ms));
+    co_await tern::with_stop([](tern::net::tcp_socket& c, bool& read) -> tern::task<void> {
+      char b[4];
+      auto [rec, rn] = co_await c.read_some(tern::mutable_buffer(b, sizeof b));
+      read = !rec && rn == 2;
+    }(client, read), std::stop_source().get_token());
+    EXPECT_TRUE(read);
+    co_await std::move(writer);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_on_a_task_from_another_thread_and_already_requested) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    char buf[16];
+    std::stop_source early;
+    early.request_stop();
+    auto [ec1, n1] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                              early.get_token());
+    EXPECT_EC(ec1, std::errc::operation_canceled);
+    EXPECT_EQ(n1, 0u);
+    std::stop_source source;
+    std::thread other([&source] {
+      std::this_thread::sleep_for(20ms);
+      source.request_stop();
+    });
+    auto [ec2, n2] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                              source.get_token());
+    other.join();
+    EXPECT_EC(ec2, std::errc::operation_canceled);
+    EXPECT_EQ(n2, 0u);
+  }(ctx));
+}
+
+TEST_P(cancel_test, with_stop_on_a_task_that_finishes_first_returns_its_result) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    std::stop_source source;
+    auto writer = tern::spawn(ctx, write_later(server, "hello", 1ms));
+    char buf[16];
+    auto [ec, n] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                            source.get_token());
+    EXPECT_OK(ec);
+    EXPECT_EQ(std::string_view(buf, n), "hello");
+    co_await std::move(writer);
+    source.request_stop();  // after the task: reaches nothing
+    co_await tern::yield();
+    const int value = co_await tern::with_stop([]() -> tern::task<int> { co_return 7; }(), source.get_token());
+    EXPECT_EQ(value, 7) << "a task that never suspends returns its value even under a stopped token";
+  }(ctx));
+}
+
+// The calling task's own token still reaches a task under with_stop: either stop cancels it.
+TEST_P(cancel_test, with_stop_on_a_task_keeps_the_callers_stop) {
+  std::stop_source outer;
+  std::stop_source inner;
+  std::error_code result;
+  tern::spawn(ctx, [](tern::io_context& ctx, std::stop_source& outer, std::stop_source& inner,
+                      std::error_code& result) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    auto stopper = tern::spawn(ctx, request_stop_later(outer, 10ms));
+    char buf[8];
+    auto [ec, n] = co_await tern::with_stop(read_some_task(client, tern::mutable_buffer(buf, sizeof buf)),
+                                            inner.get_token());
+    result = ec;
+    (void)n;
+    co_await std::move(stopper);
+  }(ctx, outer, inner, result), outer.get_token()).detach();
+  EXPECT_TRUE(run_context_bounded(ctx, 20s));
+  EXPECT_EC(result, std::errc::operation_canceled);
+  EXPECT_FALSE(inner.stop_requested());
+}
+
+// Both wrappers take the same things: operations and tasks, by value or by reference.
+TEST_P(cancel_test, with_stop_and_with_timeout_take_the_same_things) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [client, server] = co_await connected_pair(ctx);
+    CO_ASSERT(client.is_open() && server.is_open());
+    char buf[8];
+    std::stop_source source;
+    auto op = client.read_some(tern::mutable_buffer(buf, sizeof buf));
+    auto t = read_some_task(client, tern::mutable_buffer(buf, sizeof buf));
+    auto stopper = tern::spawn(ctx, request_stop_later(source, 5ms));
+    auto [ec1, n1] = co_await tern::with_stop(op, source.get_token());
+    EXPECT_EC(ec1, std::errc::operation_canceled);
+    co_await std::move(stopper);
+    auto [ec2, n2] = co_await tern::with_timeout(std::move(t), 5ms);
+    EXPECT_EC(ec2, std::errc::timed_out);
+    (void)n1;
+    (void)n2;
+  }(ctx));
+}
+
+// ---- Stops from other threads under multi-piece transfers (ThreadSanitizer) ----
+
+// Many write_alls of several pieces each are in flight while a reader drains their peers; a stop from another
+// thread reaches each of them while the loop issues its next piece. The stop callback runs on the stopping thread
+// and must read nothing the loop thread rewrites for each piece (under the tsan preset this raced).
+TEST_P(cancel_test, stops_from_another_thread_reach_multi_piece_write_alls_cleanly) {
+  constexpr int writers = 16;
+  constexpr int rounds = 4;
+  for (int round = 0; round < rounds; ++round) {
+    std::stop_source source;
+    std::vector<int> peer_fds;
+    std::atomic<int> finished{0};
+    std::atomic<int> canceled{0};
+    std::atomic<bool> reading{true};
+    std::vector<tern::net::unix_stream_socket> kept;
+    for (int i = 0; i < writers; ++i) {
+      auto [ec, pair] = tern::net::unix_stream_socket::pair(ctx);
+      ASSERT_TRUE(ec_ok(ec));
+      auto [rec, fd] = pair.second.release();
+      ASSERT_TRUE(ec_ok(rec));
+      const int raw = fd.release();
+      ::fcntl(raw, F_SETFL, ::fcntl(raw, F_GETFL) | O_NONBLOCK);
+      peer_fds.push_back(raw);
+      kept.push_back(std::move(pair.first));
+    }
+    std::thread reader([&] {
+      std::vector<char> sink(1 << 16);
+      while (reading.load()) {
+        for (int fd : peer_fds) (void)::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
+      }
+    });
+    const std::vector<char> big(std::size_t{4} << 20, 'x');
+    for (int i = 0; i < writers; ++i) {
+      tern::spawn(ctx, [](tern::net::unix_stream_socket& s, const std::vector<char>& big, std::atomic<int>& finished,
+                          std::atomic<int>& canceled) -> tern::task<void> {
+        for (;;) {
+          auto [ec, n] = co_await s.write_all(tern::const_buffer(big));
+          (void)n;
+          if (ec) {
+            if (ec == std::errc::operation_canceled) canceled.fetch_add(1);
+            break;
+          }
+        }
+        finished.fetch_add(1);
+      }(kept[static_cast<std::size_t>(i)], big, finished, canceled), source.get_token()).detach();
+    }
+    std::thread stopper([&source] {
+      std::this_thread::sleep_for(20ms);
+      source.request_stop();
+    });
+    EXPECT_TRUE(run_context_bounded(ctx, 30s));
+    stopper.join();
+    reading.store(false);
+    reader.join();
+    EXPECT_EQ(finished.load(), writers);
+    EXPECT_EQ(canceled.load(), writers);
+    for (int fd : peer_fds) ::close(fd);
+  }
+}
+
+// The same through a runtime's shutdown(): its stop token cancels the write_alls of every worker.
+TEST_P(cancel_test, runtime_shutdown_reaches_multi_piece_write_alls_cleanly) {
+  constexpr int writers = 8;
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  std::vector<int> peer_fds;
+  std::atomic<int> canceled{0};
+  std::atomic<bool> reading{true};
+  std::atomic<int> running{0};
+  const std::vector<char> big(std::size_t{4} << 20, 'y');
+  for (int i = 0; i < writers; ++i) {
+    tern::io_context& loop = rt.worker(static_cast<std::size_t>(i) % rt.size());
+    auto [ec, pair] = tern::net::unix_stream_socket::pair(loop);
+    ASSERT_TRUE(ec_ok(ec));
+    auto [rec, fd] = pair.second.release();
+    ASSERT_TRUE(ec_ok(rec));
+    const int raw = fd.release();
+    ::fcntl(raw, F_SETFL, ::fcntl(raw, F_GETFL) | O_NONBLOCK);
+    peer_fds.push_back(raw);
+    tern::spawn(loop, [](tern::runtime& rt, tern::net::unix_stream_socket s, const std::vector<char>& big,
+                         std::atomic<int>& canceled, std::atomic<int>& running) -> tern::task<void> {
+      running.fetch_add(1);
+      for (;;) {
+        auto [ec, n] = co_await tern::with_stop(s.write_all(tern::const_buffer(big)), rt.stop_token());
+        (void)n;
+        if (ec) {
+          if (ec == std::errc::operation_canceled) canceled.fetch_add(1);
+          co_return;
+        }
+      }
+    }, std::ref(rt), std::move(pair.first), std::cref(big), std::ref(canceled), std::ref(running)).detach();
+  }
+  std::thread reader([&] {
+    std::vector<char> sink(1 << 16);
+    while (reading.load()) {
+      for (int fd : peer_fds) (void)::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
+    }
+  });
+  while (running.load() != writers) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(rt.shutdown(20s));
+  reading.store(false);
+  reader.join();
+  EXPECT_EQ(canceled.load(), writers);
+  for (int fd : peer_fds) ::close(fd);
 }
 
 }  // namespace

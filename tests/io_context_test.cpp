@@ -568,3 +568,89 @@ TEST(io_context_environment, tern_backend_overrides_automatic) {
 }
 
 }  // namespace
+
+// A loop is bound to the first thread that runs it (an io_uring ring takes its submissions and waits from one
+// thread only). A later run, run_one, poll or block_on from another thread is refused with wrong_loop, on both
+// backends, instead of spinning on the kernel's refusals or sleeping on work only the first thread can reap; the
+// loop goes on working on its own thread afterwards. The second thread's attempt runs under a watchdog: before the
+// rule, it spun (io_uring) or slept (epoll) until stopped.
+TEST_P(io_context_test, a_second_thread_cannot_run_a_loop_bound_to_another) {
+  std::optional<socket_pair> pair;
+  std::error_code read_result;
+  std::size_t read_bytes = 0;
+  bool read_done = false;
+  // A read that stays pending in the kernel across the runs, and a task that stops the first run once it waits.
+  tern::spawn(ctx, [](tern::io_context& ctx, std::optional<socket_pair>& pair, std::error_code& result,
+                      std::size_t& bytes, bool& done) -> tern::task<void> {
+    pair.emplace(co_await connected_pair(ctx));
+    ctx.post([&ctx] { ctx.stop(); });
+    char buf[16];
+    auto [ec, n] = co_await pair->server.read_some(tern::mutable_buffer(buf, sizeof buf));
+    result = ec;
+    bytes = n;
+    done = true;
+  }(ctx, pair, read_result, read_bytes, read_done)).detach();
+  EXPECT_TRUE(run_context_bounded(ctx, 20s));
+  ASSERT_TRUE(pair.has_value());
+  ASSERT_FALSE(read_done);
+  ctx.restart();
+
+  struct attempt {
+    const char* what;
+    std::optional<std::error_code> refused;
+    bool hung = false;
+  };
+  std::vector<attempt> attempts = {{"run", {}, false}, {"run_one", {}, false}, {"poll", {}, false}, {"block_on", {}, false}};
+  std::thread other([&] {
+    for (attempt& a : attempts) {
+      watchdog dog(ctx, 3s);
+      try {
+        if (std::strcmp(a.what, "run") == 0) {
+          (void)ctx.run();
+        } else if (std::strcmp(a.what, "run_one") == 0) {
+          (void)ctx.run_one();
+        } else if (std::strcmp(a.what, "poll") == 0) {
+          (void)ctx.poll();
+        } else {
+          ctx.block_on([]() -> tern::task<void> { co_return; }());
+        }
+      } catch (const std::system_error& e) {
+        a.refused = e.code();
+      }
+      a.hung = dog.fired();
+      if (a.hung) ctx.restart();
+    }
+  });
+  other.join();
+  for (const attempt& a : attempts) {
+    EXPECT_FALSE(a.hung) << a.what << " from a second thread hung until the watchdog stopped it";
+    ASSERT_TRUE(a.refused.has_value()) << a.what << " from a second thread was not refused";
+    EXPECT_EC(*a.refused, tern::error::wrong_loop) << a.what;
+  }
+
+  // The first thread still runs the loop: the pending read gets the bytes written now.
+  ASSERT_EQ(::send(pair->client.native_handle(), "ping", 4, MSG_NOSIGNAL), 4);
+  tern::spawn(ctx, [](std::optional<socket_pair>& pair, bool& done) -> tern::task<void> {
+    while (!done) co_await tern::yield();
+    pair.reset();
+  }(pair, read_done)).detach();
+  EXPECT_TRUE(run_context_bounded(ctx, 20s));
+  EXPECT_TRUE(read_done);
+  EXPECT_OK(read_result);
+  EXPECT_EQ(read_bytes, 4u);
+}
+
+// The thread that first runs a loop need not be the one that made it, nor the one that destroys it.
+TEST_P(io_context_test, a_loop_made_on_one_thread_runs_on_another_and_dies_on_the_first) {
+  auto made_here = std::make_unique<tern::io_context>(options());
+  int ran = 0;
+  for (int i = 0; i < 3; ++i) made_here->post([&ran] { ++ran; });
+  std::thread runner([&] {
+    (void)made_here->run();
+    made_here->post([&ran] { ++ran; });
+    (void)made_here->run();  // the same thread again: allowed
+  });
+  runner.join();
+  EXPECT_EQ(ran, 4);
+  made_here.reset();
+}

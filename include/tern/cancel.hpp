@@ -10,7 +10,9 @@
 //   operation_canceled becomes std::errc::timed_out. If op finishes first the node is removed.
 // - with_stop(op, token): a std::stop_callback; a stop request cancels op (directly on the loop's thread, through
 //   the loop's inbox from any other thread).
-// If op completes before the cancellation reaches it, its own result is returned unchanged.
+// If op completes before the cancellation reaches it, its own result is returned unchanged. Both wrappers also take
+// a task (with_timeout(t, d), with_stop(t, token)): then every operation the task waits on is cancelled, through
+// the task's stop token.
 #pragma once
 
 #include <chrono>
@@ -115,6 +117,26 @@ template <class T>
 concept has_error_code = std::is_same_v<T, std::error_code> || requires(T& r) {
   { r.ec } -> std::same_as<std::error_code&>;
 };
+
+// A std::stop_source from the loop's cache for the duration of a wrapper on a task: declared first in the wrapper's
+// frame, so destroyed last, after everything that refers to the source; it goes back to the cache unless it was
+// stopped (a stopped source cannot serve again).
+struct cached_stop_source {
+  io_context& ctx;
+  std::stop_source source;
+  explicit cached_stop_source(io_context& c) : ctx(c), source(c.take_stop_source()) {}
+  cached_stop_source(const cached_stop_source&) = delete;
+  cached_stop_source& operator=(const cached_stop_source&) = delete;
+  ~cached_stop_source() {
+    if (ctx.running_here() && !source.stop_requested()) ctx.give_stop_source(std::move(source));
+  }
+};
+
+// Requests stop on a source when another token is stopped (from whichever thread stops it).
+struct forward_stop {
+  std::stop_source* source;
+  void operator()() const noexcept { source->request_stop(); }
+};
 }  // namespace detail
 
 // A task with a deadline: when d passes, every operation the task (and the tasks it awaits) is suspended on is
@@ -127,21 +149,10 @@ template <class T>
 task<T> with_timeout(task<T> t, clock::duration d) {
   const std::stop_token* parent = co_await current_stop_token();
   io_context& ctx = *io_context::current();
-  // Declared first, so destroyed last: after everything that refers to the source.
-  struct source_holder {
-    io_context& ctx;
-    std::stop_source source;
-    ~source_holder() {
-      if (ctx.running_here() && !source.stop_requested()) ctx.give_stop_source(std::move(source));
-    }
-  } held{ctx, ctx.take_stop_source()};
+  detail::cached_stop_source held(ctx);
   std::stop_source& source = held.source;
-  struct forward_stop {
-    std::stop_source* source;
-    void operator()() const noexcept { source->request_stop(); }
-  };
-  std::optional<std::stop_callback<forward_stop>> link;
-  if (parent != nullptr && parent->stop_possible()) link.emplace(*parent, forward_stop{&source});
+  std::optional<std::stop_callback<detail::forward_stop>> link;
+  if (parent != nullptr && parent->stop_possible()) link.emplace(*parent, detail::forward_stop{&source});
   const std::stop_token token = source.get_token();
   detail::stop_timer deadline;
   deadline.deadline_ns = detail::deadline_after(ctx, d);
@@ -188,6 +199,27 @@ detail::timeout_awaiter<std::decay_t<Op>> with_deadline(Op&& op, clock::time_poi
 template <cancellable_operation Op>
 detail::stop_binding<std::decay_t<Op>, std::stop_token> with_stop(Op&& op, std::stop_token token) {
   return {std::decay_t<Op>(std::forward<Op>(op)), std::move(token)};
+}
+
+// A task that a stop request on token cancels, as with_timeout(t, d) does when d passes: every operation the task
+// (and the tasks it awaits) is suspended on is cancelled and reports operation_canceled, and the task unwinds
+// through its own error handling. Stops of the calling task reach it too. A task that finishes first returns its
+// own result. Where the calling task can be stopped as well, the two are joined through a std::stop_source from
+// the loop's cache (see with_timeout: a token copied out of the task must not be kept past it); otherwise token
+// itself is the task's.
+template <class T>
+task<T> with_stop(task<T> t, std::stop_token token) {
+  const std::stop_token* parent = co_await current_stop_token();
+  if (parent == nullptr || !parent->stop_possible() || !token.stop_possible()) {
+    const std::stop_token* only = token.stop_possible() ? &token : parent;
+    co_return co_await detail::await_with_token<T>{t, only};
+  }
+  detail::cached_stop_source held(*io_context::current());
+  std::stop_source& source = held.source;
+  const std::stop_callback<detail::forward_stop> from_parent(*parent, detail::forward_stop{&source});
+  const std::stop_callback<detail::forward_stop> from_token(token, detail::forward_stop{&source});
+  const std::stop_token joined = source.get_token();
+  co_return co_await detail::await_with_token<T>{t, &joined};
 }
 
 }  // namespace tern

@@ -16,6 +16,15 @@
 // The loop is single-threaded by construction: everything except post(), stop() and wake-ups must be called on the
 // thread running it. run() returns when it is stopped or runs out of work: nothing queued, no operation pending,
 // no timer armed, and no work_guard alive.
+//
+// One thread for life: a loop may be made on any thread, and the first thread that runs it (run, run_one, poll,
+// run_until, block_on) binds it for good; a run from any other thread later throws std::system_error with
+// tern::error::wrong_loop, on both backends. io_uring is why: a SINGLE_ISSUER ring takes submissions and waits from
+// the one task the kernel bound it to when it was enabled (the ring is made disabled and enabled by that first run,
+// so making a loop elsewhere is fine), the kernel has no call to bind it to another, and a second thread's enters
+// would only be refused (EEXIST) while completions wait for the first. epoll could run anywhere, but a program
+// must not behave differently on the two backends. One loop per thread is what tern::runtime sets up. The loop may
+// be destroyed on any thread; see ~io_context for what its teardown can do there.
 #pragma once
 
 #include <atomic>
@@ -76,6 +85,11 @@ struct io_context_options {
   // without submissions. The loop's constructor throws std::system_error if the kernel refuses it.
   bool sqpoll = false;
   std::chrono::milliseconds sqpoll_idle{1000};
+  // io_uring only: the kernel runs this loop's completions only inside the loop's own wait (DEFER_TASKRUN, kernel
+  // 6.1 and later), so they come in batches and never interrupt its handlers. false asks for the older mode even
+  // where the kernel has it (COOP_TASKRUN: completions run at any system call of the loop's thread), to compare
+  // the two or to test code under both; there is no other reason to turn it off. SQPOLL rings never defer.
+  bool defer_taskrun = true;
   // receive() (leased_buffer.hpp): the loop's pool of receive buffers, made at the first receive(). Each buffer
   // holds receive_buffer_size bytes; receive_buffers are mapped at first and as many more each time the pool runs
   // dry, up to receive_buffers_max (at most 32768, the kernel's limit on a provided-buffer ring); past that,
@@ -218,12 +232,18 @@ class io_context {
   io_context();
   // Creates a loop; throws std::system_error if the requested backend cannot be set up.
   explicit io_context(io_context_options opts);
-  // Destroys every still-suspended spawned task, then the backend.
+  // Tears the loop down: drops what is queued (handlers are destroyed without running), cancels what it has in
+  // the kernel and waits for those completions (at most a second; see shutdown_io), destroys every spawned task
+  // still suspended (their destructors run; handlers they post are destroyed too), then the backend. Sockets and
+  // other I/O objects of the loop that are still open stay closable: closing or destroying one later closes its
+  // fd without the loop. Any thread, but see shutdown_io for a loop that another thread has run.
   ~io_context();
   io_context(const io_context&) = delete;
   io_context& operator=(const io_context&) = delete;
 
-  // Runs the loop until stop() or until it runs out of work; returns the number of items run.
+  // Runs the loop until stop() or until it runs out of work; returns the number of items run. The first run binds
+  // the loop to the calling thread; from any other thread, run, run_one, poll and block_on throw std::system_error
+  // (tern::error::wrong_loop) and leave the loop as it was.
   std::size_t run();
   // Runs at most one item, blocking until one is ready (or the loop is out of work); returns 0 or 1.
   std::size_t run_one();
@@ -378,8 +398,19 @@ class io_context {
   // Runs like run() but also returns as soon as the low bit of *done is set (by this thread: a spawned task's
   // state word, spawn.hpp).
   void run_until(const std::atomic<std::uintptr_t>* done);
+  // Binds the loop to the calling thread if no thread has run it yet; throws std::system_error (wrong_loop) if it
+  // is bound to another. `operation` names the caller in the message. Every run calls it first.
+  void claim_thread(const char* operation);
   // Frees queued handlers and forgets queued resumptions without running them (teardown only).
   void discard_queued() noexcept;
+  // The first step of teardown: cancels every operation the loop has in the kernel and reaps their completions
+  // (queued as usual, never run), until none is outstanding or teardown_wait has passed, so that no kernel write
+  // can reach a frame or a buffer that teardown then frees. Only the thread that ran the loop can do it (an io_uring
+  // ring refuses the others), so a runtime's worker calls it on its own thread before it exits; the destructor
+  // calls it unless that was done. What it cannot finish is reported on stderr, and closing the ring leaves to the
+  // kernel. The loop must not run afterwards.
+  void shutdown_io() noexcept;
+  static constexpr std::chrono::seconds teardown_wait{1};
 
   // Queues w on the local run queue (loop thread only).
   void schedule(detail::work_item* w) noexcept { run_queue_.push_back(w); }
@@ -496,14 +527,22 @@ class io_context {
   // file, which the backend does not watch (its operations are file_ops).
   detail::descriptor* open_descriptor(int fd, bool watched = true);
   // Cancels d's pending operations and closes its fd. Any thread: from a thread that does not run the loop while
-  // another does, the close is queued on the loop (d's own close_item) and happens there.
+  // another does, or that is not the loop's own thread while d has work in the kernel (hand_over_needed), the
+  // close is queued on the loop (d's own close_item) and happens there.
   void close_descriptor(detail::descriptor* d) noexcept;
   // Gives up d without closing its fd (the caller owns the fd from now on); d must have no pending operation.
   // Any thread.
   int release_descriptor(detail::descriptor* d) noexcept;
-  // Requests cancellation of every pending operation on d (null: nothing). Any thread: from a thread that does not
-  // run the loop while another does, the request is posted to the loop.
+  // Requests cancellation of every pending operation on d (null: nothing). Any thread: where hand_over_needed(d),
+  // the request is posted to the loop.
   void cancel_pending(detail::descriptor* d) noexcept;
+  // True when the calling thread may not touch d's loop state itself: another thread runs the loop now, or d has
+  // operations, a multishot or a registered slot in the ring, or bytes queued in the loop's receive pool, while
+  // the caller is not the thread the loop is bound to (the ring refuses calls from any other, and that thread may
+  // start a run at any moment).
+  bool hand_over_needed(const detail::descriptor* d) const noexcept;
+  // True if the calling thread is the one the loop is bound to, or no thread has run the loop yet.
+  bool on_bound_thread() const noexcept;
   void report_exception(std::exception_ptr e) noexcept;
   // A stop source for with_timeout on a task (loop thread only). A std::stop_source allocates its shared state, so
   // the loop keeps a few that were never stopped and hands them out again; give_stop_source takes back one that
@@ -573,6 +612,16 @@ class io_context {
   void donate(io_context* target, std::size_t count) noexcept;
   bool has_work() const noexcept;
   void enqueue_remote(detail::work_item* w) noexcept;
+  // Teardown mode: while the destructor destroys suspended tasks, owner_ holds teardown_owner, so that everything
+  // the destroying thread queues goes through enqueue_remote, which keeps the items that own themselves (posted
+  // handlers, spawned tasks' first steps, stop requests: discard set) in teardown_items_ and drops the rest
+  // (resumptions of frames, which may be gone by the time the queue is read). Not a thread's identity.
+  static constexpr std::uintptr_t teardown_owner = 1;
+  bool tearing_down_here() const noexcept;
+  // Discards teardown_items_ and whatever other threads left in the inbox, until both stay empty.
+  void discard_teardown_items() noexcept;
+  // Frees the descriptors on the free lists and hands the anchor to the descriptors still open.
+  void free_descriptors() noexcept;
   void wake_if_sleeping() noexcept;
   // Wakes the parked loop (its sleeping_ flag already taken by the caller).
   void wake_now() noexcept;
@@ -661,6 +710,12 @@ class io_context {
   // that runs dry: a lock-free stack, so that no thread but the loop's ever touches the free list.
   std::atomic<detail::descriptor*> remote_free_descriptors_{nullptr};
   detail::root_hook* spawned_ = nullptr;
+  detail::work_queue teardown_items_;  // see teardown_owner
+  bool io_shut_down_ = false;          // shutdown_io has run
+  // Shared with the loop's descriptors (detail::loop_anchor), and the descriptors this loop has allocated (from
+  // any thread): what is not on a free list at teardown is still open, and keeps the anchor.
+  detail::loop_anchor* anchor_;
+  std::atomic<std::size_t> descriptors_made_{0};
   std::function<void(std::exception_ptr)> exception_handler_;
   static constexpr unsigned spare_pipe_limit = 4;  // one per concurrent send_file is the steady state
   int spare_pipes_[spare_pipe_limit][2] = {};
@@ -672,6 +727,9 @@ class io_context {
   // Blocks of this loop's slabs whose handlers ran on another loop (work sharing), for this loop to take back.
   alignas(64) std::atomic<handler_block*> returned_handlers_{nullptr};
   std::atomic<std::size_t> guards_{0};
+  // detail::thread_serial() of the thread the loop is bound to (its first run), 0 until then. Set once, by a CAS
+  // that decides between two first runs racing; relaxed, since it publishes nothing but itself.
+  std::atomic<std::uint64_t> bound_thread_{0};
   // Metrics (loop thread writes, any thread reads; see detail/loop_counters.hpp).
   detail::loop_counters counters_;
   lag_probe lag_probe_;

@@ -348,6 +348,7 @@ auto spawn(F&& f, Args&&... args) {
 
 template <class T>
 T io_context::block_on(task<T> t) {
+  claim_thread("block_on");  // before the spawn: a refused call leaves nothing queued
   join_handle<T> h = spawn(*this, std::move(t));
   run_until(h.done_word());
   if (!h.done()) {

@@ -164,6 +164,7 @@ struct resolver_impl {
   }
 
   void start(socket_watch* w, watch_op& op) noexcept {
+    op.ctx = ctx;
     op.desc = w->desc;
     op.res = 0;
     op.queued = true;

@@ -20,7 +20,7 @@ namespace detail {
 
 std::size_t next_event_type() noexcept {
   static std::atomic<std::size_t> next{0};
-  return next.fetch_add(1, std::memory_order_relaxed);
+  return next.fetch_add(1, std::memory_order_relaxed);  // a unique number, publishing nothing: relaxed
 }
 
 void loop_queue::push_order(subscriber* s) {
@@ -61,6 +61,7 @@ void loop_queue::enqueue_remote(subscriber* s, const void* event) {
     s->push_remote(event);
     ++s->remote;
     remote_order_.push_back(s);
+    // relaxed: written only under remote_lock_ (here and in adopt_remote), which orders it.
     post = !remote_waiting_.load(std::memory_order_relaxed);
     if (post) remote_waiting_.store(true, std::memory_order_relaxed);
   }
@@ -90,6 +91,8 @@ void loop_queue::post_pass() {
 }
 
 void loop_queue::release(subscriber* s) {
+  // release, paired with drain()'s acquire load: a pass that sees the subscriber gone also sees what the
+  // unsubscribing thread did before.
   s->subscribed.store(false, std::memory_order_release);
   if (io_context::current() == ctx_) {
     s->released = true;
@@ -125,6 +128,7 @@ void loop_queue::free_if_idle(subscriber* s) noexcept {
 }
 
 void loop_queue::drain() {
+  // relaxed: a hint only; a false one costs a lock, a stale false is followed by the pass the publisher posts.
   if (remote_waiting_.load(std::memory_order_relaxed)) adopt_remote();
   constexpr int deliveries_per_pass = 64;
   for (int n = 0; n < deliveries_per_pass; ++n) {

@@ -19,6 +19,7 @@
 //   versions register nothing and succeed, which is what every backend without such tables (epoll) does.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <system_error>
 
@@ -74,6 +75,14 @@ class backend {
   // Hands the kernel what start() and cancel() queued, without waiting or reaping (io_uring; nothing to do where
   // every call is made at once).
   virtual void flush() noexcept {}
+  // Teardown (io_context::shutdown_io): cancels every operation in the kernel and completes each as its
+  // completion arrives, until none is outstanding or deadline_ns (now_ns() clock) passes; starts and re-arms
+  // nothing from then on. Returns how many operations are left in the kernel. epoll has none there (its file
+  // calls on the blocking pool are waited for one by one, as their frames go: abandon).
+  virtual std::size_t quiesce(std::uint64_t deadline_ns) noexcept {
+    (void)deadline_ns;
+    return 0;
+  }
 };
 
 }  // namespace tern::detail

@@ -13,6 +13,7 @@
 // (an io_uring completion may arrive after close()).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -76,6 +77,25 @@ inline bool waits_for_input(op_code c) noexcept {
 }
 
 struct descriptor;
+
+// What a descriptor knows of its loop. Held apart from the loop so that it can outlive it: a loop destroyed while
+// some of its descriptors are still open (a socket declared before its io_context) sets `loop` to null and leaves
+// the anchor to them, counted in `orphans`; each of them is then closed and freed without the loop
+// (close_descriptor below), and the last one frees the anchor.
+struct loop_anchor {
+  // The loop; null once it is destroyed. Acquire/release: an orphan's close must see the loop's teardown done.
+  std::atomic<io_context*> loop{nullptr};
+  // Descriptors left open when the loop went (set then, before loop is cleared); each orphan's close takes one off
+  // (acq_rel, so that the last one, which frees the anchor, comes after every other).
+  std::atomic<std::size_t> orphans{0};
+};
+
+// Closes d (cancelling what is pending on it) through its loop, or, if the loop is gone, closes its fd and frees
+// it here. What every I/O object's close() and destructor call. Any thread.
+void close_descriptor(descriptor* d) noexcept;
+// Gives up d without closing its fd, which is returned (-1 while an operation is pending on d), through its loop
+// or without it once it is gone. Any thread.
+int release_descriptor(descriptor* d) noexcept;
 
 // The largest byte count one kernel operation is asked to move; a larger request simply completes partially.
 inline constexpr std::uint32_t max_op_len = 1u << 30;
@@ -232,7 +252,7 @@ struct descriptor {
   // otherwise the registration would outlive the descriptor, and a later duplicate under the same number would be
   // refused (EEXIST). In what would be padding.
   bool shared_file = false;
-  io_context* ctx = nullptr;   // the loop the descriptor belongs to
+  loop_anchor* anchor = nullptr;  // the loop the descriptor belongs to, or what is left of it
   union {
     receive_pool::queue rx_queue{};
     ring_buffer<int>* accepted;

@@ -31,4 +31,10 @@ std::uintptr_t thread_identity() noexcept;  // io_context.cpp
 #define TERN_THREAD_IDENTITY_OUT_OF_LINE 1
 #endif
 
+// A number that names the calling thread for the whole life of the process. The thread pointer above is unique
+// among live threads only: a new thread may get the one of a thread that exited, and the kernel, which binds an
+// io_uring ring to a task, would then refuse the newcomer. What binds a loop to the thread that first ran it
+// (io_context::claim_thread). Out of line: a thread-local read, made when a run starts, never per item.
+std::uint64_t thread_serial() noexcept;
+
 }  // namespace tern::detail

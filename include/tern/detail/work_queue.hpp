@@ -138,10 +138,12 @@ class remote_inbox {
     work_item* old = head_.load(std::memory_order_relaxed);
     do {
       oldest->next = old;
+      // As push: release for the chain's contents and links, seq_cst for the sleeping-flag check after it.
     } while (!head_.compare_exchange_weak(old, newest, std::memory_order_seq_cst, std::memory_order_relaxed));
   }
 
-  // Loop thread only: a cheap check before paying for the exchange.
+  // Loop thread only: a cheap check before paying for the exchange. relaxed: a stale null only delays the item
+  // to the next look, and the look before a sleep comes after a seq_cst fence (io_context::poll_io).
   bool maybe_nonempty() const noexcept { return head_.load(std::memory_order_relaxed) != nullptr; }
 
   // Loop thread only: moves everything posted so far to q, oldest first; returns how many items that was.
