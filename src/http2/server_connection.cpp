@@ -53,6 +53,16 @@ constexpr double budget_max = 1000;
 constexpr double budget_per_second = 100;
 constexpr std::uint8_t goaway_ping[8] = {'t', 'e', 'r', 'n', '-', 'b', 'y', 'e'};
 
+// Continues the awaiting coroutine on loop: at once when it runs there, else through loop's queue. A handler may
+// end on another loop than its connection's (it moved with runtime::switch_to and returned there); the stream's
+// state and nghttp2's session belong to the connection's loop, so the rest of the stream goes on there.
+struct resume_on {
+  io_context& loop;
+  bool await_ready() const noexcept { return loop.running_here(); }
+  void await_suspend(std::coroutine_handle<> h) const { loop.post([h] { h.resume(); }); }
+  void await_resume() const noexcept {}
+};
+
 std::string_view view(nghttp2_rcbuf* b) noexcept {
   const nghttp2_vec v = nghttp2_rcbuf_get_buf(b);
   return {reinterpret_cast<const char*>(v.base), v.len};
@@ -909,6 +919,7 @@ task<void> server_connection::serve_whole(server_stream& s, http::request& req, 
   } catch (...) {
     r = http::response(http::status::internal_server_error, "internal server error\n");
   }
+  co_await resume_on{ctx_};
   if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
     co_await tunnel(s, r);
     co_return;
@@ -964,6 +975,7 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
     co_await route.streaming(req, reader, out);
   } catch (...) {
   }
+  co_await resume_on{ctx_};
   if (s.closed_) co_return;
   if (!out.started()) {
     respond_status(s, http::status::internal_server_error);
@@ -1012,6 +1024,8 @@ void server_connection::send_continue(server_stream& s) {
 }
 
 task<io_result<std::size_t>> server_connection::read_body(server_stream& s, mutable_buffer b) {
+  // The reader and the stream are the connection's loop's (as over HTTP/1.1): refused elsewhere, nothing changed.
+  if (!ctx_.running_here()) [[unlikely]] co_return sized{make_error_code(tern::error::wrong_loop), 0};
   if (b.size() == 0) co_return sized{std::error_code{}, 0};
   for (;;) {
     if (s.buffered() != 0) {
@@ -1179,6 +1193,7 @@ task<std::error_code> server_connection::start_response(server_stream& s, int st
 }
 
 task<std::error_code> server_connection::write_body(server_stream& s, const_buffer b) {
+  if (!ctx_.running_here()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   s.written_ += b.size();
   if (s.discard_ || b.size() == 0) co_return std::error_code{};
   // Room first: a handler faster than the peer's windows waits here, up to the write timeout, after which the
@@ -1215,6 +1230,7 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
 }
 
 task<std::error_code> server_connection::end_body(server_stream& s, const http::fields* trailers) {
+  if (!ctx_.running_here()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   if (s.discard_) {
     s.out_done_ = true;
     co_return std::error_code{};
@@ -1251,11 +1267,13 @@ std::optional<std::uint64_t> server_stream::body_length() const noexcept {
 }
 
 namespace {
-task<std::error_code> refused() { co_return std::make_error_code(std::errc::invalid_argument); }
+task<std::error_code> refused(std::error_code ec = std::make_error_code(std::errc::invalid_argument)) { co_return ec; }
 }  // namespace
 
 task<std::error_code> server_stream::send_head(http::response_stream& s, int status, const http::fields& f,
                                                std::optional<std::uint64_t> length) {
+  // Refused from another loop before anything is marked, so that the handler can switch back and start.
+  if (!conn_->ctx_.running_here()) [[unlikely]] return refused(make_error_code(tern::error::wrong_loop));
   if (s.started()) return refused();
   mark_started(s);
   return conn_->start_response(*this, status, f, length);
@@ -1267,6 +1285,7 @@ task<std::error_code> server_stream::send_body(http::response_stream& s, const_b
 }
 
 task<std::error_code> server_stream::send_end(http::response_stream& s, const http::fields* trailers) {
+  if (!conn_->ctx_.running_here()) [[unlikely]] return refused(make_error_code(tern::error::wrong_loop));
   if (!s.started() || s.finished() || (length_ && written_ != *length_)) return refused();
   mark_finished(s);
   return conn_->end_body(*this, trailers);
