@@ -84,7 +84,9 @@ TEST_P(redis_reconnect_test, the_server_killed_and_restarted_under_load) {
       total.out_of_step += o.out_of_step;
     }
     EXPECT_GT(total.done, 40);
-    EXPECT_GE(total.lost, 1) << "commands were in flight when the server died";
+    // Whether a command was in flight at the kill is the scheduler's choice (all 20 may have had their replies and
+    // their next INCRs wait for the new connection), so no lower bound: the in-flight case has a test of its own
+    // (idempotent_commands_in_flight_are_sent_again_others_report_connection_lost).
     EXPECT_LE(total.lost, 20) << "one in flight per task at most";
     EXPECT_EQ(total.other, 0);
     EXPECT_EQ(total.out_of_step, 0);
