@@ -198,7 +198,7 @@ class connection {
   bool is_open() const noexcept;
   // libpq's message about the last connection failure (connect, or a connection lost).
   std::string error_message() const;
-  // The server's process for this session, its version (150004 for 15.4), and whether the session is encrypted.
+  // The server process serving this connection, its version (150004 for 15.4), and whether the session is encrypted.
   int backend_pid() const noexcept;
   int server_version() const noexcept;
   bool uses_tls() const noexcept;
