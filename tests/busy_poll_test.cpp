@@ -7,6 +7,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -57,12 +58,22 @@ TEST_P(busy_poll_test, a_spinning_loop_finds_a_completion_without_entering_the_k
   ASSERT_TRUE(ec_ok(made.ec));
   auto& [reader, writer] = made.value;
   const int peer = writer.native_handle();
-  std::thread late_writer([peer] {
+  // The writer's 50 ms count from the moment the read is about to start, not from the thread's creation: on a
+  // loaded machine the loop may come to run only later, and the spin would then be shorter than the assertions say.
+  std::atomic<bool> reading{false};
+  std::thread late_writer([peer, &reading] {
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!reading.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(1ms);
+    }
     std::this_thread::sleep_for(50ms);
     (void)::send(peer, "s", 1, 0);
   });
   char got = 0;
-  run_bounded(spinning, read_one(reader, got));
+  run_bounded(spinning, [](tern::net::unix_stream_socket& r, char& out, std::atomic<bool>& flag) -> tern::task<void> {
+    flag.store(true, std::memory_order_release);
+    co_await read_one(r, out);
+  }(reader, got, reading));
   late_writer.join();
   EXPECT_EQ(got, 's');
   const tern::metrics::loop_snapshot m = spinning.metrics();
