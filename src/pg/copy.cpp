@@ -110,28 +110,30 @@ task<> abandon_copy(connection_state* s, std::uint32_t id, bool writer) {
 
 // ---- connection's COPY operations ----
 
-task<io_result<copy_writer>> connection::copy_in(std::string sql) {
-  connection_state* s = s_;
-  if (std::error_code ec = detail::refusal(s)) co_return io_result<copy_writer>{ec, copy_writer()};
+namespace {
+
+// Starts a COPY in the direction that the server's answer must confirm (PGRES_COPY_IN or PGRES_COPY_OUT) and
+// hands the connection to a Handle (copy_writer or copy_reader) under the COPY's exclusive owner id.
+template <class Handle>
+task<io_result<Handle>> open_copy(connection_state* s, std::string sql, ExecStatusType expected) {
+  if (std::error_code ec = detail::refusal(s)) co_return io_result<Handle>{ec, Handle()};
   detail::retain(s);
   result report;
-  auto [ec, id] = co_await start_copy(s, sql, PGRES_COPY_IN, report);
-  copy_writer w;
-  if (!ec) w = copy_writer(s, id);
+  auto [ec, id] = co_await start_copy(s, sql, expected, report);
+  Handle h;
+  if (!ec) h = Handle(s, id);
   detail::release(s);
-  co_return io_result<copy_writer>{ec, std::move(w)};
+  co_return io_result<Handle>{ec, std::move(h)};
+}
+
+}  // namespace
+
+task<io_result<copy_writer>> connection::copy_in(std::string sql) {
+  return open_copy<copy_writer>(s_, std::move(sql), PGRES_COPY_IN);
 }
 
 task<io_result<copy_reader>> connection::copy_out(std::string sql) {
-  connection_state* s = s_;
-  if (std::error_code ec = detail::refusal(s)) co_return io_result<copy_reader>{ec, copy_reader()};
-  detail::retain(s);
-  result report;
-  auto [ec, id] = co_await start_copy(s, sql, PGRES_COPY_OUT, report);
-  copy_reader r;
-  if (!ec) r = copy_reader(s, id);
-  detail::release(s);
-  co_return io_result<copy_reader>{ec, std::move(r)};
+  return open_copy<copy_reader>(s_, std::move(sql), PGRES_COPY_OUT);
 }
 
 // ---- copy_writer ----
