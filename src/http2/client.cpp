@@ -272,14 +272,14 @@ struct client_callbacks {
 
   static nghttp2_session_callbacks* get() {
     static const callbacks_ptr made = [] {
-      nghttp2_session_callbacks* cb = nullptr;
-      if (nghttp2_session_callbacks_new(&cb) != 0) throw std::bad_alloc();
+      callbacks_ptr table = new_callbacks();
+      nghttp2_session_callbacks* cb = table.get();
       nghttp2_session_callbacks_set_on_header_callback2(cb, &on_header);
       nghttp2_session_callbacks_set_on_frame_recv_callback(cb, &on_frame_recv);
       nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, &on_data_chunk);
       nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
       nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, &on_frame_not_send);
-      return callbacks_ptr(cb);
+      return table;
     }();
     return made.get();
   }
@@ -303,10 +303,7 @@ void connection::start() {
       {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   (void)nghttp2_submit_settings(raw, NGHTTP2_FLAG_NONE, settings, sizeof settings / sizeof settings[0]);
-  if (opts_.connection_window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
-    (void)nghttp2_session_set_local_window_size(raw, NGHTTP2_FLAG_NONE, 0,
-                                                static_cast<std::int32_t>(opts_.connection_window));
-  }
+  widen_connection_window(raw, opts_.connection_window);
   spawn(ctx_, read_loop(shared_from_this()), reader_stop_.get_token()).detach();
   spawn(ctx_, write_loop(shared_from_this()), writer_stop_.get_token()).detach();
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 namespace tern::http2::detail {
 
@@ -81,6 +82,23 @@ struct option_deleter {
   void operator()(nghttp2_option* o) const noexcept { nghttp2_option_del(o); }
 };
 using option_ptr = std::unique_ptr<nghttp2_option, option_deleter>;
+
+// An empty callback table; the caller sets its callbacks. Throws std::bad_alloc when nghttp2 cannot make one.
+inline callbacks_ptr new_callbacks() {
+  nghttp2_session_callbacks* cb = nullptr;
+  if (nghttp2_session_callbacks_new(&cb) != 0) throw std::bad_alloc();
+  return callbacks_ptr(cb);
+}
+
+// Opens the connection's receive window (65535 bytes by the protocol) to window, if that is larger: one
+// WINDOW_UPDATE on stream 0 with the session's first frames. A window is at most 2^31 - 1 (RFC 9113, 6.9.1).
+inline void widen_connection_window(nghttp2_session* s, std::uint32_t window) noexcept {
+  constexpr std::uint32_t largest = NGHTTP2_MAX_WINDOW_SIZE;
+  if (window > largest) window = largest;
+  if (window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
+    (void)nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0, static_cast<std::int32_t>(window));
+  }
+}
 
 // A field for nghttp2 (which copies it when submitted: the views need to live only through the submit call).
 inline nghttp2_nv make_nv(const char* name, std::size_t name_size, const char* value, std::size_t value_size) noexcept {

@@ -304,8 +304,8 @@ struct callbacks {
 
   static nghttp2_session_callbacks* get() {
     static const callbacks_ptr made = [] {
-      nghttp2_session_callbacks* cb = nullptr;
-      if (nghttp2_session_callbacks_new(&cb) != 0) throw std::bad_alloc();
+      callbacks_ptr table = new_callbacks();
+      nghttp2_session_callbacks* cb = table.get();
       nghttp2_session_callbacks_set_on_begin_frame_callback(cb, &on_begin_frame);
       nghttp2_session_callbacks_set_on_begin_headers_callback(cb, &on_begin_headers);
       nghttp2_session_callbacks_set_on_header_callback2(cb, &on_header);
@@ -314,7 +314,7 @@ struct callbacks {
       nghttp2_session_callbacks_set_on_stream_close_callback(cb, &on_stream_close);
       nghttp2_session_callbacks_set_on_frame_send_callback(cb, &on_frame_send);
       nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, &on_invalid_frame);
-      return callbacks_ptr(cb);
+      return table;
     }();
     return made.get();
   }
@@ -368,10 +368,7 @@ bool server_connection::start() {
   };
   if (opts_.extended_connect) settings.push_back({NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1});
   if (nghttp2_submit_settings(session_.get(), NGHTTP2_FLAG_NONE, settings.data(), settings.size()) != 0) return false;
-  if (opts_.connection_window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
-    (void)nghttp2_session_set_local_window_size(session_.get(), NGHTTP2_FLAG_NONE, 0,
-                                                static_cast<std::int32_t>(opts_.connection_window));
-  }
+  widen_connection_window(session_.get(), opts_.connection_window);
   if (!received_.empty()) (void)feed(received_.data(), received_.size());
   return true;
 }
