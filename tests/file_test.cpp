@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -376,10 +377,25 @@ TEST_P(file_test, direct_io_needs_alignment_and_says_so) {
   }(ctx, dir.path("direct.bin")));
 }
 
+// The number of threads of this process (the entries of /proc/self/task).
+std::size_t thread_count() {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
 // A tmpfs of 64 KiB, mounted in a mount namespace of this process's own (as root with CAP_SYS_ADMIN); the test
-// process is its only user. Returns the mount point, or "" where that is not allowed.
+// process is its only user. Returns the mount point, or "" where that is not allowed. unshare(CLONE_NEWNS) moves
+// only the calling thread to the new namespace: threads that already exist (a blocking pool's, io_uring's workers,
+// left by earlier tests of the same process) would still write to the disk below. So only a process with one
+// thread mounts it (ctest runs each test in a process of its own); threads made later inherit the namespace.
 std::string small_file_system(const temp_dir& dir) {
   const std::string mount_point = dir.path("small");
+  if (thread_count() != 1) return "";
   if (::mkdir(mount_point.c_str(), 0755) != 0) return "";
   if (::unshare(CLONE_NEWNS) != 0) return "";
   if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return "";
@@ -390,7 +406,9 @@ std::string small_file_system(const temp_dir& dir) {
 TEST_P(file_test, a_full_disk_is_no_space_and_the_loop_goes_on) {
   temp_dir dir;
   const std::string mount_point = small_file_system(dir);
-  if (mount_point.empty()) GTEST_SKIP() << "cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)";
+  if (mount_point.empty()) {
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs CAP_SYS_ADMIN, and a process with one thread)";
+  }
   run_bounded(ctx, [](tern::io_context& ctx, std::string path) -> tern::task<void> {
     auto [ec, f] = co_await fs::file::open(ctx, path, create_rw());
     CO_ASSERT_OK(ec);
