@@ -67,7 +67,9 @@ class [[nodiscard]] stop_binding {
       : op_(std::forward<Op>(op)), token_(std::move(token)) {}
   stop_binding(const stop_binding& o) : op_(o.op_), token_(o.token_) {}
   stop_binding& operator=(const stop_binding&) = delete;
-  ~stop_binding() { unregister(); }
+  // Inline, like await_resume: nearly every binding registered nothing (the operation completed at once, or the
+  // task has no stop token), and then this is one test; out of line it was a call and a return per await.
+  [[gnu::always_inline]] ~stop_binding() { unregister(); }
 
   // Inlined so that an operation's own inlined fast path (a channel's, say) stays inline in the task.
   [[gnu::always_inline]] bool await_ready() { return op_.await_ready(); }
@@ -93,7 +95,7 @@ class [[nodiscard]] stop_binding {
     ::new (block) registration(*t, this);
     return true;
   }
-  decltype(auto) await_resume() {
+  [[gnu::always_inline]] decltype(auto) await_resume() {
     unregister();
     return op_.await_resume();
   }
@@ -144,13 +146,18 @@ class [[nodiscard]] stop_binding {
 
   // One test when nothing was registered (every await that did not suspend): remote is set only by a callback,
   // so only while registered.
-  void unregister() noexcept {
+  [[gnu::always_inline]] void unregister() noexcept {
+    if (reg_ != nullptr) [[unlikely]] (void)unregister_registered();
+  }
+  // Returns a bool only to stay clear of clang 16's misreading of a call to a `void f(T*)` of internal linkage in a
+  // coroutine as a resume (docs/design.md, "Coroutines"): Op may be a type of an unnamed namespace.
+  [[gnu::noinline]] bool unregister_registered() noexcept {
     registration* r = reg_;
-    if (r == nullptr) [[likely]] return;
     r->callback.~stop_callback();  // waits for a callback running on another thread
     if (r->remote != nullptr) r->remote->target = nullptr;
     frame_pool::deallocate(r, sizeof(registration));
     reg_ = nullptr;
+    return true;
   }
 
   Op op_;
