@@ -13,6 +13,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -76,25 +77,12 @@ void check_exit(const program_result& r, const std::string& what) {
         throw bench_failure(what + " failed (status " + std::to_string(r.status) + "): " + one_line(r.output));
 }
 
-// The numbers after `label` in h2load's output, in order ("requests: 10 total, 10 started, ...": 10, 10, ...).
-std::vector<double> numbers_after(const std::string& output, const std::string& label) {
+// The line of h2load's output that starts with `label`, from the label on.
+std::string line_of(const std::string& output, const std::string& label) {
     const auto at = output.find(label);
     if (at == std::string::npos) throw bench_failure("h2load printed no '" + label + "': " + one_line(output));
     const auto eol = output.find('\n', at);
-    const std::string line = output.substr(at + label.size(), eol == std::string::npos ? eol : eol - at - label.size());
-    std::vector<double> out;
-    const char* p = line.c_str();
-    while (*p != '\0') {
-        if ((*p >= '0' && *p <= '9') || *p == '.') {
-            char* end = nullptr;
-            out.push_back(std::strtod(p, &end));
-            p = end;
-            while (*p != '\0' && *p != ' ' && *p != ',') ++p;  // a unit ("s", "MB/s", "xx")
-        } else {
-            ++p;
-        }
-    }
-    return out;
+    return output.substr(at, eol == std::string::npos ? eol : eol - at);
 }
 
 struct h2load_result {
@@ -116,18 +104,21 @@ h2load_result run_h2load(session& s, const std::string& h2load, std::vector<std:
     const program_result r = run_program(h2load, args, load_cpu, seconds + 60);
     check_exit(r, "h2load");
     const std::string where = p.warmup ? "warm-up: " : "repetition " + std::to_string(p.index) + ": ";
-    // requests: T total, S started, D done, OK succeeded, F failed, E errored, X timeout
-    const auto req = numbers_after(r.output, "requests: ");
-    const auto codes = numbers_after(r.output, "status codes: ");
-    const auto fin = numbers_after(r.output, "finished in ");
-    if (req.size() < 6 || codes.size() < 4 || fin.empty())
-        throw bench_failure(where + "cannot read h2load's summary: " + one_line(r.output));
-    if (req[4] != 0 || req[5] != 0 || (req.size() > 6 && req[6] != 0))
+    double req[7] = {}, codes[4] = {}, fin = 0;
+    const bool read =
+        std::sscanf(line_of(r.output, "requests: ").c_str(),
+                    "requests: %lf total, %lf started, %lf done, %lf succeeded, %lf failed, %lf errored, %lf timeout",
+                    &req[0], &req[1], &req[2], &req[3], &req[4], &req[5], &req[6]) == 7 &&
+        std::sscanf(line_of(r.output, "status codes: ").c_str(), "status codes: %lf 2xx, %lf 3xx, %lf 4xx, %lf 5xx",
+                    &codes[0], &codes[1], &codes[2], &codes[3]) == 4 &&
+        std::sscanf(line_of(r.output, "finished in ").c_str(), "finished in %lfs", &fin) == 1;
+    if (!read || fin <= 0) throw bench_failure(where + "cannot read h2load's summary: " + one_line(r.output));
+    if (req[4] != 0 || req[5] != 0 || req[6] != 0)
         throw bench_failure(where + "h2load counted failed, errored or timed-out requests: " + one_line(r.output));
     if (req[3] <= 0 || codes[0] != req[3] || codes[1] + codes[2] + codes[3] != 0)
         throw bench_failure(where + "h2load saw answers other than 2xx: " + one_line(r.output));
     // h2load -D prints "finished in" as the whole run's time, which includes the connections' setup.
-    h2load_result out{req[3], fin[0], {}};
+    h2load_result out{req[3], fin, {}};
     // --log-file: start time (us since the epoch), status, microseconds to the end of the response.
     std::ifstream in(log.path());
     std::string line;
@@ -233,7 +224,8 @@ void run_ping(session& s, ping::server_start start) {
         body.write("{\"sequence\": " + std::to_string(seq) + "}");
         const std::int64_t k = std::min(streams, checked_streams);
         std::vector<std::string> args = {"-d", body.path(), "-H", "content-type: application/json"};
-        for (std::int64_t i = 0; i < k; ++i) args.push_back(url);
+        // Distinct targets (nghttp requests a URI once), the same path: the query is not the route's.
+        for (std::int64_t i = 0; i < k; ++i) args.push_back(url + "?stream=" + std::to_string(i));
         const program_result c = run_program(tools.nghttp, args, load_cpu, 30);
         check_exit(c, "nghttp's checked pass");
         std::string expected;

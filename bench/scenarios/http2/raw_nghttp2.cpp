@@ -167,7 +167,7 @@ private:
     // Writes what the session has to send, gathered; false when the connection was closed.
     bool flush(connection* c) {
         if (!c->pending.empty()) {
-            const ssize_t w = ::write(c->fd, c->pending.data(), c->pending.size());
+            const ssize_t w = ::send(c->fd, c->pending.data(), c->pending.size(), MSG_NOSIGNAL);
             if (w < 0 && errno != EAGAIN) return close_connection(c, true);
             if (w > 0) c->pending.erase(0, static_cast<std::size_t>(w));
             if (!c->pending.empty()) return arm(c, true);
@@ -184,7 +184,7 @@ private:
                 if (size + 16384 + 64 > sizeof output_) break;
             }
             if (size == 0) break;
-            const ssize_t w = ::write(c->fd, output_, size);
+            const ssize_t w = ::send(c->fd, output_, size, MSG_NOSIGNAL);
             if (w < 0 && errno != EAGAIN) return close_connection(c, true);
             const std::size_t done = w > 0 ? static_cast<std::size_t>(w) : 0;
             if (done < size) {
@@ -229,7 +229,8 @@ private:
             r.out_size = static_cast<std::size_t>(n);
             r.answer.status = 200;
         } else {
-            service_.handle(r.method, r.path, r.content_type, r.body, r.answer);
+            const std::string_view path = std::string_view(r.path).substr(0, r.path.find('?'));  // the target's path
+            service_.handle(r.method, path, r.content_type, r.body, r.answer);
             r.out = r.answer.body;
             r.out_size = r.answer.size;
         }
