@@ -115,7 +115,9 @@ h2load_result run_h2load(session& s, const std::string& h2load, std::vector<std:
     if (!read || fin <= 0) throw bench_failure(where + "cannot read h2load's summary: " + one_line(r.output));
     if (req[4] != 0 || req[5] != 0 || req[6] != 0)
         throw bench_failure(where + "h2load counted failed, errored or timed-out requests: " + one_line(r.output));
-    if (req[3] <= 0 || codes[0] != req[3] || codes[1] + codes[2] + codes[3] != 0)
+    // A status is counted when its headers arrive: a stream cut by the end of the run may have one without being
+    // done, so the 2xx count lies between the succeeded and the started.
+    if (req[3] <= 0 || codes[0] < req[3] || codes[0] > req[1] || codes[1] + codes[2] + codes[3] != 0)
         throw bench_failure(where + "h2load saw answers other than 2xx: " + one_line(r.output));
     // h2load -D prints "finished in" as the whole run's time, which includes the connections' setup.
     h2load_result out{req[3], fin, {}};
