@@ -379,6 +379,65 @@ void add_ws_scenarios(std::vector<scenario_def>& s) {
     s.push_back(echo);
 }
 
+// ---- http2: tern::http2's server under h2load, against nghttp2 on a bare epoll loop ----
+
+// The HTTP/1.1 comparator opens a connection per request in flight of the HTTP/2 point.
+std::int64_t h2_fds(const param_list& p) { return int_param(p, "conns") * int_param(p, "streams") + fd_margin; }
+
+void add_http2_scenarios(std::vector<scenario_def>& s) {
+    scenario_def ping{"http2/ping_json", "http2",
+                      "http/ping_json's /ping service over h2c (prior knowledge): the worker is the server, one "
+                      "thread on CPU 0; it runs h2load (nghttp2-client) on CPU 1 with -c conns -m streams -t 1, "
+                      "every request a POST of {\"sequence\": N} that the server parses (simdjson, the code every "
+                      "stack shares) and answers 200 with {\"sequence\":N}. h2load checks statuses, not bodies: "
+                      "after each phase nghttp POSTs a fresh N on up to 16 concurrent streams of one connection and "
+                      "every body must echo it; a failed request, a non-2xx status, a wrong body or a refused "
+                      "request fails the point. req_per_s over h2load's run, p50/p99 from its per-request log, and "
+                      "the server's CPU time (getrusage over the phase) per request answered. tern: tern::http's "
+                      "server with http2::server_protocol(); raw/nghttp2: nghttp2's session API on a hand-written "
+                      "epoll loop, the floor; tern/io_uring-http1: the same route over HTTP/1.1, http/ping_json's "
+                      "wrk with conns x streams connections (as many requests in flight). h2load and wrk run whole "
+                      "seconds",
+                      {{"req_per_s", "req/s", better::higher},
+                       {"p50_us", "us", better::lower},
+                       {"p99_us", "us", better::lower},
+                       {"server_cpu_us_per_req", "us", better::lower}},
+                      {},
+                      {},
+                      true, false, {"tern/io_uring", "tern/epoll", "tern/io_uring-http1", "raw/nghttp2"}, 0, h2_fds};
+    const std::vector<std::pair<std::int64_t, std::int64_t>> ping_points = {{1, 1}, {1, 100}, {100, 10}};
+    for (auto [c, m] : ping_points) {
+        const param_list point{{"conns", c}, {"streams", m}};
+        if (c == 1 && m == 100) ping.quick_points.push_back(point);
+        ping.full_points.push_back(point);
+    }
+    ping.full_duration_s = 10;
+    ping.comparators = {"raw/nghttp2"};
+    s.push_back(ping);
+
+    scenario_def streams{"http2/streams", "http2",
+                         "one h2c connection, `streams` concurrent streams (h2load -c 1 -m streams on CPU 1), each a "
+                         "GET of /bytes/size answered with `size` bytes of a pattern; the server on one thread on CPU "
+                         "0. mb_per_s counts bodies (10^6 bytes), server_cpu_us_per_req is the server's CPU time per "
+                         "response; after each phase nghttp downloads one body and every byte is compared. tern: a "
+                         "streaming route writing the body from one static buffer; raw/nghttp2: the same floor as "
+                         "http2/ping_json, copying the body into DATA frames from its read callback",
+                         {{"mb_per_s", "MB/s", better::higher},
+                          {"req_per_s", "req/s", better::higher},
+                          {"server_cpu_us_per_req", "us", better::lower}},
+                         {},
+                         {},
+                         true, false, {"tern/io_uring", "tern/epoll", "raw/nghttp2"}, 0, nullptr};
+    for (std::int64_t size : {16 * K, 1 * M})
+        for (std::int64_t n : {1, 10, 100}) {
+            const param_list point{{"streams", n}, {"size", size}};
+            if (n == 10 && size == 16 * K) streams.quick_points.push_back(point);
+            streams.full_points.push_back(point);
+        }
+    streams.comparators = {"raw/nghttp2"};
+    s.push_back(streams);
+}
+
 // ---- redis: a real redis-server on the other CPU, every reply checked ----
 
 // The client (the worker) runs on CPU 0 and starts its own redis-server pinned to CPU 1 (scenarios/redis/): the
@@ -923,6 +982,7 @@ std::vector<scenario_def> build_scenarios() {
     add_http_scenarios(s);
     add_tls_scenarios(s);
     add_ws_scenarios(s);
+    add_http2_scenarios(s);
     add_redis_scenarios(s);
     add_datagram_and_local_scenarios(s);
     add_file_scenarios(s);
@@ -965,6 +1025,14 @@ std::vector<impl_def> build_impls() {
          "hand-written level-triggered epoll loop, one epoll_wait per turn: the floor of readiness dispatch "
          "(sockets/io_event) and of a WebSocket echo over epoll (ws/echo)",
          {{"", "tern-bench-raw"}}},
+        {"raw/nghttp2",
+         "nghttp2 1.52's server session API (nghttp2_session_mem_recv/mem_send) on a hand-written epoll loop, one "
+         "thread, no runtime: the floor of http2/*",
+         {{"", "tern-bench-raw"}}},
+        {"tern/io_uring-http1",
+         "tern, io_uring backend: tern::http's HTTP/1.1 server, http2/ping_json's comparator at the same requests in "
+         "flight",
+         {{"", "tern-bench-tern"}}, "io_uring"},
         {"raw/blocking", "blocking send/recv on plain threads: what the kernel alone charges for a cross-thread hop",
          {{"", "tern-bench-raw"}}},
         {"raw/pread", "synchronous pread on plain threads, one per task: the classic thread-per-request floor",

@@ -103,6 +103,8 @@ void services_start(session&);
 void services_events(session&);  // tern::services: event_bus
 void redis_pipeline(session&);  // tern::redis
 void redis_pubsub(session&);
+void http2_ping_json(session&);  // tern::http2 (tern/io_uring-http1: tern::http's HTTP/1.1 server under wrk)
+void http2_streams(session&);
 }  // namespace tern_bench::tern_impl
 
 // The HTTP comparators of tern-bench-http: Boost.Beast (on Boost.Asio) and http-parser.
@@ -130,7 +132,9 @@ void files_read_libaio(session&);
 void tls_handshake_crypto(session&);  // raw/crypto: the public-key work of a handshake alone
 void tls_handshake_openssl(session&);  // raw/openssl: both ends over a BIO pair, no socket
 void tls_throughput_openssl(session&);  // raw/openssl: OpenSSL on non-blocking sockets, poll(), no runtime
-void redis_pipeline_benchmark(session&);  // raw/redis-benchmark (in tern-bench-redis): redis-benchmark -P
+void redis_pipeline_benchmark(session&);
+void http2_ping_json_nghttp2(session&);  // raw/nghttp2: nghttp2's server session on an epoll loop, no runtime
+void http2_streams_nghttp2(session&);  // raw/redis-benchmark (in tern-bench-redis): redis-benchmark -P
 }  // namespace tern_bench::raw_impl
 
 // The Redis comparators of tern-bench-redis: hiredis with its libevent adapter.

@@ -22,7 +22,8 @@ namespace tern_bench::tern_impl {
 
 inline tern::backend_kind requested_backend(const session& s) {
     const std::string& id = s.request().impl;
-    if (id == "tern/io_uring" || id == "tern/io_uring-latency" || id == "tern/io_uring-sqpoll")
+    if (id == "tern/io_uring" || id == "tern/io_uring-latency" || id == "tern/io_uring-sqpoll" ||
+        id == "tern/io_uring-http1")
         return tern::backend_kind::io_uring;
     if (id == "tern/epoll" || id == "tern/epoll-latency") return tern::backend_kind::epoll;
     throw bench_failure("not a tern implementation: " + id);

@@ -187,6 +187,19 @@ wrk_summary parse_summary(const std::string& output) {
     return s;
 }
 
+double cpu_seconds(const rusage& r) {
+    auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+    return s(r.ru_utime) + s(r.ru_stime);
+}
+
+std::string first_line(const std::string& text) {
+    std::string line = text.substr(0, text.find('\n'));
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    return line;
+}
+
+}  // namespace
+
 // Raises the soft descriptor limit to the hard one when `needed` calls for it; fails when even that is too low.
 void raise_fd_limit(std::int64_t needed) {
     rlimit lim{};
@@ -200,19 +213,6 @@ void raise_fd_limit(std::int64_t needed) {
         throw bench_failure("needs " + std::to_string(needed) + " file descriptors, RLIMIT_NOFILE allows " +
                             std::to_string(lim.rlim_cur));
 }
-
-double cpu_seconds(const rusage& r) {
-    auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-    return s(r.ru_utime) + s(r.ru_stime);
-}
-
-std::string first_line(const std::string& text) {
-    std::string line = text.substr(0, text.find('\n'));
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
-    return line;
-}
-
-}  // namespace
 
 // Instruction mode: the server on one thread, driven over one connection by tern-bench-client (served.hpp). This
 // thread waits for the client meanwhile, which an epoll server allows (an io_uring one does not: served.hpp).
@@ -231,8 +231,10 @@ void count_ping_json(session& s, server_start start) {
 
 void run_ping_json(session& s, server_start start) {
     if (s.instructions()) return count_ping_json(s, start);
-    const std::int64_t conns = s.param_int("conns");
-    const std::int64_t threads = s.param_int("threads");
+    run_ping_json(s, start, s.param_int("conns"), s.param_int("threads"));
+}
+
+void run_ping_json(session& s, server_start start, std::int64_t conns, std::int64_t threads) {
     if (conns < 1 || threads < 1) throw bench_failure("http/ping_json needs conns >= 1 and threads >= 1");
     // wrk needs a connection per thread; Ichor ran one wrk thread for 2 connections and two above.
     const std::int64_t wrk_threads = conns <= 2 ? 1 : 2;

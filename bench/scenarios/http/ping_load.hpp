@@ -56,6 +56,12 @@ public:
 using server_start = std::unique_ptr<server> (*)(session& s, int threads);
 
 void run_ping_json(session& s, server_start start);
+// The same phases at the concurrency given rather than the point's `conns` and `threads` (http2/ping_json's
+// HTTP/1.1 comparator: as many connections as the HTTP/2 point has requests in flight).
+void run_ping_json(session& s, server_start start, std::int64_t conns, std::int64_t threads);
+
+// Raises the soft descriptor limit to the hard one when `needed` calls for it; fails when even that is too low.
+void raise_fd_limit(std::int64_t needed);
 
 // The first failure of any server thread, kept for stats(): threads report into it, the harness reads it.
 class failure_slot {

@@ -2,8 +2,7 @@
 // with SO_REUSEPORT (the kernel spreads wrk's connections over them), each with its own ping::service behind the
 // route POST /ping. The /ping work itself is ping_service.hpp's, the same on every stack; tern::http does the
 // HTTP (its parser, keep-alive, the Date field, the connection's buffers) and tern the I/O.
-#include "ping_load.hpp"
-#include "ping_service.hpp"
+#include "tern_ping.hpp"
 #include "../served.hpp"
 #include "../tern_setup.hpp"
 #include "../registry.hpp"
@@ -18,8 +17,6 @@
 #include <vector>
 
 namespace tern_bench::tern_impl {
-
-namespace {
 
 namespace http = tern::http;
 
@@ -41,10 +38,13 @@ http::server_options ping_options() {
     return opts;
 }
 
+namespace {
+
 // One server thread: its loop, its service and its server, made and destroyed on the thread itself.
 class ping_loop {
 public:
-    ping_loop(session& s, ping::failure_slot& failures) : s_(s), failures_(failures) {}
+    ping_loop(session& s, ping::failure_slot& failures, routes_for routes, const http::server_options& opts)
+        : s_(s), failures_(failures), routes_(routes), opts_(opts) {}
 
     // Starts the thread; returns once it listens (its port), or throws what went wrong.
     std::uint16_t start(std::uint16_t port) {
@@ -75,7 +75,7 @@ private:
             tern::io_context ctx(options_for(s_));
             announce(s_, ctx);
             service_ = std::make_unique<ping::service>();
-            http::server server(ctx, ping_routes(*service_), ping_options());
+            http::server server(ctx, routes_(*service_), opts_);
             tern::net::acceptor_options listen_opts;
             listen_opts.reuse_port = true;
             expect_ok(server.listen(tern::net::endpoint::loopback_v4(port), listen_opts), "listen");
@@ -102,6 +102,8 @@ private:
 
     session& s_;
     ping::failure_slot& failures_;
+    routes_for routes_;
+    http::server_options opts_;
     std::thread thread_;
     std::mutex mutex_;
     std::condition_variable ready_cv_;
@@ -115,8 +117,8 @@ private:
 
 class tern_ping_server final : public ping::server {
 public:
-    tern_ping_server(session& s, int threads) {
-        for (int i = 0; i < threads; ++i) loops_.push_back(std::make_unique<ping_loop>(s, failures_));
+    tern_ping_server(session& s, int threads, routes_for routes, const http::server_options& opts) {
+        for (int i = 0; i < threads; ++i) loops_.push_back(std::make_unique<ping_loop>(s, failures_, routes, opts));
         port_ = loops_[0]->start(0);
         for (std::size_t i = 1; i < loops_.size(); ++i) loops_[i]->start(port_);
     }
@@ -142,9 +144,18 @@ private:
     std::uint16_t port_ = 0;
 };
 
-std::unique_ptr<ping::server> start_tern_ping_server(session& s, int threads) {
-    return std::make_unique<tern_ping_server>(s, threads);
+}  // namespace
+
+std::unique_ptr<ping::server> start_tern_server(session& s, int threads, routes_for routes,
+                                                const http::server_options& opts) {
+    return std::make_unique<tern_ping_server>(s, threads, routes, opts);
 }
+
+std::unique_ptr<ping::server> start_tern_ping_server(session& s, int threads) {
+    return start_tern_server(s, threads, ping_routes, ping_options());
+}
+
+namespace {
 
 // Instruction mode: the same server on the worker's own thread (no harness thread beside it: ../served.hpp says
 // why), driven by tern-bench-client. The last request stops it: answered with Connection: close, then run()

@@ -1,0 +1,343 @@
+// http2/*'s floor, raw/nghttp2: nghttp2's server session API (the library tern::http2 is built on) on a small
+// level-triggered epoll loop, one thread, no runtime. Each connection reads into one 64 KiB buffer and feeds it to
+// nghttp2_session_mem_recv; the callbacks record a request's method, path, Content-Type and body in a stream
+// record taken from a free list, and at the end of the request submit the response: /ping through the same
+// ping::service as every stack, /bytes/<n> from the shared pattern buffer. Output is gathered from
+// nghttp2_session_mem_send into a buffer of up to 64 KiB per write (as tern's server gathers it), kept only when
+// the socket will not take it all. The session's settings are tern::http2's defaults (100 concurrent streams,
+// 1 MiB stream window, 8 MiB connection window), so that both advertise the same windows to h2load.
+#include "h2_load.hpp"
+#include "../http/ping_service.hpp"
+#include "../registry.hpp"
+
+#include <nghttp2/nghttp2.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace tern_bench::raw_impl {
+
+namespace {
+
+constexpr std::size_t io_size = 64 * 1024;
+
+struct stream_rec {
+    std::string method;
+    std::string path;
+    std::string content_type;
+    std::string body;
+    ping::answer answer;
+    char length[24];
+    const char* out = nullptr;
+    std::size_t out_size = 0;
+    std::size_t out_at = 0;
+};
+
+class raw_server;
+
+struct connection {
+    int fd = -1;
+    nghttp2_session* session = nullptr;
+    std::string pending;  // output the socket did not take
+    bool writing = false; // EPOLLOUT armed
+    raw_server* server = nullptr;
+};
+
+class raw_server final : public ping::server {
+public:
+    raw_server() {
+        listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+            ::listen(listen_fd_, 4096) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            throw bench_failure(std::string("listen: ") + std::strerror(errno));
+        port_ = ntohs(a.sin_port);
+        epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (epoll_fd_ < 0 || stop_fd_ < 0) throw bench_failure(std::string("epoll: ") + std::strerror(errno));
+        add(listen_fd_, EPOLLIN, nullptr);
+        add(stop_fd_, EPOLLIN, &stop_fd_);
+        make_callbacks();
+        nghttp2_option_new(&option_);
+        thread_ = std::thread([this] { run(); });
+    }
+    ~raw_server() override {
+        stop();
+        for (auto& [fd, c] : conns_) close_connection(c.get(), false);
+        nghttp2_session_callbacks_del(callbacks_);
+        nghttp2_option_del(option_);
+        ::close(listen_fd_);
+        ::close(epoll_fd_);
+        ::close(stop_fd_);
+    }
+
+    std::uint16_t port() const override { return port_; }
+    ping::server_stats stats() const override {
+        return {service_.answered(), service_.refused(), failures_.get()};
+    }
+    void stop() override {
+        if (!thread_.joinable()) return;
+        const std::uint64_t one = 1;
+        (void)!::write(stop_fd_, &one, sizeof one);
+        thread_.join();
+    }
+
+private:
+    void add(int fd, std::uint32_t events, void* tag) {
+        epoll_event ev{};
+        ev.events = events;
+        ev.data.ptr = tag;
+        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+            throw bench_failure(std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+
+    void run() {
+        try {
+            epoll_event events[256];
+            for (;;) {
+                const int n = ::epoll_wait(epoll_fd_, events, 256, -1);
+                if (n < 0 && errno == EINTR) continue;
+                if (n < 0) throw bench_failure(std::string("epoll_wait: ") + std::strerror(errno));
+                for (int i = 0; i < n; ++i) {
+                    void* tag = events[i].data.ptr;
+                    if (tag == &stop_fd_) return;
+                    if (tag == nullptr) {
+                        accept_all();
+                        continue;
+                    }
+                    auto* c = static_cast<connection*>(tag);
+                    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !on_readable(c)) continue;
+                    if (!flush(c)) continue;
+                }
+            }
+        } catch (const std::exception& e) {
+            failures_.set(e.what());
+        }
+    }
+
+    void accept_all() {
+        for (;;) {
+            const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) return;
+            const int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            auto c = std::make_unique<connection>();
+            c->fd = fd;
+            c->server = this;
+            if (nghttp2_session_server_new2(&c->session, callbacks_, c.get(), option_) != 0)
+                throw bench_failure("nghttp2_session_server_new2 failed");
+            const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
+                                                       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1024 * 1024}};
+            nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2);
+            nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, 8 * 1024 * 1024);
+            add(fd, EPOLLIN, c.get());
+            connection* raw = c.get();
+            conns_[fd] = std::move(c);
+            flush(raw);
+        }
+    }
+
+    // False when the connection was closed.
+    bool on_readable(connection* c) {
+        const ssize_t n = ::read(c->fd, input_, sizeof input_);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+        if (n <= 0) return close_connection(c, true);
+        const auto rv = nghttp2_session_mem_recv(c->session, reinterpret_cast<const std::uint8_t*>(input_),
+                                                 static_cast<std::size_t>(n));
+        if (rv < 0) return close_connection(c, true);
+        return true;
+    }
+
+    // Writes what the session has to send, gathered; false when the connection was closed.
+    bool flush(connection* c) {
+        if (!c->pending.empty()) {
+            const ssize_t w = ::send(c->fd, c->pending.data(), c->pending.size(), MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN) return close_connection(c, true);
+            if (w > 0) c->pending.erase(0, static_cast<std::size_t>(w));
+            if (!c->pending.empty()) return arm(c, true);
+        }
+        for (;;) {
+            std::size_t size = 0;
+            for (;;) {
+                const std::uint8_t* data = nullptr;
+                const auto n = nghttp2_session_mem_send(c->session, &data);
+                if (n < 0) return close_connection(c, true);
+                if (n == 0) break;
+                std::memcpy(output_ + size, data, static_cast<std::size_t>(n));  // frames are at most 16 KiB
+                size += static_cast<std::size_t>(n);
+                if (size + 16384 + 64 > sizeof output_) break;
+            }
+            if (size == 0) break;
+            const ssize_t w = ::send(c->fd, output_, size, MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN) return close_connection(c, true);
+            const std::size_t done = w > 0 ? static_cast<std::size_t>(w) : 0;
+            if (done < size) {
+                c->pending.assign(output_ + done, size - done);
+                return arm(c, true);
+            }
+        }
+        if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+            return close_connection(c, true);
+        return arm(c, false);
+    }
+
+    bool arm(connection* c, bool writing) {
+        if (c->writing == writing) return true;
+        c->writing = writing;
+        epoll_event ev{};
+        ev.events = EPOLLIN | (writing ? EPOLLOUT : 0u);
+        ev.data.ptr = c;
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+        return true;
+    }
+
+    bool close_connection(connection* c, bool erase) {
+        nghttp2_session_del(c->session);
+        ::close(c->fd);
+        if (erase) conns_.erase(c->fd);
+        return false;
+    }
+
+    stream_rec* take() {
+        if (free_.empty()) return new stream_rec;
+        stream_rec* r = free_.back().release();
+        free_.pop_back();
+        return r;
+    }
+    void give(stream_rec* r) { free_.emplace_back(r); }
+
+    void respond(nghttp2_session* session, std::int32_t id, stream_rec& r) {
+        const long long n = r.method == "GET" ? h2::bytes_size(r.path) : -1;
+        if (n >= 0) {
+            r.out = h2::body_bytes();
+            r.out_size = static_cast<std::size_t>(n);
+            r.answer.status = 200;
+        } else {
+            const std::string_view path = std::string_view(r.path).substr(0, r.path.find('?'));  // the target's path
+            service_.handle(r.method, path, r.content_type, r.body, r.answer);
+            r.out = r.answer.body;
+            r.out_size = r.answer.size;
+        }
+        r.out_at = 0;
+        const int len = std::snprintf(r.length, sizeof r.length, "%zu", r.out_size);
+        const int code = r.answer.status;
+        const char* status = code == 200 ? "200" : code == 404 ? "404" : code == 405 ? "405" : code == 415 ? "415" : "400";
+        auto nv = [](const char* name, const char* value, std::size_t value_len) {
+            return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name)),
+                              reinterpret_cast<std::uint8_t*>(const_cast<char*>(value)), std::strlen(name), value_len,
+                              NGHTTP2_NV_FLAG_NO_COPY_NAME};
+        };
+        const nghttp2_nv head[] = {nv(":status", status, 3), nv("content-length", r.length, static_cast<std::size_t>(len)),
+                                   nv("content-type", n >= 0 ? "application/octet-stream" : "application/json",
+                                      n >= 0 ? 24 : 16)};
+        nghttp2_data_provider provider{};
+        provider.source.ptr = &r;
+        provider.read_callback = read_body;
+        nghttp2_submit_response(session, id, head, 3, r.out_size > 0 ? &provider : nullptr);
+    }
+
+    static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
+                             std::uint32_t* flags, nghttp2_data_source* source, void*) {
+        auto* r = static_cast<stream_rec*>(source->ptr);
+        const std::size_t n = std::min(length, r->out_size - r->out_at);
+        std::memcpy(buf, r->out + r->out_at, n);
+        r->out_at += n;
+        if (r->out_at == r->out_size) *flags |= NGHTTP2_DATA_FLAG_EOF;
+        return static_cast<ssize_t>(n);
+    }
+
+    static raw_server& of(void* user) { return *static_cast<connection*>(user)->server; }
+
+    void make_callbacks() {
+        nghttp2_session_callbacks_new(&callbacks_);
+        nghttp2_session_callbacks_set_on_begin_headers_callback(
+            callbacks_, [](nghttp2_session* session, const nghttp2_frame* frame, void* user) -> int {
+                if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+                stream_rec* r = of(user).take();
+                r->method.clear();
+                r->path.clear();
+                r->content_type.clear();
+                r->body.clear();
+                nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, r);
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_header_callback(
+            callbacks_, [](nghttp2_session* session, const nghttp2_frame* frame, const std::uint8_t* name,
+                           std::size_t namelen, const std::uint8_t* value, std::size_t valuelen, std::uint8_t,
+                           void*) -> int {
+                auto* r = static_cast<stream_rec*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+                if (r == nullptr) return 0;
+                const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+                const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+                if (n == ":method") r->method = v;
+                else if (n == ":path") r->path = v;
+                else if (n == "content-type") r->content_type = v;
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+            callbacks_, [](nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+                           std::size_t len, void*) -> int {
+                auto* r = static_cast<stream_rec*>(nghttp2_session_get_stream_user_data(session, id));
+                if (r != nullptr && r->body.size() + len <= ping::max_body + 1)
+                    r->body.append(reinterpret_cast<const char*>(data), len);
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_frame_recv_callback(
+            callbacks_, [](nghttp2_session* session, const nghttp2_frame* frame, void* user) -> int {
+                if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+                    (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0)
+                    return 0;
+                auto* r = static_cast<stream_rec*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+                if (r != nullptr) of(user).respond(session, frame->hd.stream_id, *r);
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_stream_close_callback(
+            callbacks_, [](nghttp2_session* session, std::int32_t id, std::uint32_t, void* user) -> int {
+                auto* r = static_cast<stream_rec*>(nghttp2_session_get_stream_user_data(session, id));
+                if (r != nullptr) of(user).give(r);
+                return 0;
+            });
+    }
+
+    int listen_fd_ = -1;
+    int epoll_fd_ = -1;
+    int stop_fd_ = -1;
+    std::uint16_t port_ = 0;
+    nghttp2_session_callbacks* callbacks_ = nullptr;
+    nghttp2_option* option_ = nullptr;
+    ping::service service_;
+    ping::failure_slot failures_;
+    std::unordered_map<int, std::unique_ptr<connection>> conns_;
+    std::vector<std::unique_ptr<stream_rec>> free_;
+    std::thread thread_;
+    alignas(64) char input_[io_size];
+    alignas(64) char output_[io_size];
+};
+
+std::unique_ptr<ping::server> start_raw_server(session&, int threads) {
+    if (threads != 1) throw bench_failure("raw/nghttp2 serves on one thread");
+    return std::make_unique<raw_server>();
+}
+
+}  // namespace
+
+void http2_ping_json_nghttp2(session& s) { h2::run_ping(s, start_raw_server); }
+void http2_streams_nghttp2(session& s) { h2::run_streams(s, start_raw_server); }
+
+}  // namespace tern_bench::raw_impl

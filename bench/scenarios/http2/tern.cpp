@@ -1,0 +1,57 @@
+// http2/* for tern: tern::http's server with server_options::http2 (tern::http2 on nghttp2's session), h2c with
+// prior knowledge, on the io_context of one server thread. POST /ping is http/ping_json's route, the same handler
+// and service; GET /bytes/{n} writes its body from one static buffer through the response stream, so that the
+// body's bytes are not copied by the handler. The HTTP/1.1 comparator of http2/ping_json (tern/io_uring-http1) is
+// http/ping_json's own server under wrk with as many connections as the HTTP/2 point has requests in flight.
+#include "h2_load.hpp"
+#include "../http/tern_ping.hpp"
+#include "../registry.hpp"
+#include "../tern_setup.hpp"
+
+#include <tern/http/stream.hpp>
+#include <tern/http2/server.hpp>
+
+namespace tern_bench::tern_impl {
+
+namespace {
+
+namespace http = tern::http;
+
+http::router h2_routes(ping::service& service) {
+    http::router routes = ping_routes(service);
+    routes.stream(http::method::get, "/bytes/{n}",
+                  [](http::request& req, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+                      const long long n = h2::bytes_size(req.path());
+                      if (n < 0) {
+                          if (!co_await out.start(404, {}, 0)) (void)co_await out.finish();
+                          co_return;
+                      }
+                      const auto size = static_cast<std::uint64_t>(n);
+                      if (co_await out.start(200, {}, size)) co_return;
+                      if (co_await out.write(tern::const_buffer(h2::body_bytes(), size))) co_return;
+                      (void)co_await out.finish();
+                  });
+    return routes;
+}
+
+std::unique_ptr<ping::server> start_h2_server(session& s, int threads) {
+    http::server_options opts = ping_options();
+    opts.http2 = tern::http2::server_protocol();
+    return start_tern_server(s, threads, h2_routes, opts);
+}
+
+std::unique_ptr<ping::server> start_h1_server(session& s, int threads) {
+    return start_tern_server(s, threads, ping_routes, ping_options());
+}
+
+}  // namespace
+
+void http2_ping_json(session& s) {
+    if (s.request().impl == "tern/io_uring-http1")
+        return ping::run_ping_json(s, start_h1_server, s.param_int("conns") * s.param_int("streams"), 1);
+    h2::run_ping(s, start_h2_server);
+}
+
+void http2_streams(session& s) { h2::run_streams(s, start_h2_server); }
+
+}  // namespace tern_bench::tern_impl
