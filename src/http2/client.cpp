@@ -532,22 +532,31 @@ task<std::error_code> connection::write(request_state& r, const_buffer b) {
     co_return std::make_error_code(std::errc::invalid_argument);
   }
   r.written += b.size();
-  while (r.queued() >= opts_.output_per_stream) {
+  const char* data = static_cast<const char*>(b.data());
+  std::size_t left = b.size();
+  // In pieces of at most the stream's room, each waiting for room: a request holds at most output_per_stream
+  // bytes whatever the size of the caller's writes (as the server's streams do).
+  while (left != 0) {
+    while (r.queued() >= opts_.output_per_stream) {
+      if (r.closed) co_return r.failure;
+      r.writer_waiting = true;
+      if (std::error_code ec = co_await with_timeout(r.output.wait(), write_timeout_)) co_return ec;
+    }
     if (r.closed) co_return r.failure;
-    r.writer_waiting = true;
-    if (std::error_code ec = co_await with_timeout(r.output.wait(), write_timeout_)) co_return ec;
+    if (r.out_taken != 0 && r.out_taken >= r.queued()) {
+      r.out.erase(0, r.out_taken);
+      r.out_taken = 0;
+    }
+    const std::size_t piece = std::min(left, opts_.output_per_stream - r.queued());
+    r.out.append(data, piece);
+    data += piece;
+    left -= piece;
+    if (r.deferred) {
+      r.deferred = false;
+      (void)nghttp2_session_resume_data(session_.get(), r.id);
+    }
+    wake_writer();
   }
-  if (r.closed) co_return r.failure;
-  if (r.out_taken != 0 && r.out_taken >= r.queued()) {
-    r.out.erase(0, r.out_taken);
-    r.out_taken = 0;
-  }
-  r.out.append(static_cast<const char*>(b.data()), b.size());
-  if (r.deferred) {
-    r.deferred = false;
-    (void)nghttp2_session_resume_data(session_.get(), r.id);
-  }
-  wake_writer();
   co_return std::error_code{};
 }
 

@@ -1193,8 +1193,33 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
   if (!ctx_.running_here()) [[unlikely]] co_return make_error_code(tern::error::wrong_loop);
   s.written_ += b.size();
   if (s.discard_ || b.size() == 0) co_return std::error_code{};
-  // Room first: a handler faster than the peer's windows waits here, up to the write timeout, after which the
-  // stream is given up (a peer that opens no window keeps nothing of the server's for longer).
+  const char* data = static_cast<const char*>(b.data());
+  std::size_t left = b.size();
+  // A write larger than the stream's room goes in pieces, each waiting for room: the stream holds at most
+  // output_per_stream bytes whatever the size of the handler's writes (the caller's buffer lives until the write
+  // returns, so nothing more needs copying ahead).
+  while (left != 0) {
+    if (std::error_code ec = co_await wait_for_room(s)) co_return ec;
+    // What nghttp2 has taken goes first, once it is at least what is left (each byte moves at most once).
+    if (s.out_taken_ != 0 && s.out_taken_ >= s.queued()) {
+      s.out_.erase(0, s.out_taken_);
+      s.out_taken_ = 0;
+    }
+    const std::size_t piece = std::min(left, opts_.output_per_stream - s.queued());
+    s.out_.append(data, piece);
+    queued_out_ += piece;
+    data += piece;
+    left -= piece;
+    resume(s);
+    wake_writer();
+  }
+  co_return std::error_code{};
+}
+
+// Room first: a handler faster than the peer's windows waits here, up to the write timeout, after which the stream
+// is given up (a peer that opens no window keeps nothing of the server's for longer). Empty when the stream may
+// take more bytes.
+task<std::error_code> server_connection::wait_for_room(server_stream& s) {
   while (s.queued() >= opts_.output_per_stream || queued_out_ >= queued_cap()) {
     if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     s.writer_waiting_ = true;
@@ -1214,15 +1239,6 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
     }
   }
   if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
-  // What nghttp2 has taken goes first, once it is at least what is left (each byte moves at most once).
-  if (s.out_taken_ != 0 && s.out_taken_ >= s.queued()) {
-    s.out_.erase(0, s.out_taken_);
-    s.out_taken_ = 0;
-  }
-  s.out_.append(static_cast<const char*>(b.data()), b.size());
-  queued_out_ += b.size();
-  resume(s);
-  wake_writer();
   co_return std::error_code{};
 }
 

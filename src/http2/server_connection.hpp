@@ -150,6 +150,7 @@ class server_connection final : public http::stop_listener {
   task<std::error_code> start_response(server_stream& s, int status, const http::fields& f,
                                        std::optional<std::uint64_t> length);
   task<std::error_code> write_body(server_stream& s, const_buffer b);
+  task<std::error_code> wait_for_room(server_stream& s);
   task<std::error_code> end_body(server_stream& s, const http::fields* trailers);
 
  private:

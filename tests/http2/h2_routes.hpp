@@ -71,6 +71,13 @@ inline std::size_t status_kib(std::string_view field) {
   return kib;
 }
 
+// The body of /in-one-write: 32 MiB of pattern(), made once. A test that measures the server's memory calls it
+// first, so that these bytes (the handler's own) are resident before it counts.
+inline const std::string& one_write_source() {
+  static const std::string all = pattern(32 << 20);
+  return all;
+}
+
 // State the routes share with the test thread.
 struct probe {
   std::atomic<int> cancelled{0};      // handlers that saw operation_canceled
@@ -174,6 +181,14 @@ inline http::router test_routes(probe& p) {
                if (co_await out.write(tern::const_buffer(alphabet.data() + at % 26, k))) co_return;
                at += k;
              }
+             (void)co_await out.finish();
+           });
+  // one_write_source() in one write: a handler that hands the stream more than its room at once.
+  r.stream(http::method::get, "/in-one-write",
+           [](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             const std::string& all = one_write_source();
+             if (co_await out.start(200, {}, all.size())) co_return;
+             if (co_await out.write(tern::const_buffer(all.data(), all.size()))) co_return;
              (void)co_await out.finish();
            });
   add_pattern_route(r, 10000);

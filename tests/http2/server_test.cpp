@@ -380,6 +380,38 @@ TEST_P(http2_server_test, a_gibibyte_to_a_slow_reader_keeps_memory_bounded) {
   EXPECT_LT(peak_rss, rss_before + 64 * 1024) << "KiB before " << rss_before;
 }
 
+TEST_P(http2_server_test, one_write_larger_than_the_stream_room_is_queued_a_piece_at_a_time) {
+  (void)one_write_source();  // the handler's 32 MiB, resident before the count
+  h2_server srv(GetParam());
+  h2_client_options o;
+  o.auto_window = false;
+  o.window = 256 * 1024;
+  o.connection_window = 256 * 1024;
+  o.keep_bodies = false;
+  h2_client c(srv.s.port(), o);
+  const std::size_t rss_before = status_kib("VmRSS:");
+  const auto id = c.request("GET", "/in-one-write");
+  // The reader opens no more window: the server sends the first 256 KiB, and the handler's one write of 32 MiB
+  // waits for room with at most output_per_stream (64 KiB) of it queued, not a copy of the whole.
+  ASSERT_TRUE(c.run_until([&] { return c.answer(id).body_size >= 256 * 1024; }, 30s));
+  c.run_for(300ms);
+  EXPECT_EQ(c.answer(id).body_size, 256u * 1024) << "more than the window arrived";
+  const std::size_t rss = status_kib("VmRSS:");
+  EXPECT_LT(rss, rss_before + 8 * 1024) << "KiB before " << rss_before << ": the write was copied whole";
+  // Then the reader takes everything: the pieces follow one another to the last byte.
+  std::uint64_t consumed = 0;
+  while (!c.answer(id).closed) {
+    const std::uint64_t have = c.answer(id).body_size;
+    if (have > consumed) {
+      c.consume(id, have - consumed);
+      consumed = have;
+    }
+    ASSERT_TRUE(c.run_until([&] { return c.answer(id).closed || c.answer(id).body_size > have; }, 30s));
+  }
+  EXPECT_EQ(c.answer(id).status, 200);
+  EXPECT_EQ(c.answer(id).body_size, one_write_source().size());
+}
+
 TEST_P(http2_server_test, rst_stream_of_one_among_many_leaves_the_others_whole) {
   h2_server srv(GetParam());
   h2_client c(srv.s.port());
