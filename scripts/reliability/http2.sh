@@ -7,7 +7,7 @@
 if [[ $mode == quick ]]; then
   h2_shutdown_conns=4; h2_shutdown_streams=16
   h2_loss_conns=4; h2_loss_streams=32; h2_loss_requests=20000
-  h2_attack_secs=3
+  h2_attack_secs=2
 else
   h2_shutdown_conns=16; h2_shutdown_streams=100
   h2_loss_conns=16; h2_loss_streams=100; h2_loss_requests=500000

@@ -1,7 +1,7 @@
 // The HTTP/2 checks' subcommands of reliability_tool (scripts/reliability/http2.sh runs them against
 // examples/http_ping_server over h2c):
 //
-//   h2-attack --connect EP --duration-ms T
+//   h2-attack --connect EP --duration-ms T [--attacks NAME,...]
 //             the known HTTP/2 attacks, one connection each, in turn until T ms have passed: Rapid Reset
 //             (CVE-2023-44487), MadeYouReset (CVE-2025-8671), the CONTINUATION flood (CVE-2024-27316/28182), the
 //             reset flood (CVE-2019-9514), the empty-frames flood (CVE-2019-9518) and the HPACK bomb (CVE-2016-1544);
@@ -236,9 +236,19 @@ int h2_attack(const args& a) {
   const int fds = count_fds();
   const net::endpoint ep = a.endpoint("connect");
   const auto until = steady::now() + std::chrono::milliseconds(a.num("duration-ms", 5000));
+  // --attacks NAME,NAME...: those alone (to tell which one costs the good client what).
+  const std::string only = a.get("attacks");
+  std::vector<attack*> chosen;
+  for (auto& at : g_attacks) {
+    if (only.empty() || ("," + only + ",").find("," + std::string(at.name) + ",") != std::string::npos) chosen.push_back(&at);
+  }
+  if (chosen.empty()) {
+    std::fprintf(stderr, "h2-attack: --attacks names none of the attacks\n");
+    return 2;
+  }
   ctx.block_on([&]() -> tern::task<> {
-    for (std::size_t i = 0; !failed() && (i < std::size(g_attacks) || steady::now() < until); ++i) {
-      co_await one_round(ctx, ep, g_attacks[i % std::size(g_attacks)]);
+    for (std::size_t i = 0; !failed() && (i < chosen.size() || steady::now() < until); ++i) {
+      co_await one_round(ctx, ep, *chosen[i % chosen.size()]);
     }
   }());
   std::string summary = "rounds:";
@@ -249,4 +259,4 @@ int h2_attack(const args& a) {
 }  // namespace h2_checks
 
 TERN_RELIABILITY_COMMAND("h2-attack", h2_checks::h2_attack,
-                         "--connect EP [--duration-ms T]   the known HTTP/2 attacks in turn, each one's end checked");
+                         "--connect EP [--duration-ms T] [--attacks NAME,...]   the known HTTP/2 attacks in turn, each one's end checked");
