@@ -219,6 +219,7 @@ tern::task<> one_round(tern::io_context& ctx, net::endpoint ep, attack& at) {
   auto s = co_await connect_to(ctx, ep, "h2-attack");
   if (!s) co_return;
   attacker a(std::move(*s));
+  const auto began = std::chrono::system_clock::now();
   co_await tern::task_group::run(ctx, [&](tern::task_group& g) -> tern::task<> {
     g.spawn([&]() { return a.read_loop(); });
     co_await at.run(a);
@@ -228,6 +229,12 @@ tern::task<> one_round(tern::io_context& ctx, net::endpoint ep, attack& at) {
     }
     a.stop();
   });
+  // When each round ran (microseconds since the epoch, h2load's clock in its --log-file): a slow good request can be
+  // matched with the attack beside it.
+  const auto us = [](auto t) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
+  };
+  std::printf("round %s %lld %lld\n", at.name, us(began), us(std::chrono::system_clock::now()));
   ++at.rounds;
 }
 
