@@ -23,7 +23,9 @@ h2_loss=0.01
 # Debian's interpreter, where python3-h2 is installed (a python3 earlier on PATH may not have it).
 h2_python=/usr/bin/python3
 h2_why_not=""
-if ! "$h2_python" -c 'import h2' 2>/dev/null; then h2_why_not="no python3-h2 for $h2_python (scripts/setup-deps.sh installs it)"; fi
+if ! "$h2_python" -c 'import h2' 2>/dev/null; then
+  h2_why_not="no python3-h2 for $h2_python (scripts/setup-deps.sh installs it)"
+fi
 
 # ---- shutdown/h2 -----------------------------------------------------------------------------------------------------
 h2_shutdown_check() {  # h2_shutdown_check BACKEND
@@ -88,7 +90,10 @@ h2load_verdict() {  # h2load_verdict TAG STATUS
     echo "h2load: ${line#requests: } ($ok answers 200 in its log)"
   fi
 }
-p99_us() { awk '{ print $3 }' "$1.tsv" | sort -n | awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; print v[i] + 0 }'; }
+p99_us() {  # p99_us TAG: the 99th percentile of the request times in TAG.tsv (microseconds)
+  awk '{ print $3 }' "$1.tsv" | sort -n |
+    awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; print v[i] + 0 }'
+}
 hwm_of() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 # One measurement; sets h2_hostile_why (empty when it passed), h2_hostile_fig and h2_hostile_ratio_only.
@@ -171,8 +176,9 @@ h2_hostile_check() {  # h2_hostile_check BACKEND
     h2_hostile_attempt "$backend"
     h2_hostile_fig="measured twice, the first over 2x ($first_fig); second: $h2_hostile_fig"
   fi
-  record hostile/h2 "$backend" "$load" "$start" "$([[ -z $h2_hostile_why ]] && echo passed || echo "FAILED: $h2_hostile_why")" \
-    "$verified"
+  local result=passed
+  [[ -n $h2_hostile_why ]] && result="FAILED: $h2_hostile_why"
+  record hostile/h2 "$backend" "$load" "$start" "$result" "$verified"
   figure hostile/h2 "$backend" "$h2_hostile_fig"
 }
 

@@ -20,7 +20,7 @@ using namespace reltool;
 // file's too.
 namespace h2_checks {
 
-// ---- frames and HPACK, by hand (RFC 9113 4.1, RFC 7541) ----------------------------------------------------------------
+// ---- frames and HPACK, by hand (RFC 9113 4.1, RFC 7541) ---------------------------------------------------------
 
 constexpr std::uint8_t data_type = 0, headers_type = 1, rst_type = 3, settings_type = 4, window_update_type = 8,
                        goaway_type = 7, continuation_type = 9;
@@ -47,7 +47,9 @@ std::string hpack_integer(std::uint8_t first, int prefix_bits, std::size_t v) {
 std::string hpack_string(std::string_view s) { return hpack_integer(0, 7, s.size()) + std::string(s); }
 // A literal without indexing named by the static table (1 :authority, 4 :path); one with a new name that enters the
 // dynamic table (index 62 while it is the newest entry).
-std::string literal(std::size_t name_index, std::string_view v) { return hpack_integer(0, 4, name_index) + hpack_string(v); }
+std::string literal(std::size_t name_index, std::string_view v) {
+  return hpack_integer(0, 4, name_index) + hpack_string(v);
+}
 std::string indexed_literal(std::string_view name, std::string_view v) {
   return "\x40" + hpack_string(name) + hpack_string(v);
 }
@@ -177,7 +179,8 @@ tern::task<> reset_flood(attacker& a) {
   if (!co_await a.send(hello)) co_return;
   // Requests the server must reset (a connection-specific field makes a request malformed), as fast as they go.
   std::uint32_t s = 1;
-  const std::string block = get_block("/ping") + std::string(1, '\0') + hpack_string("connection") + hpack_string("close");
+  const std::string block =
+      get_block("/ping") + std::string(1, '\0') + hpack_string("connection") + hpack_string("close");
   co_await a.flood([&] {
     s += 2;
     return frame(headers_type, end_stream | end_headers, s, block);
@@ -247,7 +250,8 @@ int h2_attack(const args& a) {
   const std::string only = a.get("attacks");
   std::vector<attack*> chosen;
   for (auto& at : g_attacks) {
-    if (only.empty() || ("," + only + ",").find("," + std::string(at.name) + ",") != std::string::npos) chosen.push_back(&at);
+    const bool named = ("," + only + ",").find("," + std::string(at.name) + ",") != std::string::npos;
+    if (only.empty() || named) chosen.push_back(&at);
   }
   if (chosen.empty()) {
     std::fprintf(stderr, "h2-attack: --attacks names none of the attacks\n");
@@ -266,4 +270,5 @@ int h2_attack(const args& a) {
 }  // namespace h2_checks
 
 TERN_RELIABILITY_COMMAND("h2-attack", h2_checks::h2_attack,
-                         "--connect EP [--duration-ms T] [--attacks NAME,...]   the known HTTP/2 attacks in turn, each one's end checked");
+                         "--connect EP [--duration-ms T] [--attacks NAME,...]   the known HTTP/2 attacks in turn, "
+                         "each one's end checked");

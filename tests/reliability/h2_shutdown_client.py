@@ -61,7 +61,8 @@ class Conn:
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         sm = conn.state_machine
         sm._transitions = dict(sm._transitions)  # this connection's own table: see the note at the top
-        sm._transitions[(ConnectionState.CLIENT_OPEN, ConnectionInputs.RECV_GOAWAY)] = (None, ConnectionState.CLIENT_OPEN)
+        sm._transitions[(ConnectionState.CLIENT_OPEN, ConnectionInputs.RECV_GOAWAY)] = \
+            (None, ConnectionState.CLIENT_OPEN)
         conn.initiate_connection()
         sock.sendall(conn.data_to_send())
         rng = random.Random(self.index)
@@ -126,7 +127,8 @@ class Conn:
                     if ev.error_code != h2.errors.ErrorCodes.NO_ERROR:
                         raise Failure(f"GOAWAY with error {ev.error_code!r}")
                     self.goaways.append(ev.last_stream_id)
-                    last_stream_id = ev.last_stream_id if last_stream_id is None else min(last_stream_id, ev.last_stream_id)
+                    last_stream_id = (ev.last_stream_id if last_stream_id is None
+                                      else min(last_stream_id, ev.last_stream_id))
         sock.close()
         if not self.goaways:
             raise Failure(f"the server closed the connection without a GOAWAY, {len(inflight)} streams in flight")
