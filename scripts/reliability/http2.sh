@@ -101,6 +101,7 @@ h2_hostile_attempt() {  # h2_hostile_attempt BACKEND
   local backend=$1 log="$logs/hostile_h2.$backend.server.log" tag="$logs/hostile_h2.$backend" why="" status=0
   local astatus=0 apid r="" p99_b1 p99_a p99_b2 hwm_before hwm_after rss_after fig=""
   h2_hostile_ratio_only=0
+  h2_hostile_note=""
   if ! start_http_server "$backend" "$log" TERN_HTTP_WRITE_TIMEOUT_MS=2000; then
     h2_hostile_why="http_ping_server did not start: $(tail -n 1 "$log")"
     h2_hostile_fig=$h2_hostile_why
@@ -140,13 +141,21 @@ h2_hostile_attempt() {  # h2_hostile_attempt BACKEND
     p99_b1=$(p99_us "$tag.before") p99_a=$(p99_us "$tag.attacked") p99_b2=$(p99_us "$tag.after")
     local worse=$((p99_b1 > p99_b2 ? p99_b1 : p99_b2))
     if ((p99_a > 2 * worse)); then
-      why="the good client's p99 was $p99_a us under the attacks, $p99_b1 us before and $p99_b2 us after (more than 2x)"
-      h2_hostile_ratio_only=1
+      if [[ $mode == quick ]]; then
+        # --quick runs in CI, beside whatever else the machine does: a p99 there is a timing on a shared machine,
+        # reported but not judged (the quiet --full run judges it).
+        h2_hostile_note=" (p99 over 2x: reported, not judged in --quick)"
+      else
+        why="the good client's p99 was $p99_a us under the attacks, $p99_b1 us before and $p99_b2 us after"
+        why+=" (more than 2x)"
+        h2_hostile_ratio_only=1
+      fi
     fi
     rss_after=$(rss_of "$http_prog")
     fig="good client p99 $p99_b1 us before the attacks ($(awk 'END { print NR }' "$tag.before.tsv") requests),"
     fig+=" $p99_a us under them ($(awk 'END { print NR }' "$tag.attacked.tsv")), $p99_b2 us after"
-    fig+=" ($(awk 'END { print NR }' "$tag.after.tsv")); server peak RSS $hwm_before KiB before the attacks,"
+    fig+=" ($(awk 'END { print NR }' "$tag.after.tsv"))$h2_hostile_note;"
+    fig+=" server peak RSS $hwm_before KiB before the attacks,"
     fig+=" $hwm_after KiB after them, RSS $rss_after KiB at the end; attacker: ${r#ok }"
   fi
   stop_http_server
@@ -163,7 +172,7 @@ h2_hostile_check() {  # h2_hostile_check BACKEND
   local backend=$1 start first_fig
   local load="h2-attack (6 attacks in turn) beside h2load -c $h2_good_conns --rps $h2_good_rps, ${h2_attack_secs} s"
   local verified="each attack ended (GOAWAY ENHANCE_YOUR_CALM or close) or contained; every good request 200,"
-  verified+=" its p99 within 2x; server peak RSS within +64 MiB, exit 0"
+  verified+=" its p99 within 2x (--full; reported in --quick); server peak RSS within +64 MiB, exit 0"
   start=$(now)
   if [[ -n $http_why_not ]] || ! command -v h2load >/dev/null; then
     record hostile/h2 "$backend" "$load" "$start" "skipped: ${http_why_not:-no h2load (nghttp2-client)}" "-"
