@@ -473,4 +473,26 @@ TEST_P(http2_server_test, DISABLED_a_whole_response_to_a_zero_window_peer_is_not
   EXPECT_TRUE(c.server_closed(3s));
 }
 
+// Whole bodies held together are bounded (read_whole): uploads that together exceed the bound, none of them
+// alone, are each answered, not left holding part of the room apiece until all of them time out.
+// Disabled: it fails today (each of the four holds a quarter of the room and waits for more; none ends before its
+// body_timeout). One upload alone passes.
+TEST_P(http2_server_test, DISABLED_whole_bodies_beyond_the_shared_bound_are_all_answered) {
+  http2::server_options h2;
+  h2.stream_window = 64 * 1024;
+  h2.connection_window = 64 * 1024;
+  http::server_options o = h2_server_options(h2);
+  o.limits.max_body = 64 * 1024;
+  o.body_timeout = 1s;
+  h2_server srv(GetParam(), std::move(o));
+  h2_client c(srv.s.port());
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(c.request("POST", "/echo", {}, std::string(60 * 1024, char('a' + i))));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(c.finish(ids[static_cast<std::size_t>(i)], 10s));
+    EXPECT_EQ(c.answer(ids[static_cast<std::size_t>(i)]).status, 200) << i;
+    EXPECT_EQ(c.answer(ids[static_cast<std::size_t>(i)]).body, std::string(60 * 1024, char('a' + i))) << i;
+  }
+}
+
 }  // namespace
