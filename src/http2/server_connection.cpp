@@ -479,6 +479,7 @@ bool server_connection::feed(const char* data, std::size_t n) {
     if (f.have < sizeof f.header) continue;
     f.have = 0;
     f.skip = (std::size_t{f.header[0]} << 16) | (std::size_t{f.header[1]} << 8) | f.header[2];
+    note_header_block(f.header[3], f.header[4]);
     const std::int32_t id = static_cast<std::int32_t>(
         ((std::uint32_t{f.header[5]} & 0x7f) << 24) | (std::uint32_t{f.header[6]} << 16) |
         (std::uint32_t{f.header[7]} << 8) | f.header[8]);
@@ -508,11 +509,24 @@ bool server_connection::deliver(const char* data, std::size_t n) {
   return rv >= 0;
 }
 
-// The reader's deadline: header_timeout for the preface and the first frame, counted from the accept. Later
-// deadlines (idle, the shutdown notice's round trip) are the writer's, which wakes whenever a stream ends.
+// The reader's deadline: header_timeout for the preface and the first frame, counted from the accept, and for a
+// header block that has not ended, counted from its HEADERS frame. Later deadlines (idle, the shutdown notice's
+// round trip) are the writer's, which wakes whenever a stream ends.
 std::optional<clock::time_point> server_connection::read_deadline() const noexcept {
   if (!got_frame_) return started_ + hopts_.header_timeout;
+  if (header_block_at_ != clock::time_point{}) return header_block_at_ + hopts_.header_timeout;
   return std::nullopt;
+}
+
+// A header block left open (HEADERS without END_HEADERS, and no CONTINUATION that ends it) starts no handler, so
+// no body or write timeout applies, and holds a stream open, so idle_timeout does not either: header_timeout does,
+// from its first frame. Every frame header passes here, so the block's end is seen whatever nghttp2 made of it.
+void server_connection::note_header_block(std::uint8_t type, std::uint8_t flags) noexcept {
+  if ((type == NGHTTP2_HEADERS || type == NGHTTP2_CONTINUATION) && (flags & NGHTTP2_FLAG_END_HEADERS) == 0) {
+    if (type == NGHTTP2_HEADERS) header_block_at_ = clock::now();
+  } else {
+    header_block_at_ = clock::time_point{};
+  }
 }
 
 // The writer's: idle_timeout once no stream is open, a second for the answer to the shutdown notice's PING.

@@ -164,6 +164,7 @@ class server_connection final : public http::stop_listener {
   task<void> write_loop();
   task<void> linger();
   std::optional<clock::time_point> read_deadline() const noexcept;
+  void note_header_block(std::uint8_t type, std::uint8_t flags) noexcept;
   std::optional<clock::time_point> write_deadline() const noexcept;
   void on_write_deadline();
   bool feed(const char* data, std::size_t n);
@@ -274,6 +275,7 @@ class server_connection final : public http::stop_listener {
   clock::time_point data_sent_at_;  // the last DATA frame sent
   std::int32_t max_stream_id_ = 0;  // the highest stream the peer opened
   bool got_frame_ = false;          // the peer's first frame has arrived (header_timeout no longer applies)
+  clock::time_point header_block_at_{};  // when the header block still open began (header_timeout applies)
   bool stopping_ = false;           // the server stops: GOAWAY, then finish what is in flight
   bool notice_sent_ = false;        // the shutdown notice and its PING are on their way
   clock::time_point notice_at_{};   // when; cleared when the PING's answer arrives

@@ -475,4 +475,56 @@ TEST_P(http2_server_test, goaway_under_load_loses_no_accepted_request) {
   (void)refused;
 }
 
+// A header block the peer never ends (HEADERS without END_HEADERS, no CONTINUATION): no handler runs, so no body
+// or write timeout applies, and the stream is open, so idle_timeout does not either; header_timeout bounds it.
+TEST_P(http2_server_test, a_header_block_that_never_ends_is_closed) {
+  http::server_options o = h2_server_options();
+  o.header_timeout = 300ms;
+  o.idle_timeout = 300ms;
+  o.write_timeout = 300ms;
+  h2_server srv(GetParam(), std::move(o));
+  raw_client c(srv.s.port());
+  // GET / (static table: :method GET, :scheme http, :path /), :authority test, and no END_HEADERS.
+  c.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, "") +
+         h2_frame(1, 0x1, 1, std::string("\x82\x86\x84\x41\x04test", 9)));
+  EXPECT_TRUE(c.server_closed(3s));
+}
+
+// A whole-body route's answer to a peer that opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0): the head goes, the
+// body never can; the handler has ended and the stream stays open, holding the body, unless write_timeout ends it.
+// Disabled: it fails today (the connection stays open, no deadline applies: write_timeout bounds only a streaming
+// handler's write, idle_timeout only a connection without open streams).
+TEST_P(http2_server_test, DISABLED_a_whole_response_to_a_zero_window_peer_is_not_held_forever) {
+  http::server_options o = h2_server_options();
+  o.idle_timeout = 300ms;
+  o.write_timeout = 300ms;
+  h2_server srv(GetParam(), std::move(o));
+  raw_client c(srv.s.port());
+  c.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, std::string("\x00\x04\x00\x00\x00\x00", 6)) +
+         h2_frame(1, 0x5, 1, std::string("\x82\x86\x04\x06/hello\x41\x04test", 16)));
+  EXPECT_TRUE(c.server_closed(3s));
+}
+
+// Whole bodies held together are bounded (read_whole): uploads that together exceed the bound, none of them
+// alone, are each answered, not left holding part of the room apiece until all of them time out.
+// Disabled: it fails today (each of the four holds a quarter of the room and waits for more; none ends before its
+// body_timeout). One upload alone passes.
+TEST_P(http2_server_test, DISABLED_whole_bodies_beyond_the_shared_bound_are_all_answered) {
+  http2::server_options h2;
+  h2.stream_window = 64 * 1024;
+  h2.connection_window = 64 * 1024;
+  http::server_options o = h2_server_options(h2);
+  o.limits.max_body = 64 * 1024;
+  o.body_timeout = 1s;
+  h2_server srv(GetParam(), std::move(o));
+  h2_client c(srv.s.port());
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(c.request("POST", "/echo", {}, std::string(60 * 1024, char('a' + i))));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(c.finish(ids[static_cast<std::size_t>(i)], 10s));
+    EXPECT_EQ(c.answer(ids[static_cast<std::size_t>(i)]).status, 200) << i;
+    EXPECT_EQ(c.answer(ids[static_cast<std::size_t>(i)]).body, std::string(60 * 1024, char('a' + i))) << i;
+  }
+}
+
 }  // namespace
