@@ -206,7 +206,11 @@ struct client_callbacks {
     if (r == nullptr) return 0;
     if (frame->hd.type == NGHTTP2_HEADERS && !r->have_head) {
       if (r->head.status >= 100 && r->head.status < 200) {
-        r->fields.clear();  // an interim answer: the final one follows
+        // An interim answer: the final one follows. Its fields' buffers go now, or a server sending 1xx after
+        // 1xx would grow them without the header limit ever seeing it.
+        r->fields.clear();
+        for (nghttp2_rcbuf* b : r->held) nghttp2_rcbuf_decref(b);
+        r->held.clear();
         r->header_bytes = 0;
         r->head.status = 0;
       } else {
@@ -320,6 +324,8 @@ void connection::fail_all(std::error_code ec) noexcept {
   reader_stop_.request_stop();
   writer_stop_.request_stop();
   for (auto& r : requests_) {
+    // nghttp2 no longer reaches a request the connection has given up: its state may be freed from now on.
+    if (r->id > 0 && session_) (void)nghttp2_session_set_stream_user_data(session_.get(), r->id, nullptr);
     if (r->closed) continue;
     if (!r->failure) r->failure = failure_;
     r->closed = true;
@@ -382,6 +388,9 @@ task<void> connection::read_loop(std::shared_ptr<connection> self) {
       c.fail_all(r.ec == tern::error::eof ? make_error_code(http::error::partial_message) : r.ec);
       break;
     }
+    // The connection may have ended while the read waited to resume (fail_all, or a write that failed): its
+    // requests' states may be gone, so nothing more goes to nghttp2.
+    if (c.dead_) break;
     const ng_ssize rv = mem_recv(c.session_.get(), reinterpret_cast<const std::uint8_t*>(c.input_.get()), r.value);
     if (rv < 0) {
       c.fail_all(make_error_code(http::error::bad_response));
@@ -517,11 +526,16 @@ task<io_result<std::unique_ptr<http::client_stream>>> connection::open(http::met
     nva_.push_back(make_nv(nva_text_.data() + at, f.name.size(), f.value.data(), f.value.size()));
   }
   const ng_data_provider body = data_provider(&r, &connection::read_out);
+  // The state joins the connection before nghttp2 holds a pointer to it: a push_back that throws then frees
+  // nothing nghttp2 knows of.
+  requests_.push_back(std::move(owned));
   const std::int32_t id =
       submit_request(session_.get(), nva_.data(), nva_.size(), with_body ? &body : nullptr, &r);
-  if (id < 0) co_return result{make_error_code(http::error::unprocessed), nullptr};
+  if (id < 0) {
+    requests_.pop_back();
+    co_return result{make_error_code(http::error::unprocessed), nullptr};
+  }
   r.id = id;
-  requests_.push_back(std::move(owned));
   wake_writer();
   co_return result{std::error_code{}, std::make_unique<stream>(shared_from_this(), r)};
 }

@@ -973,6 +973,7 @@ task<void> server_connection::tunnel(server_stream& s, http::response& r) {
   } catch (...) {
     failed = true;
   }
+  co_await resume_on{ctx_};  // an upgrade function may end on another worker; the session is this loop's
   if (s.closed_ || s.out_done_) co_return;
   if (failed) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
   else (void)co_await end_body(s, nullptr);
