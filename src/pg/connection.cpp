@@ -555,6 +555,12 @@ task<io_result<transaction>> connection::begin(transaction_options opts) {
   if (opts.deferrable) sql += " DEFERRABLE";
   detail::query_op op(s, {sql.c_str(), nullptr, {}, format::text, id, false});
   auto [ec, r] = co_await op;
+  if (ec == tern::error::operation_canceled) {
+    // Given up after the BEGIN went out: it still runs, so the transaction it opens is abandoned (a ROLLBACK
+    // behind it, ahead of anything else) rather than left open for the queries of others.
+    { transaction opened(s, id, timeout_); }
+    co_return io_result<transaction>{ec, transaction()};
+  }
   if (ec) {
     s->release_gate(id);
     co_return io_result<transaction>{ec, transaction()};
