@@ -11,6 +11,7 @@
 #include "state.hpp"
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
+#include "tern/spawn.hpp"
 #include "tern/unique_fd.hpp"
 
 namespace tern::pg {
@@ -126,6 +127,27 @@ task<std::error_code> await_result(connection_state* s) {
       co_return make_error_code(error::connection_lost);
     }
   }
+}
+
+// A script whose caller gave up while it ran: the server is asked to cancel it and its results are read to their
+// end, then the connection goes back to pipeline mode and is released (pipeline mode cannot be entered while a
+// query of the simple protocol is still running: the connection would break, and every other query with it).
+task<> abandon_script(connection_state* s, std::uint32_t id) {
+  if (!co_await flush_all(s)) {
+    s->request_cancel();
+    while (!co_await await_result(s)) {
+      PGresult* r = PQgetResult(s->pg);
+      if (r == nullptr) break;
+      const ExecStatusType st = PQresultStatus(r);
+      PQclear(r);
+      if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT) {  // a COPY is not worth finishing here
+        s->break_connection(make_error_code(error::connection_lost));
+        break;
+      }
+    }
+  }
+  return_to_pipeline(s, id);
+  release(s);
 }
 
 // ---- Streams ----
@@ -493,7 +515,15 @@ task<std::error_code> connection::execute(std::string script, result* report) {
     for (;;) {
       if (std::error_code ec = co_await detail::await_result(s)) {
         if (!first) first = ec;
-        break;
+        if (ec != tern::error::operation_canceled) break;
+        detail::retain(s);
+        try {
+          tern::spawn(*s->ctx, detail::abandon_script(s, id)).detach();
+          co_return first;
+        } catch (...) {
+          detail::release(s);  // out of memory: the connection breaks instead
+          break;
+        }
       }
       PGresult* r = PQgetResult(s->pg);
       if (r == nullptr) break;
@@ -555,6 +585,12 @@ task<io_result<transaction>> connection::begin(transaction_options opts) {
   if (opts.deferrable) sql += " DEFERRABLE";
   detail::query_op op(s, {sql.c_str(), nullptr, {}, format::text, id, false});
   auto [ec, r] = co_await op;
+  if (ec == tern::error::operation_canceled) {
+    // Given up after the BEGIN went out: it still runs, so the transaction it opens is abandoned (a ROLLBACK
+    // behind it, ahead of anything else) rather than left open for the queries of others.
+    { transaction opened(s, id, timeout_); }
+    co_return io_result<transaction>{ec, transaction()};
+  }
   if (ec) {
     s->release_gate(id);
     co_return io_result<transaction>{ec, transaction()};

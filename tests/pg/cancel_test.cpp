@@ -141,4 +141,17 @@ TEST_P(pg_cancel_test, a_query_cancelled_in_the_running_batch_ends_the_batch_and
   }(*this, ctx), 60s);
 }
 
+// A script given up (a deadline) while the server runs it: the server is asked to cancel it, and the connection
+// serves the next query (other tasks' queries are not failed by a broken connection).
+TEST_P(pg_cancel_test, a_script_given_up_is_cancelled_and_the_connection_goes_on) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const auto start = clock_type::now();
+    EXPECT_EC(co_await tern::with_timeout(c.execute("SELECT 1; SELECT pg_sleep(60)"), 50ms), tern::error::timed_out);
+    EXPECT_TRUE(c.is_open()) << c.error_message();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 5"), 5);
+    EXPECT_LT(clock_type::now() - start, 20s) << "the script ran to its end";
+  }(*this, ctx), 60s);
+}
+
 }  // namespace

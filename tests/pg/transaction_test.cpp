@@ -135,4 +135,20 @@ TEST_P(pg_transaction_test, a_batch_inside_a_transaction_is_the_transactions) {
   }(*this, ctx));
 }
 
+// begin() given up after its BEGIN went out (here it waits behind a slow query of another task): the BEGIN still
+// runs, and must not leave the connection inside a transaction that nobody holds.
+TEST_P(pg_transaction_test, a_begin_given_up_after_it_was_sent_leaves_no_transaction_open) {
+  run_bounded(ctx, [](pg_transaction_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    auto before = tern::spawn(ctx, c.query("SELECT pg_sleep(0.3)"));
+    co_await tern::sleep_for(std::chrono::milliseconds(20));  // the slow query has gone out
+    auto [bec, tx] = co_await tern::with_timeout(c.begin(), std::chrono::milliseconds(50));
+    EXPECT_EC(bec, tern::error::timed_out);
+    auto [ec, r] = co_await std::move(before);
+    PG_ASSERT_OK(ec, r);
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
+    EXPECT_FALSE(c.in_transaction());
+  }(*this, ctx));
+}
+
 }  // namespace

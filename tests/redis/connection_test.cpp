@@ -218,6 +218,30 @@ TEST_P(redis_test, commands_that_would_desynchronise_the_connection_are_refused)
   }(server));
 }
 
+// CLIENT REPLY OFF and SKIP make the server leave out replies: on a connection whose replies are matched to its
+// requests in order, every reply after them would go to the wrong request.
+TEST_P(redis_test, client_reply_off_and_skip_are_refused) {
+  run_bounded(ctx, [](redis_server& server) -> task<void> {
+    redis::connection conn(here(), server.unix_config());
+    CO_ASSERT_OK(co_await conn.connect());
+    for (const char* mode : {"SKIP", "off"}) {
+      auto r = co_await tern::with_timeout(conn.command("client", "Reply", mode), 500ms);
+      EXPECT_EC(r.ec, redis::error::reserved_command) << mode;
+    }
+    redis::pipeline p;
+    p.push("CLIENT", "REPLY", "SKIP");
+    p.push("PING");
+    EXPECT_EC((co_await tern::with_timeout(conn.execute(p), 500ms)).ec, redis::error::reserved_command);
+    EXPECT_OK((co_await tern::with_timeout(conn.command<redis::ignore_t>("SET", "a", "1"), 500ms)).ec);
+    auto [ec, a] = co_await tern::with_timeout(conn.command<std::string>("GET", "a"), 500ms);
+    EXPECT_OK(ec);
+    EXPECT_EQ(a, "1");
+    auto [lec, list] = co_await tern::with_timeout(conn.command<std::string>("CLIENT", "LIST"), 500ms);
+    EXPECT_OK(lec);  // other CLIENT subcommands go through
+    conn.close();
+  }(server));
+}
+
 TEST_P(redis_test, a_64_mib_value_goes_and_comes_back_whole) {
   run_bounded(ctx, [](redis_server& server) -> task<void> {
     redis::connection conn(here(), server.unix_config());

@@ -133,7 +133,9 @@ class [[nodiscard]] command_op final : public request_op {
       : request_op(s), value_(std::move(v)), args_(args...) {
     ops = &table_;
     idempotent = idempotent_request;
-    if (reserved(command_name(args...)) != reserved_kind::none) outcome_ = make_error_code(error::reserved_command);
+    if (reserved(command_name(args...), subcommand_name(args...)) != reserved_kind::none) {
+      outcome_ = make_error_code(error::reserved_command);
+    }
   }
   command_op(command_op&&) noexcept = default;
 

@@ -248,8 +248,9 @@ void write_command(output_buffer& out, const Args&... args) {
 // the pub/sub family and MONITOR (the connection's own subscribe() and friends do pub/sub), HELLO and RESET
 // (the protocol and the connection's state are the connection's). In a single command(), also MULTI, EXEC and
 // DISCARD: another task's command could land inside the transaction; a pipeline or transaction carries them.
+// CLIENT REPLY (OFF and SKIP leave replies out, so the replies that follow would reach the wrong requests).
 enum class reserved_kind { none, always, outside_pipeline };
-reserved_kind reserved(std::string_view command_name) noexcept;
+reserved_kind reserved(std::string_view command_name, std::string_view subcommand = {}) noexcept;
 
 // The command's name: its first argument, if that is text.
 template <class First, class... Rest>
@@ -258,6 +259,16 @@ std::string_view command_name(const First& first, const Rest&...) noexcept {
     return std::string_view(first);
   } else {
     return {};
+  }
+}
+
+// The subcommand: the second argument, if there is one and it is text.
+template <class First, class... Rest>
+std::string_view subcommand_name(const First&, const Rest&... rest) noexcept {
+  if constexpr (sizeof...(Rest) == 0) {
+    return {};
+  } else {
+    return command_name(rest...);
   }
 }
 
@@ -275,7 +286,10 @@ class pipeline {
   template <detail::argument... Args>
     requires(sizeof...(Args) > 0)
   pipeline& push(const Args&... args) {
-    if (detail::reserved(detail::command_name(args...)) == detail::reserved_kind::always) reserved_ = true;
+    if (detail::reserved(detail::command_name(args...), detail::subcommand_name(args...)) ==
+        detail::reserved_kind::always) {
+      reserved_ = true;
+    }
     detail::write_command(buffer_, args...);
     ++commands_;
     return *this;
