@@ -229,6 +229,9 @@ io_result<row> row_wait::await_resume() noexcept {
 void row_wait::cancel() noexcept {
   if (!waiting_) return;
   query_op* op = rs_->op_.get();
+  // The driver may have taken the handle already (its resumption is queued, waiting_ not yet cleared): the wake
+  // wins, and the row it brought is returned.
+  if (!op->row_waiter_) return;
   waiting_ = false;
   ec_ = make_error_code(tern::error::operation_canceled);
   resume_later(*op->s_->ctx, std::exchange(op->row_waiter_, {}));

@@ -180,7 +180,10 @@ void pool_state::release_capacity(std::string message) {
 }
 
 void pool_state::give_back(connection c) {
-  if (!c.is_open()) {
+  // A connection whose state something else still holds (a row stream or a COPY handle kept past its lease) is
+  // not lent again: the next borrower could move it to another loop while the holder, on this one, still counts
+  // references to that state. It is closed (the holder sees it closed) and its capacity goes to the next.
+  if (!c.is_open() || c.state()->refs > 1) {
     c.close();
     drop_one();
     return;

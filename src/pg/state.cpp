@@ -151,7 +151,7 @@ prepared_entry* connection_state::prepared_for(const query_op* op) {
   e->statement_id = r.stmt->id();
   e->types.assign(r.params.types, r.params.types + r.params.count);
   e->name = "tern_" + std::to_string(r.stmt->id());
-  if (!entries.empty()) e->name += "_" + std::to_string(entries.size());
+  if (!entries.empty()) e->name += "_" + std::to_string(next_name_suffix++);
   e->st = prepared_entry::state::pending;
   entries.push_back(std::move(e));
   // A new entry is marked by having no slot yet: the caller sends its Parse.

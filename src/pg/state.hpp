@@ -206,6 +206,9 @@ struct connection_state {
 
   // Prepared statements by statement id.
   std::unordered_map<std::uint64_t, std::vector<std::unique_ptr<prepared_entry>>> prepared;
+  // The suffix of the next name of a statement prepared again for other parameter types: it only grows, so a
+  // name is never given twice on one connection (an entry whose Parse failed is removed from its list).
+  std::uint64_t next_name_suffix = 1;
 
   // Notifications.
   bool listening = false;

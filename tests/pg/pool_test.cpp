@@ -114,6 +114,37 @@ TEST_P(pg_pool_test, connections_come_back_clean) {
   }(*this, ctx), 60s);
 }
 
+TEST_P(pg_pool_test, a_connection_whose_stream_outlives_the_lease_is_not_lent_again) {
+  run_bounded(ctx, [](pg_pool_test& t, tern::io_context&) -> tern::task<void> {
+    pgl::pool dbpool({.conninfo = t.db().socket_conninfo(), .max_size = 1});
+    int pid = 0;
+    std::optional<pgl::row_stream> kept;
+    {
+      auto [ec, c] = co_await dbpool.acquire();
+      CO_ASSERT_OK(ec);
+      pid = c->backend_pid();
+      auto [sec, rows] = co_await c->stream("SELECT generate_series(1, 3)");
+      CO_ASSERT_OK(sec);
+      int count = 0;
+      for (;;) {
+        auto [rec, row] = co_await rows.next();
+        if (rec == tern::error::eof) break;
+        CO_ASSERT_OK(rec);
+        ++count;
+      }
+      EXPECT_EQ(count, 3);
+      kept.emplace(std::move(rows));  // the stream, ended, outlives the lease
+    }
+    // The connection is not idle in the pool while the stream holds its state: the next lease is another one.
+    auto [ec, c] = co_await dbpool.acquire();
+    CO_ASSERT_OK(ec);
+    EXPECT_NE(c->backend_pid(), pid);
+    EXPECT_EQ(dbpool.stats().dropped, 1u);
+    EXPECT_EQ(co_await scalar<int>(*c, "SELECT 7"), 7);
+    kept.reset();
+  }(*this, ctx), 60s);
+}
+
 TEST_P(pg_pool_test, a_connection_the_server_closed_is_replaced) {
   run_bounded(ctx, [](pg_pool_test& t, tern::io_context&) -> tern::task<void> {
     pgl::pool dbpool({.conninfo = t.db().socket_conninfo(), .max_size = 2});
