@@ -530,16 +530,30 @@ void server_connection::note_header_block(std::uint8_t type, std::uint8_t flags)
 }
 
 // The writer's: idle_timeout once no stream is open, a second for the answer to the shutdown notice's PING.
+// And while response bytes wait for the peer's windows, write_timeout after the last DATA frame: a peer that opens
+// no window for whole responses (whose handlers have ended, so no write of theirs waits and times out) would hold
+// their bodies and the connection for good.
 std::optional<clock::time_point> server_connection::write_deadline() const noexcept {
   if (goaway_sent_) return std::nullopt;  // the session winds down; it ends when nghttp2 is done
-  if (notice_sent_) return notice_at_ + std::chrono::seconds(1);
-  if (live_count_ == 0) return idle_since_ + hopts_.idle_timeout;
-  return std::nullopt;
+  std::optional<clock::time_point> d;
+  if (notice_sent_) d = notice_at_ + std::chrono::seconds(1);
+  else if (live_count_ == 0) d = idle_since_ + hopts_.idle_timeout;
+  if (whole_out_ != 0) {
+    const clock::time_point stall = data_sent_at_ + hopts_.write_timeout;
+    if (!d || stall < *d) d = stall;
+  }
+  return d;
 }
 
 void server_connection::on_write_deadline() {
   const clock::time_point now = clock::now();
   if (goaway_sent_) return;
+  if (whole_out_ != 0 && now - data_sent_at_ >= hopts_.write_timeout) {
+    // No DATA for that long with whole responses waiting: the connection goes (as write_body's rule for streams).
+    goaway_sent_ = true;
+    (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_NO_ERROR);
+    return;
+  }
   if (notice_sent_ ? now >= notice_at_ + std::chrono::seconds(1)
                    : live_count_ == 0 && now >= idle_since_ + hopts_.idle_timeout) {
     send_goaway(NGHTTP2_NO_ERROR);
@@ -717,6 +731,7 @@ server_stream* server_connection::open_stream(std::int32_t id) {
 
 void server_connection::recycle(server_stream& s) noexcept {
   if (s.streaming_) unqueue(s.queued());
+  else whole_out_ -= std::min(s.queued(), whole_out_);
   if (s.body_held_ != 0) {
     held_bodies_ -= s.body_held_;
     for (server_stream* x = live_; x != nullptr; x = x->next_) {
@@ -1124,6 +1139,7 @@ void server_connection::respond(server_stream& s, http::response& r) {
   s.out_taken_ = 0;
   s.out_done_ = true;
   const bool with_body = !bodiless && !head_only && !s.out_.empty();
+  if (with_body) whole_out_ += s.out_.size();
   if (!submit_head(s, r.status, r.headers, s.out_.size(), with_body)) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
 }
 
@@ -1142,6 +1158,7 @@ ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, 
   const std::size_t n = std::min(length, s.queued());
   std::memcpy(buf, s.out_.data() + s.out_taken_, n);
   s.out_taken_ += n;
+  if (!s.streaming_) c.whole_out_ -= std::min(n, c.whole_out_);
   if (s.queued() == 0) {
     s.out_.clear();
     s.out_taken_ = 0;

@@ -235,6 +235,7 @@ class server_connection final : public http::stop_listener {
   // request's end (RFC 9113 §8.1), REFUSED_STREAM for one beyond the handlers allowed.
   std::vector<std::pair<std::int32_t, std::uint32_t>> resets_;
   std::size_t queued_out_ = 0;      // streamed response bytes queued by every stream, not yet taken by nghttp2
+  std::size_t whole_out_ = 0;       // whole responses' body bytes not yet taken by nghttp2 (a stall bound applies)
   std::size_t held_bodies_ = 0;     // whole bodies' bytes consumed and held by the streams (read_whole)
   std::size_t pending_consume_ = 0; // connection window bytes of streams gone, to give back once calls return
   std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names and numbers it refers to
