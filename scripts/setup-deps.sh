@@ -18,7 +18,7 @@ packages=(
   libasio-dev
   libboost-dev libhttp-parser-dev libsimdjson-dev wrk
   valgrind
-  libpq-dev postgresql
+  libpq-dev postgresql libpqxx-dev
   curl
   iptables iproute2 procps ethtool util-linux
   libgtest-dev libgmock-dev

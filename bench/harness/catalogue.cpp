@@ -486,6 +486,38 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
     s.push_back(pubsub);
 }
 
+// ---- pg: a throwaway PostgreSQL cluster on the other CPU, every result checked ----
+
+// The client (the worker) runs on CPU 0 and makes its own cluster in a temporary directory (scenarios/pg/), its
+// server processes pinned to CPU 1, reached over a Unix socket. As with redis/*, the server's one backend per
+// connection sets the ceiling: client_cpu_us_per_query tells the clients apart, queries_per_s says how close each
+// gets to the ceiling. Each point costs an initdb (about a second) on top of its repetitions, so the quick profile
+// keeps two points.
+void add_pg_scenarios(std::vector<scenario_def>& s) {
+    const std::vector<std::string> clients = {"tern/io_uring", "tern/epoll", "raw/libpq_blocking",
+                                              "raw/libpq_pipeline", "libpqxx/blocking"};
+    scenario_def select{"pg/select", "pg",
+                        "`tasks` loops over `conns` connections to a PostgreSQL server pinned to CPU 1 (the client "
+                        "on CPU 0, over a Unix socket), each running SELECT $1::int with a number of its own and "
+                        "checking the value returned; client_cpu_us_per_query is the client process's CPU time "
+                        "(getrusage: user + system) over the phase per query. tern: tasks awaiting "
+                        "pg::connection::query, pipelined by the connection; raw/libpq_blocking: PQexecParams one "
+                        "query at a time (tasks do not apply; the connections taken in turn); raw/libpq_pipeline: "
+                        "libpq's pipeline mode by hand, `tasks` queries in flight, a sync point per refill, poll(): "
+                        "the floor; libpqxx/blocking: libpqxx 6.4's nontransaction::exec_params one at a time",
+                        {{"queries_per_s", "queries/s", better::higher},
+                         {"client_cpu_us_per_query", "us", better::lower}},
+                        {{{"tasks", std::int64_t{1}}, {"conns", std::int64_t{1}}},
+                         {{"tasks", std::int64_t{256}}, {"conns", std::int64_t{1}}}},
+                        {},
+                        true, true, clients, socket_quick_s};
+    for (std::int64_t conns : {1, 4})
+        for (std::int64_t tasks : {1, 16, 256})
+            if (tasks >= conns) select.full_points.push_back({{"tasks", tasks}, {"conns", conns}});
+    select.comparators = {"raw/libpq", "libpqxx/"};
+    s.push_back(select);
+}
+
 // ---- tls: loopback TCP with TLS 1.3 on OpenSSL 3, the same settings for every stack ----
 
 // tern::tls::stream against Asio's ssl::stream, both on the system's OpenSSL, each configured by
@@ -984,6 +1016,7 @@ std::vector<scenario_def> build_scenarios() {
     add_ws_scenarios(s);
     add_http2_scenarios(s);
     add_redis_scenarios(s);
+    add_pg_scenarios(s);
     add_datagram_and_local_scenarios(s);
     add_file_scenarios(s);
     add_services_scenarios(s);
@@ -1055,6 +1088,17 @@ std::vector<impl_def> build_impls() {
         {"raw/redis-benchmark",
          "redis-benchmark (redis-tools) with -c 1 -P tasks: redis/pipeline's floor, the server's own pipelining client",
          {{"", "tern-bench-redis"}}},
+        {"raw/libpq_blocking",
+         "libpq 15 (Debian libpq-dev) used directly: PQexecParams one query at a time, what most code does",
+         {{"", "tern-bench-pg"}}},
+        {"raw/libpq_pipeline",
+         "libpq 15's pipeline mode by hand (PQenterPipelineMode, PQsendQueryParams, PQpipelineSync), non-blocking, "
+         "poll(): pg/select's floor",
+         {{"", "tern-bench-pg"}}},
+        {"libpqxx/blocking",
+         "libpqxx 6.4 (Debian libpqxx-dev) on libpq: a pqxx::nontransaction per connection, exec_params one query at "
+         "a time",
+         {{"", "tern-bench-pg"}}},
         {"beast/parser",
          "Boost.Beast 1.74 http::basic_parser<true> (eager), a derived class recording every field as a view",
          {{"", "tern-bench-http"}}},

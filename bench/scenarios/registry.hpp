@@ -105,6 +105,7 @@ void redis_pipeline(session&);  // tern::redis
 void redis_pubsub(session&);
 void http2_ping_json(session&);  // tern::http2 (tern/io_uring-http1: tern::http's HTTP/1.1 server under wrk)
 void http2_streams(session&);
+void pg_select(session&);  // tern::pg
 }  // namespace tern_bench::tern_impl
 
 // The HTTP comparators of tern-bench-http: Boost.Beast (on Boost.Asio) and http-parser.
@@ -135,6 +136,8 @@ void tls_throughput_openssl(session&);  // raw/openssl: OpenSSL on non-blocking 
 void redis_pipeline_benchmark(session&);
 void http2_ping_json_nghttp2(session&);  // raw/nghttp2: nghttp2's server session on an epoll loop, no runtime
 void http2_streams_nghttp2(session&);  // raw/redis-benchmark (in tern-bench-redis): redis-benchmark -P
+void pg_select_libpq_blocking(session&);  // in tern-bench-pg: PQexecParams one at a time
+void pg_select_libpq_pipeline(session&);  // in tern-bench-pg: libpq's pipeline mode and poll(), the floor
 }  // namespace tern_bench::raw_impl
 
 // The Redis comparators of tern-bench-redis: hiredis with its libevent adapter.
@@ -142,3 +145,8 @@ namespace tern_bench::hiredis_impl {
 void redis_pipeline(session&);
 void redis_pubsub(session&);
 }  // namespace tern_bench::hiredis_impl
+
+// The PostgreSQL comparator of tern-bench-pg: libpqxx.
+namespace tern_bench::libpqxx_impl {
+void pg_select(session&);
+}  // namespace tern_bench::libpqxx_impl

@@ -65,6 +65,8 @@ constexpr std::array entries = {
     impl_entry{"redis/pipeline", "tern/epoll", t::redis_pipeline},
     impl_entry{"redis/pubsub", "tern/io_uring", t::redis_pubsub},
     impl_entry{"redis/pubsub", "tern/epoll", t::redis_pubsub},
+    impl_entry{"pg/select", "tern/io_uring", t::pg_select},
+    impl_entry{"pg/select", "tern/epoll", t::pg_select},
     impl_entry{"http/parse", "tern/parser", t::http_parse},
     impl_entry{"http/ping_json", "tern/io_uring", t::http_ping_json},
     impl_entry{"http/ping_json", "tern/epoll", t::http_ping_json},
