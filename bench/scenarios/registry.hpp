@@ -133,9 +133,9 @@ void files_read_libaio(session&);
 void tls_handshake_crypto(session&);  // raw/crypto: the public-key work of a handshake alone
 void tls_handshake_openssl(session&);  // raw/openssl: both ends over a BIO pair, no socket
 void tls_throughput_openssl(session&);  // raw/openssl: OpenSSL on non-blocking sockets, poll(), no runtime
-void redis_pipeline_benchmark(session&);
+void redis_pipeline_benchmark(session&);  // raw/redis-benchmark (in tern-bench-redis): redis-benchmark -P
 void http2_ping_json_nghttp2(session&);  // raw/nghttp2: nghttp2's server session on an epoll loop, no runtime
-void http2_streams_nghttp2(session&);  // raw/redis-benchmark (in tern-bench-redis): redis-benchmark -P
+void http2_streams_nghttp2(session&);
 void pg_select_libpq_blocking(session&);  // in tern-bench-pg: PQexecParams one at a time
 void pg_select_libpq_pipeline(session&);  // in tern-bench-pg: libpq's pipeline mode and poll(), the floor
 }  // namespace tern_bench::raw_impl
