@@ -559,7 +559,7 @@ void add_tls_scenarios(std::vector<scenario_def>& s) {
             "one thread over a BIO pair with no socket, each side's SSL calls timed and turned into the same two "
             "figures the same way; what a stack adds to it is its I/O and its loop",
         {{"handshakes_per_s", "handshakes/s", better::higher}, {"mean_us", "us", better::lower}},
-        {hs_point("off", 8), hs_point("on", 8)},
+        {hs_point("off", 8)},
         {hs_point("off", 1), hs_point("off", 8), hs_point("on", 1), hs_point("on", 8)},
         true, false, {"tern/io_uring", "tern/epoll", "asio/callbacks", "asio/coroutines", "raw/crypto", "raw/openssl"},
         tls_quick_s};
@@ -757,7 +757,7 @@ void add_file_scenarios(std::vector<scenario_def>& s) {
     scenario_def random{"files/random_read", "files",
                         std::string("random block-aligned offsets (a per-task xorshift): ") + common,
                         {{"mb_per_s", "MB/s", better::higher}, {"iops", "ops/s", better::higher}},
-                        {file_point("direct", 4 * K, 16, 256), file_point("buffered", 4 * K, 16, 256)},
+                        {file_point("direct", 4 * K, 16, 256)},
                         {},
                         true, false, impls, socket_quick_s};
     random.runs = file_impl_runs;
