@@ -17,20 +17,35 @@ using detail::connection_state;
 namespace {
 
 task<std::error_code> finish_copy(connection_state* s, result& report);
+task<> end_statement(connection_state* s, ExecStatusType first, const char* why);
+task<> abandon_start(connection_state* s, std::uint32_t id);
 
 // Starts a COPY statement and checks that the server entered the COPY state asked for; on failure the connection
-// is back in pipeline mode and released, and report holds the server's refusal.
+// is back in pipeline mode and released, and report holds the server's refusal. Given up (its task cancelled)
+// after the statement was sent, the server's answer is still awaited, and the COPY ended, by a task of its own
+// (abandon_start) that then releases the connection: leaving pipeline mode's exchange half done would break it.
 task<io_result<std::uint32_t>> start_copy(connection_state* s, const std::string& sql, ExecStatusType expected,
                                           result& report) {
   if (std::error_code ec = detail::refusal(s)) co_return io_result<std::uint32_t>{ec, 0};
   auto [gec, id] = co_await detail::exclusive_awaiter(s, true);
   if (gec) co_return io_result<std::uint32_t>{gec, 0};
   std::error_code ec = detail::leave_pipeline(s);
-  if (!ec && PQsendQuery(s->pg, sql.c_str()) == 0) {
-    ec = make_error_code(PQstatus(s->pg) == CONNECTION_BAD ? error::connection_lost : error::bad_response);
+  bool sent = false;
+  if (!ec) {
+    sent = PQsendQuery(s->pg, sql.c_str()) != 0;
+    if (!sent) ec = make_error_code(PQstatus(s->pg) == CONNECTION_BAD ? error::connection_lost : error::bad_response);
   }
   if (!ec) ec = co_await detail::flush_all(s);
   if (!ec) ec = co_await detail::await_result(s);
+  if (ec && sent && !s->closed && !s->broken) {
+    detail::retain(s);
+    try {
+      tern::spawn(*s->ctx, abandon_start(s, id)).detach();
+      co_return io_result<std::uint32_t>{ec, 0};
+    } catch (...) {
+      detail::release(s);  // out of memory: the connection breaks instead
+    }
+  }
   if (!ec) {
     PGresult* r = PQgetResult(s->pg);
     const ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
@@ -40,26 +55,43 @@ task<io_result<std::uint32_t>> start_copy(connection_state* s, const std::string
     }
     ec = st == PGRES_FATAL_ERROR ? detail::error_of(r, s->pg) : make_error_code(error::not_in_copy);
     report = result(r);
-    // A COPY of the other direction is ended (aborted, or cancelled and drained); then the rest of what the
-    // statement returned, up to its end.
-    if (st == PGRES_COPY_IN) {
-      if (PQputCopyEnd(s->pg, "not the COPY direction asked for") >= 0) co_await detail::flush_all(s);
-    } else if (st == PGRES_COPY_OUT) {
-      s->request_cancel();
-    }
-    if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT) {
-      result rest;
-      co_await finish_copy(s, rest);
-    } else {
-      while (!co_await detail::await_result(s)) {
-        PGresult* more = PQgetResult(s->pg);
-        if (more == nullptr) break;
-        PQclear(more);
-      }
-    }
+    co_await end_statement(s, st, "not the COPY direction asked for");
   }
   detail::return_to_pipeline(s, id);
   co_return io_result<std::uint32_t>{ec, 0};
+}
+
+// The rest of a COPY statement whose first result had the status first: a COPY is ended (one from the client
+// aborted with why, one to the client cancelled and drained), then the results that follow are read to the end.
+task<> end_statement(connection_state* s, ExecStatusType first, const char* why) {
+  if (first == PGRES_COPY_IN) {
+    if (PQputCopyEnd(s->pg, why) >= 0) co_await detail::flush_all(s);
+  } else if (first == PGRES_COPY_OUT) {
+    s->request_cancel();
+  }
+  if (first == PGRES_COPY_IN || first == PGRES_COPY_OUT) {
+    result rest;
+    co_await finish_copy(s, rest);
+  } else {
+    while (!co_await detail::await_result(s)) {
+      PGresult* more = PQgetResult(s->pg);
+      if (more == nullptr) break;
+      PQclear(more);
+    }
+  }
+}
+
+// A COPY whose start was given up: the statement's output is sent, its answer awaited and its COPY ended, then the
+// connection goes back to pipeline mode and is released (start_copy's caller released its own hold).
+task<> abandon_start(connection_state* s, std::uint32_t id) {
+  if (!co_await detail::flush_all(s) && !co_await detail::await_result(s)) {
+    PGresult* r = PQgetResult(s->pg);
+    const ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    PQclear(r);
+    co_await end_statement(s, st, "COPY abandoned by the client");
+  }
+  detail::return_to_pipeline(s, id);
+  detail::release(s);
 }
 
 // Reads the COPY's final results (its command status, then the end); the first error, with its report.

@@ -927,6 +927,7 @@ const request_slot::operations connection_state::resubscribe_ops[2] = {
      [](request_slot*, std::uint32_t, const resp::node&) {}, [](request_slot*, std::error_code) {}}};
 
 io_context& home_loop(const connection_state& s) noexcept { return s.ctx; }
+std::shared_ptr<connection_state> share(connection_state& s) noexcept { return s.shared_from_this(); }
 std::error_code submit(connection_state& s, request_slot& slot) { return s.submit(slot); }
 bool withdraw(connection_state& s, request_slot& slot) noexcept { return s.withdraw(slot); }
 sync::channel<message>& message_channel(connection_state& s) noexcept { return s.messages(); }

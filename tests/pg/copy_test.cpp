@@ -1,9 +1,13 @@
 // COPY on both backends: a million rows in through copy_in and back out through copy_out, every row checked;
-// bad data refused by the server at finish(); an aborted COPY rolled back; a reader abandoned part way; and the
-// connection serving queries after each.
+// bad data refused by the server at finish(); an aborted COPY rolled back; a reader abandoned part way; a COPY
+// given up while it starts, in both directions, alone and on a pooled connection; and the connection serving
+// queries after each.
 #include "pg_support.hpp"
 
+#include <tern/pg/pool.hpp>
+
 #include <charconv>
+#include <stop_token>
 
 namespace {
 
@@ -106,6 +110,96 @@ TEST_P(pg_copy_test, bad_data_an_abort_and_an_abandoned_reader_leave_the_connect
     EXPECT_EC(dec, pgl::error::not_in_copy);
     EXPECT_EQ(co_await scalar<int>(c, "SELECT 6"), 6);
     CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
+  }(*this, ctx), 60s);
+}
+
+// Starts a COPY on c and cancels its task at once, while the server has not yet confirmed the COPY: the task ends
+// with operation_canceled (or, if the confirmation won the race, with the stream, which is then dropped). True
+// when it was cancelled while starting.
+tern::task<bool> give_up_starting(tern::io_context& ctx, pgl::connection& c, const std::string& sql, bool in) {
+  std::stop_source stop;
+  std::error_code ec;
+  if (in) {
+    auto h = tern::spawn(ctx, c.copy_in(sql), stop.get_token());
+    co_await tern::yield();  // the COPY statement is sent; its task waits for the server's answer
+    stop.request_stop();
+    ec = (co_await std::move(h)).ec;
+  } else {
+    auto h = tern::spawn(ctx, c.copy_out(sql), stop.get_token());
+    co_await tern::yield();
+    stop.request_stop();
+    ec = (co_await std::move(h)).ec;
+  }
+  if (ec && ec != tern::error::operation_canceled) ADD_FAILURE() << sql << ": " << describe(ec);
+  co_return ec == tern::error::operation_canceled;
+}
+
+TEST_P(pg_copy_test, a_copy_given_up_while_it_starts_leaves_the_connection_in_step) {
+  run_bounded(ctx, [](pg_copy_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const std::string tbl = t.table();
+    CO_ASSERT_OK(co_await c.execute("CREATE TABLE " + tbl + " (id int)"));
+    const std::string in = "COPY " + tbl + " FROM STDIN";
+    const std::string out = "COPY (SELECT generate_series(1, 10000000)) TO STDOUT";
+    int cancelled = 0;
+    for (int round = 0; round < 5; ++round) {
+      for (const bool direction_in : {true, false}) {
+        const bool given_up = co_await give_up_starting(ctx, c, direction_in ? in : out, direction_in);
+        cancelled += given_up;
+        auto [ec, r] = co_await c.query("SELECT 1");
+        CO_ASSERT_OK(ec);
+        EXPECT_EQ(r[0][0].as<int>(), 1);
+      }
+    }
+    EXPECT_GT(cancelled, 0) << "no COPY was given up while it started";
+    // And the COPYs still work in both directions, nothing having been copied by the ones given up.
+    {
+      auto [ec, w] = co_await c.copy_in(in);
+      CO_ASSERT_OK(ec);
+      CO_ASSERT_OK(co_await w.write("8\n9\n"));
+      auto [fec, n] = co_await w.finish();
+      CO_ASSERT_OK(fec);
+      EXPECT_EQ(n, 2u);
+    }
+    {
+      auto [ec, r] = co_await c.copy_out("COPY " + tbl + " TO STDOUT");
+      CO_ASSERT_OK(ec);
+      std::string all;
+      for (;;) {
+        auto [rec, data] = co_await r.read();
+        if (rec == tern::error::eof) break;
+        CO_ASSERT_OK(rec);
+        all += data;
+      }
+      EXPECT_EQ(all, "8\n9\n");
+    }
+    CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
+  }(*this, ctx), 60s);
+}
+
+TEST_P(pg_copy_test, a_pooled_connection_whose_copy_was_given_up_while_it_started_is_lent_again) {
+  run_bounded(ctx, [](pg_copy_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::pool dbpool({.conninfo = t.db().socket_conninfo(), .max_size = 1});
+    const std::string out = "COPY (SELECT generate_series(1, 10000000)) TO STDOUT";
+    int cancelled = 0;
+    for (int round = 0; round < 5; ++round) {
+      for (const bool direction_in : {true, false}) {
+        auto [ec, lease] = co_await dbpool.acquire();
+        CO_ASSERT_OK(ec);
+        const std::string tbl = t.table("p" + std::to_string(round) + (direction_in ? "i" : "o"));
+        CO_ASSERT_OK(co_await lease->execute("CREATE TEMP TABLE " + tbl + " (id int)"));
+        const std::string sql = direction_in ? "COPY " + tbl + " FROM STDIN" : out;
+        const bool given_up = co_await give_up_starting(ctx, *lease, sql, direction_in);
+        cancelled += given_up;
+      }
+      auto [qec, r] = co_await dbpool.query("SELECT 1");
+      CO_ASSERT_OK(qec);
+      EXPECT_EQ(r[0][0].as<int>(), 1);
+    }
+    EXPECT_GT(cancelled, 0) << "no COPY was given up while it started";
+    // The one connection came back in step every time: never dropped, never replaced.
+    EXPECT_EQ(dbpool.stats().dropped, 0u);
+    EXPECT_EQ(dbpool.stats().connects, 1u);
   }(*this, ctx), 60s);
 }
 

@@ -1,10 +1,14 @@
 // Pipelining against a real redis-server: commands of many tasks coalesced into few writes with every reply on its
 // own command, 10000 commands from 100 tasks on two workers, cancellation and timeouts in the middle of a pipeline
-// (the replies that follow still land on their commands; an unsent command is never sent), explicit pipelines and
-// MULTI/EXEC transactions (queued errors, run-time errors, WATCH).
+// (the replies that follow still land on their commands; an unsent command is never sent), commands from another
+// worker when their connection is closed or destroyed under them, explicit pipelines and MULTI/EXEC transactions
+// (queued errors, run-time errors, WATCH).
 #include "redis/redis_support.hpp"
 
 #include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -175,6 +179,120 @@ TEST_P(redis_pipeline_test, timeouts_of_commands_from_another_worker) {
     EXPECT_OK(ec);
     EXPECT_EQ(v, "after");
     conn.close();
+  }(rt, cfg));
+}
+
+// What the commands of a task on another worker came to.
+struct remote_outcome {
+  int values = 0;  // the right reply
+  int ended = 0;   // error::closed (or timed_out, for those awaited under a timeout)
+  int wrong = 0;   // anything else: a wrong reply or another error
+};
+
+void count(remote_outcome& o, const redis::result<std::string>& r, const std::string& expected, bool timed) {
+  if (!r.ec) {
+    (r.value == expected ? o.values : o.wrong) += 1;
+  } else if (r.ec == redis::error::closed || (timed && r.ec == tern::error::timed_out)) {
+    ++o.ended;
+  } else {
+    ADD_FAILURE() << describe(r.ec);
+    ++o.wrong;
+  }
+}
+
+// The connection as the tasks of worker 1 reach it: under a lock, so that the test can destroy it between two of
+// their calls; a command is made under the lock and awaited outside it, possibly after the connection is gone.
+struct shared_connection {
+  std::mutex lock;
+  std::unique_ptr<redis::connection> conn;
+  using echo_op = decltype(std::declval<redis::connection&>().command<std::string>("ECHO", std::string()));
+  // The ECHO of text, or nothing once the connection is gone.
+  std::optional<echo_op> echo(const std::string& text) {
+    std::lock_guard guard(lock);
+    std::optional<echo_op> op;
+    if (conn) op.emplace(conn->command<std::string>("ECHO", text));
+    return op;
+  }
+};
+
+// ECHOes until a command ends in error or the connection is gone; every fourth under a timeout of 0 (cancelled as
+// it leaves, or in flight).
+task<remote_outcome> echo_until_gone(shared_connection& shared, int id, std::atomic<int>& replies) {
+  remote_outcome o;
+  for (int i = 0;; ++i) {
+    const std::string text = value_of(id, i);
+    std::optional<shared_connection::echo_op> op = shared.echo(text);
+    if (!op) co_return o;
+    const bool timed = i % 4 == 3;
+    redis::result<std::string> r;
+    if (timed) {
+      r = co_await tern::with_timeout(std::move(*op), 0ms);
+    } else {
+      r = co_await std::move(*op);
+    }
+    count(o, r, text, timed);
+    if (r.ec == redis::error::closed) co_return o;
+    if (!r.ec) replies.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// A command made while the connection lives and awaited once it is destroyed.
+task<remote_outcome> echo_after_the_end(shared_connection& shared, int id, std::atomic<int>& made,
+                                        std::atomic<bool>& go) {
+  remote_outcome o;
+  const std::string text = value_of(id, 0);
+  std::optional<shared_connection::echo_op> op = shared.echo(text);
+  made.fetch_add(1);
+  if (!op) co_return o;
+  while (!go.load()) co_await tern::yield();
+  const redis::result<std::string> r = co_await std::move(*op);
+  count(o, r, text, false);
+  co_return o;
+}
+
+TEST_P(redis_pipeline_test, commands_from_another_worker_end_when_their_connection_is_closed_or_destroyed) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  const redis::config cfg = server.unix_config();
+  rt.block_on([](tern::runtime& rt, redis::config cfg) -> task<void> {
+    for (const bool destroy : {false, true}) {
+      shared_connection shared;
+      shared.conn = std::make_unique<redis::connection>(here(), cfg);  // on worker 0
+      CO_ASSERT_OK(co_await shared.conn->connect());
+      std::atomic<int> replies{0};
+      std::atomic<int> made{0};
+      std::atomic<bool> go{false};
+      std::vector<tern::join_handle<remote_outcome>> looping;
+      std::vector<tern::join_handle<remote_outcome>> late;
+      for (int t = 0; t < 40; ++t) looping.push_back(rt.spawn_on(1, echo_until_gone, std::ref(shared), t, std::ref(replies)));
+      for (int t = 0; t < 20; ++t) {
+        late.push_back(rt.spawn_on(1, echo_after_the_end, std::ref(shared), 100 + t, std::ref(made), std::ref(go)));
+      }
+      // Mid-flight: commands queued to this loop, sent, and awaiting their replies.
+      for (int i = 0; i < 10000 && (replies.load() < 2000 || made.load() < 20); ++i) co_await tern::sleep_for(1ms);
+      EXPECT_GE(replies.load(), 2000);
+      if (destroy) {
+        std::lock_guard guard(shared.lock);
+        shared.conn.reset();
+      } else {
+        shared.conn->close();
+      }
+      // The connection's background task ends meanwhile; then the commands made before the end are awaited.
+      co_await tern::sleep_for(50ms);
+      go.store(true);
+      remote_outcome all;
+      for (auto* handles : {&looping, &late}) {
+        for (auto& h : *handles) {
+          const remote_outcome o = co_await std::move(h);
+          all.values += o.values;
+          all.ended += o.ended;
+          all.wrong += o.wrong;
+        }
+      }
+      EXPECT_EQ(all.wrong, 0) << (destroy ? "destroyed" : "closed");
+      EXPECT_GE(all.values, 2000);
+      EXPECT_GE(all.ended, 20) << "the late commands end with error::closed";
+      shared.conn.reset();
+    }
   }(rt, cfg));
 }
 

@@ -18,7 +18,8 @@
 // PostgreSQL does not allow COPY in. Writes wait for the socket when libpq's buffer is full, so a fast producer is
 // held back to the network's pace; reads take one piece at a time from libpq. A writer destroyed before finish()
 // aborts the COPY (the server rolls it back); a reader destroyed before the end asks the server to cancel it and
-// drops the rest. Either way the connection serves the next queries.
+// drops the rest. A COPY whose copy_in() or copy_out() is cancelled before the server has confirmed it is ended
+// the same way. Either way the connection serves the next queries.
 #pragma once
 
 #include <cstdint>

@@ -44,9 +44,11 @@
 //
 // Threads: the connection belongs to the loop it was made on, and is made, closed and destroyed there. Its
 // awaitables may be awaited on any loop of the process (another worker's task): the request is handed to the
-// connection's loop and the task resumes on its own. The arguments of a command are read when it is formatted, on
-// the connection's loop, which may be after the co_await began (and again on a replay): like any awaited
-// operation's arguments, they must outlive the co_await, which temporaries in the awaited expression do.
+// connection's loop and the task resumes on its own. Such a request holds the connection's state, so the
+// connection may be closed or destroyed meanwhile: the request then ends with error::closed (also one made before
+// and awaited after). The arguments of a command are read when it is formatted, on the connection's loop, which
+// may be after the co_await began (and again on a replay): like any awaited operation's arguments, they must
+// outlive the co_await, which temporaries in the awaited expression do.
 #pragma once
 
 #include <chrono>

@@ -15,11 +15,17 @@
 // the slot belongs to the connection's: cancel() posts a second item (cancel_hop_) that withdraws the slot on the
 // connection's loop, and two bits of flags_ decide which of the finish and the cancel hop resumes the task, so
 // that it resumes exactly once and only after the connection has let go of the slot.
+//
+// A request made or awaited on another loop holds the connection's state (keep_) until the connection's loop has
+// let go of it, so that the connection may be closed or destroyed meanwhile: the hops find the state alive,
+// and the request ends with error::closed. The state is let go on the connection's loop (by the finish or the
+// cancel hop, whichever resumes the task), so that the state's last owner is, in the normal course, that loop.
 #pragma once
 
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <memory>
 #include <system_error>
 
 #include "tern/detail/timer_wheel.hpp"
@@ -54,8 +60,10 @@ struct request_slot : tern::detail::timer_node {
   bool idempotent = false;       // may be sent again when its connection failed before the reply
 };
 
-// Implemented by the connection (connection.cpp); on its loop only.
+// Implemented by the connection (connection.cpp); on its loop only, but for home_loop and share.
 io_context& home_loop(const connection_state& s) noexcept;
+// A strong reference to s (which must be alive): any thread.
+std::shared_ptr<connection_state> share(connection_state& s) noexcept;
 // Queues the slot (formats it, links it): empty, or why it cannot be (then finish() is not called).
 std::error_code submit(connection_state& s, request_slot& slot);
 // Takes a queued slot back (its request unsent is dropped; sent, its reply will be read and dropped): true if it
@@ -64,9 +72,13 @@ bool withdraw(connection_state& s, request_slot& slot) noexcept;
 
 class request_op : public request_slot {
  public:
-  explicit request_op(connection_state& s) noexcept { state = &s; }
+  // Made on another loop than the connection's, it holds the connection's state from now on (see above).
+  explicit request_op(connection_state& s) noexcept {
+    state = &s;
+    if (io_context::current() != &home_loop(s)) keep_ = share(s);
+  }
   // Moved before it is awaited (into with_timeout, with_stop), never while suspended.
-  request_op(request_op&& o) noexcept : request_slot(o), outcome_(o.outcome_) {}
+  request_op(request_op&& o) noexcept : request_slot(o), outcome_(o.outcome_), keep_(std::move(o.keep_)) {}
   request_op(const request_op&) = delete;
   request_op& operator=(const request_op&) = delete;
   request_op& operator=(request_op&&) = delete;
@@ -82,6 +94,7 @@ class request_op : public request_slot {
       return !outcome_;
     }
     remote_ = true;
+    if (!keep_) keep_ = share(*state);
     node_.self = this;
     node_.run = &on_submit_hop;
     home.enqueue(&node_);
@@ -90,6 +103,8 @@ class request_op : public request_slot {
   // While suspended, on the awaiting task's loop: ends the request with operation_canceled, unless it has ended.
   void cancel() noexcept {
     if (!remote_) {
+      // Finished, the slot is the connection's no more (which may be gone by now).
+      if (flags_.load(std::memory_order_relaxed) & done_bit) return;
       if (withdraw(*state, *this)) {
         outcome_ = make_error_code(tern::error::operation_canceled);
         resume_on(*caller_);
@@ -110,10 +125,13 @@ class request_op : public request_slot {
     auto* self = static_cast<request_op*>(s);
     self->outcome_ = ec;
     if (!self->remote_) {
+      self->flags_.store(done_bit, std::memory_order_relaxed);
       self->resume_on(*self->caller_);
       return;
     }
-    if (self->flags_.fetch_or(done_bit, std::memory_order_acq_rel) & cancel_bit) return;  // the cancel hop resumes
+    // A cancel hop posted (or about to be) resumes the task, and lets go of the state: cancel() reads it.
+    if (self->flags_.fetch_or(done_bit, std::memory_order_acq_rel) & cancel_bit) return;
+    const std::shared_ptr<connection_state> keep = std::move(self->keep_);
     self->resume_on(*self->caller_);
   }
 
@@ -144,6 +162,7 @@ class request_op : public request_slot {
     if ((self->flags_.load(std::memory_order_acquire) & done_bit) == 0 && withdraw(*self->state, *self)) {
       self->outcome_ = make_error_code(tern::error::operation_canceled);
     }
+    const std::shared_ptr<connection_state> keep = std::move(self->keep_);
     self->resume_on(*self->caller_);
   }
 
@@ -151,6 +170,7 @@ class request_op : public request_slot {
   std::coroutine_handle<> handle_;
   hop node_;
   hop cancel_hop_;
+  std::shared_ptr<connection_state> keep_;  // while remote: the connection's state (see above)
   std::atomic<std::uint8_t> flags_{0};
   bool remote_ = false;
 };
