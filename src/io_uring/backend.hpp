@@ -1,18 +1,6 @@
-// The io_uring backend's class, shared by the files that implement it (src/io_uring/).
-//
-// The backend is one class split by concern: setup.cpp makes the ring and registers files and buffers,
-// submission.cpp turns operations into SQEs (and wakes parked loops), completion.cpp is the loop's turn (the
-// enter, and the dispatch of every CQE), multishot.cpp holds receive()'s and accept()'s multishot requests and the
-// receive pool's provided-buffer ring. What a turn runs for every operation or every completion (taking an SQE,
-// submitting, and the receive path's per-buffer steps) is defined here in the class, so that it is inlined into
-// its callers in every file as it was when the backend was a single file.
-//
-// Operations get one SQE each, prepared in start() and submitted together by poll(): one io_uring_enter per loop
-// turn both submits and reaps. A turn whose handlers run long submits early (io_context_options::submit_within:
-// the loop calls flush() between handlers once the oldest SQE has waited that long), so that a send is not held
-// back behind another connection's CPU work. A CQE's user_data is the io_op itself; reserved values mark the
-// cancel requests (whose own completions carry no information), the wake-up poll on an eventfd, and wake-up
-// messages.
+// The io_uring backend's class and the constants of its protocol with the kernel, for the parts that implement it
+// (src/io_uring/*.ipp). Only io_uring_backend.cpp includes this header, and with it every part: the backend is one
+// translation unit (the note there says why), so the class lives in an unnamed namespace as it did in one file.
 #pragma once
 
 #include <algorithm>
@@ -45,21 +33,22 @@
 #include "tern/io_context.hpp"
 
 namespace tern::detail {
+namespace {
 
-inline constexpr std::uint64_t cancel_tag = 0;
-inline constexpr std::uint64_t wake_tag = 1;
-inline constexpr std::uint64_t message_tag = 2;  // a wake-up message received from another loop's ring
+constexpr std::uint64_t cancel_tag = 0;
+constexpr std::uint64_t wake_tag = 1;
+constexpr std::uint64_t message_tag = 2;  // a wake-up message received from another loop's ring
 // The sender's own completion of a wake-up message: this bit plus a sequence number. No io_op address has it.
-inline constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
+constexpr std::uint64_t sent_bit = std::uint64_t{1} << 63;
 // Newer than liburing 2.3's header: a bundled send or receive (sqe->ioprio), and the kernel's feature bit for it.
-inline constexpr unsigned recvsend_bundle = 1U << 4;
-inline constexpr unsigned feat_recvsend_bundle = 1U << 14;
+constexpr unsigned recvsend_bundle = 1U << 4;
+constexpr unsigned feat_recvsend_bundle = 1U << 14;
 // A descriptor's multishot receive or accept: the descriptor's address with one of these low bits (addresses of
 // descriptors and io_ops are 8-byte aligned; the reserved values above are smaller than any address).
-inline constexpr std::uint64_t recv_multishot_bit = 1;
-inline constexpr std::uint64_t accept_multishot_bit = 2;
-inline constexpr std::uint64_t multishot_bits = recv_multishot_bit | accept_multishot_bit;
-inline std::uint64_t multishot_tag(const descriptor& d, std::uint64_t bit) noexcept {
+constexpr std::uint64_t recv_multishot_bit = 1;
+constexpr std::uint64_t accept_multishot_bit = 2;
+constexpr std::uint64_t multishot_bits = recv_multishot_bit | accept_multishot_bit;
+std::uint64_t multishot_tag(const descriptor& d, std::uint64_t bit) noexcept {
   return reinterpret_cast<std::uintptr_t>(&d) | bit;
 }
 
@@ -74,7 +63,7 @@ inline std::uint64_t multishot_tag(const descriptor& d, std::uint64_t bit) noexc
 
 // Newer than liburing 2.3's headers (kernel 6.8): IORING_REGISTER_PBUF_STATUS, which reads the kernel's head of a
 // provided-buffer ring (the receive pool's ring is moved to a larger one with it), and its argument.
-inline constexpr unsigned register_pbuf_status = 26;
+constexpr unsigned register_pbuf_status = 26;
 struct pbuf_status {
   std::uint32_t buf_group;  // in
   std::uint32_t head;       // out
@@ -83,10 +72,10 @@ struct pbuf_status {
 
 // The state of a zero-copy send, in io_op::aux beside send_plain_only: submitted as SEND_ZC; its result CQE has
 // arrived (in op.res); that CQE announced a notification; the notification has arrived.
-inline constexpr std::uint8_t zc_sent = 1;
-inline constexpr std::uint8_t zc_result = 2;
-inline constexpr std::uint8_t zc_more = 4;
-inline constexpr std::uint8_t zc_notified = 8;
+constexpr std::uint8_t zc_sent = 1;
+constexpr std::uint8_t zc_result = 2;
+constexpr std::uint8_t zc_more = 4;
+constexpr std::uint8_t zc_notified = 8;
 
 class io_uring_backend final : public backend {
  public:
@@ -424,4 +413,5 @@ class io_uring_backend final : public backend {
   bool bundles_ = false;
 };
 
+}  // namespace
 }  // namespace tern::detail

@@ -1,10 +1,10 @@
-// io_uring backend: submission. start() gives an operation its SQE (prepared here, submitted with the next
-// enter), cancel() asks the kernel to drop one, and wake() rouses a parked loop.
-//
+// io_uring backend, part of io_uring_backend.cpp: submission. start() gives an operation its SQE (prepared here,
+// submitted with the next enter), cancel() asks the kernel to drop one, and wake() rouses a parked loop.
 //
 // Cancellation is by user_data (IORING_OP_ASYNC_CANCEL on the op's address), never by fd: an fd number can be reused
 // as soon as it is closed, an address cannot while the op is pending. The cancelled op still delivers its own CQE
 // (-ECANCELED, or its result if it had already finished), and only then is its coroutine resumed, so the kernel is
+// done with the buffer by the time the awaiter looks at it.
 //
 // Waking a parked loop: from another io_uring loop's thread, a MSG_RING message from the poster's ring lands
 // straight in the parked ring's completion queue (the parked thread then has no eventfd to read and re-arm); from
@@ -12,9 +12,7 @@
 // a ring not yet enabled rejects it (-EBADFD; a loop announces that it is going to sleep before its first poll
 // enables the ring), and a message the kernel could not post at once would be cancelled if the poster's thread
 // exits before it is delivered. So a message is sent only to a ring known to be enabled, and the poster looks for
-//
-// so the listener keeps working once fds are free. A kernel without multishot accept (before 5.19) refuses the
-// first one with EINVAL; the loop then submits one ACCEPT per accept().
+// its completion right after the submit: anything but an immediate success also writes the eventfd.
 //
 // Zero-copy sends (io_context_options::zero_copy_send_threshold): a large enough send of a stream socket is a
 // SEND_ZC, which has two CQEs with the op's address: the result (IORING_CQE_F_MORE set when a notification
@@ -26,6 +24,8 @@
 // plain send cancelled too late. A refusal (EOPNOTSUPP on a socket without zero-copy support, such as a Unix
 // socket; EINVAL) makes the same op a plain SEND, after the notification if one was announced (the op's address
 // must not name two requests in the ring), and the descriptor remembers it (descriptor::zero_copy_refused). The
+// sends ask the kernel to report whether it copied the pages after all (IORING_SEND_ZC_REPORT_USAGE, 6.2), which
+// loopback always does: counted as zero_copy_copied.
 #include "io_uring/backend.hpp"
 
 namespace tern::detail {

@@ -1,7 +1,8 @@
-// io_uring backend: completion dispatch. poll() is the loop's turn: one io_uring_enter submits what is queued and
-// waits, then reap() hands each CQE to its owner by its user_data: a reserved tag (cancel requests, the wake-up poll,
-// wake-up messages), a descriptor's multishot request (multishot.cpp), or the io_op itself, which completes (a
-// zero-copy send's result and notification, here too, complete it together; submission.cpp describes them).
+// io_uring backend, part of io_uring_backend.cpp: completion dispatch. poll() is the loop's turn: one io_uring_enter
+// submits what is queued and waits, then reap() hands each CQE to its owner by its user_data: a reserved tag (cancel
+// requests, the wake-up poll, wake-up messages), a descriptor's multishot request (multishot.ipp), or the io_op itself,
+// which completes (a zero-copy send's result and notification, here too, complete it together; submission.ipp describes
+// them).
 #include "io_uring/backend.hpp"
 
 namespace tern::detail {

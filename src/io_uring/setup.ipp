@@ -1,4 +1,4 @@
-// io_uring backend.
+// io_uring backend, part of io_uring_backend.cpp: setting up the ring, its registered tables, and tearing down.
 //
 // One ring per loop, created SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG (completions are processed only when the loop
 // asks, in its own io_uring_enter, so they arrive in batches and never interrupt user code; the flag tells the loop
@@ -7,14 +7,13 @@
 // the first thread that submits, because SINGLE_ISSUER binds it to that thread and a loop is often created on one
 // thread and run on another; the ring fd is registered on that thread too, which saves an fd lookup per enter.
 //
-// loopback always does: counted as zero_copy_copied.
-//
 // Registered files and buffers: the ring's two tables are registered sparse, once, the first time a file or a
 // buffer set asks for a slot, and the backend hands out slots from them (files one at a time from a free list,
 // buffer sets as runs of consecutive slots). Sparse tables let any number of files and buffer sets come and go
 // on one ring with one update call each, where registering a whole table would replace every other user's
 // entries. A full table is tern::error::table_full; the file or memory then works unregistered. Any descriptor may
 // take a slot (basic_descriptor::register_descriptor): sockets name it in every operation, multishot ones too;
+// files in their reads, writes and syncs (statx refuses a registered file).
 #include "io_uring/backend.hpp"
 
 namespace tern::detail {

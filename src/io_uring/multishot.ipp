@@ -1,5 +1,4 @@
-// io_uring backend: multishot requests and the receive pool's buffer ring.
-//
+// io_uring backend, part of io_uring_backend.cpp: multishot requests and the receive pool's buffer ring.
 //
 // receive() (the loop's receive pool, detail/receive_pool.hpp): the pool is a provided-buffer ring registered as
 // buffer group 0, and each socket read with receive() keeps one multishot RECV armed (descriptor::rx_armed).
@@ -12,13 +11,16 @@
 // moved to a larger one at the end of the turn (move_pool_ring), and a receive that finds it empty before then
 // uses an overflow buffer. Where the kernel has bundles
 // (IORING_FEAT_RECVSEND_BUNDLE, 6.10) the multishot receive is a bundled one: a completion fills as many ring
-//
+// buffers as the waiting bytes need, names the first, and the pool knows the rest by the ring's order
 // (receive_pool::ring_next); each is queued or handed out on its own, as if it had come in a completion of its own.
 //
 // accept() on a listener works the same way: its first accept arms a multishot ACCEPT (the descriptor's too),
 // whose CQEs complete the accept that waits, oldest first, or queue the new socket on the descriptor for the next
 // one. The queue is bounded (io_context_options::accept_queue): at the bound the multishot is cancelled, and the
 // connections that follow wait in the kernel's listen backlog, as they do for a server that does not call accept.
+// An error (a full fd table: EMFILE) ends the multishot and goes to the waiting accept; the next accept re-arms it,
+// so the listener keeps working once fds are free. A kernel without multishot accept (before 5.19) refuses the
+// first one with EINVAL; the loop then submits one ACCEPT per accept().
 #include "io_uring/backend.hpp"
 
 namespace tern::detail {
