@@ -541,6 +541,9 @@ void add_pg_scenarios(std::vector<scenario_def>& s) {
     insert.runs = [](const param_list& point, std::string_view impl, std::string_view) {
         return impl != "raw/libpq_pipeline" || *find_param(point, "mode") == param_value{std::string("insert")};
     };
+    // One INSERT per round trip: blocking libpq does 5-10k rows/s here (fewer while others load the machine), so
+    // up to 30 s a round; the worker's time limit follows.
+    insert.fixed_rep_s = 30;
     insert.comparators = {"raw/libpq", "libpqxx/"};
     s.push_back(insert);
 }
