@@ -4,7 +4,7 @@
 //
 // pg/insert_batch for tern, one connection: mode=insert, `tasks` tasks each awaiting connection::query on a
 // prepared pg::statement for its share of the rows (task t the ids t, t + tasks, ...), pipelined by the
-// connection, each INSERT its own statement as the server sees it; mode=copy, connection::copy_in and
+// connection (the INSERTs between two of its sync points commit together); mode=copy, connection::copy_in and
 // copy_writer::write of 64 KiB chunks of text lines, then finish(), whose count of rows is checked.
 #include "../registry.hpp"
 #include "../tern_setup.hpp"
