@@ -515,6 +515,37 @@ void add_pg_scenarios(std::vector<scenario_def>& s) {
             if (tasks >= conns) select.full_points.push_back({{"tasks", tasks}, {"conns", conns}});
     select.comparators = {"raw/libpq", "libpqxx/"};
     s.push_back(select);
+
+    // Fixed work: each repetition writes n rows (the warm-up too), so a point costs four rounds and an initdb.
+    // Full profile only: the quick one is at its time budget.
+    scenario_def insert{"pg/insert_batch", "pg",
+                        "n rows (id int, name text, value float8; row i = (i, 'row-i', i + 0.25)) written into an "
+                        "emptied table over one connection to a PostgreSQL server pinned to CPU 1 (the client on CPU "
+                        "0, over a Unix socket); the TRUNCATE before and the check after each round (count, sum of "
+                        "ids, sum of values, names) are outside its timing, which ends with the server's "
+                        "acknowledgement of the last row; client_cpu_us_per_row is the client process's CPU time "
+                        "(getrusage: user + system) over the round per row. mode=insert: one INSERT per row. tern: "
+                        "`tasks` tasks awaiting pg::connection::query on a prepared pg::statement, pipelined by the "
+                        "connection; raw/libpq_blocking: PQexecParams one at a time, autocommit; raw/libpq_pipeline: "
+                        "the statement prepared, `tasks` PQsendQueryPrepared in flight in pipeline mode, a sync point "
+                        "per refill, poll(): the floor; libpqxx/blocking: exec_prepared0 one at a time in one "
+                        "pqxx::work committed at the end. mode=copy: COPY FROM STDIN in the text format. tern: "
+                        "connection::copy_in and copy_writer::write of 64 KiB chunks; raw/libpq_blocking: "
+                        "PQputCopyData of the same chunks, the floor (COPY is not allowed in pipeline mode, so "
+                        "raw/libpq_pipeline does not run it); libpqxx/blocking: pqxx::stream_to, a tuple per row",
+                        {{"rows_per_s", "rows/s", better::higher}, {"client_cpu_us_per_row", "us", better::lower}},
+                        {},
+                        {{{"mode", std::string("insert")}, {"tasks", std::int64_t{256}}, {"n", std::int64_t{100000}}},
+                         {{"mode", std::string("copy")}, {"n", std::int64_t{100000}}}},
+                        false, true, clients};
+    insert.runs = [](const param_list& point, std::string_view impl, std::string_view) {
+        return impl != "raw/libpq_pipeline" || *find_param(point, "mode") == param_value{std::string("insert")};
+    };
+    // One INSERT per round trip: blocking libpq does 5-10k rows/s here (fewer while others load the machine), so
+    // up to 30 s a round; the worker's time limit follows.
+    insert.fixed_rep_s = 30;
+    insert.comparators = {"raw/libpq", "libpqxx/"};
+    s.push_back(insert);
 }
 
 // ---- tls: loopback TCP with TLS 1.3 on OpenSSL 3, the same settings for every stack ----
@@ -1088,15 +1119,16 @@ std::vector<impl_def> build_impls() {
          "redis-benchmark (redis-tools) with -c 1 -P tasks: redis/pipeline's floor, the server's own pipelining client",
          {{"", "tern-bench-redis"}}},
         {"raw/libpq_blocking",
-         "libpq 15 (Debian libpq-dev) used directly: PQexecParams one query at a time, what most code does",
+         "libpq 15 (Debian libpq-dev) used directly: PQexecParams one query at a time, what most code does "
+         "(pg/insert_batch's COPY: PQputCopyData, the floor)",
          {{"", "tern-bench-pg"}}},
         {"raw/libpq_pipeline",
          "libpq 15's pipeline mode by hand (PQenterPipelineMode, PQsendQueryParams, PQpipelineSync), non-blocking, "
-         "poll(): pg/select's floor",
+         "poll(): the floor of pg/select and of pg/insert_batch's INSERTs",
          {{"", "tern-bench-pg"}}},
         {"libpqxx/blocking",
          "libpqxx 6.4 (Debian libpqxx-dev) on libpq: a pqxx::nontransaction per connection, exec_params one query at "
-         "a time",
+         "a time (pg/insert_batch: exec_prepared0 in one pqxx::work, stream_to for COPY)",
          {{"", "tern-bench-pg"}}},
         {"beast/parser",
          "Boost.Beast 1.74 http::basic_parser<true> (eager), a derived class recording every field as a view",

@@ -93,6 +93,9 @@ struct scenario_def {
     // instr_per_op, and openssl_instr_per_op where OpenSSL is shown apart.
     instruction_plan instructions{};
     std::vector<metric_def> instr_metrics{};
+    // A fixed-work scenario's longest expected repetition in seconds, which sets its worker's time limit and the
+    // plan's estimate; 0: about a second. For the ones whose slowest implementation takes many seconds per round.
+    double fixed_rep_s = 0;
 
     const std::vector<param_list>& points(profile p) const { return p == profile::quick ? quick_points : full_points; }
     const metric_def* find_metric(std::string_view metric) const;

@@ -120,8 +120,10 @@ std::vector<failure> refuse_fd_hungry(std::vector<planned_run>& plan) {
 }
 
 double expected_seconds(const planned_run& r, double duration, double warmup, int repeat) {
-    // Fixed-work scenarios take well under a second per repetition at the quick sizes; 1 s is a fair guess.
-    double per_rep = r.scenario->timed ? run_duration(r, duration) : 1.0;
+    // Fixed-work scenarios take well under a second per repetition at the quick sizes; 1 s is a fair guess unless
+    // the scenario says otherwise.
+    const double fixed = r.scenario->fixed_rep_s > 0 ? r.scenario->fixed_rep_s : 1.0;
+    double per_rep = r.scenario->timed ? run_duration(r, duration) : fixed;
     return warmup + per_rep * repeat + 0.2;
 }
 

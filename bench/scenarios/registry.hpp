@@ -106,6 +106,7 @@ void redis_pubsub(session&);
 void http2_ping_json(session&);  // tern::http2 (tern/io_uring-http1: tern::http's HTTP/1.1 server under wrk)
 void http2_streams(session&);
 void pg_select(session&);  // tern::pg
+void pg_insert_batch(session&);
 }  // namespace tern_bench::tern_impl
 
 // The HTTP comparators of tern-bench-http: Boost.Beast (on Boost.Asio) and http-parser.
@@ -138,6 +139,8 @@ void http2_ping_json_nghttp2(session&);  // raw/nghttp2: nghttp2's server sessio
 void http2_streams_nghttp2(session&);
 void pg_select_libpq_blocking(session&);  // in tern-bench-pg: PQexecParams one at a time
 void pg_select_libpq_pipeline(session&);  // in tern-bench-pg: libpq's pipeline mode and poll(), the floor
+void pg_insert_batch_libpq_blocking(session&);  // PQexecParams one at a time; COPY by PQputCopyData
+void pg_insert_batch_libpq_pipeline(session&);  // pipeline mode and poll() (mode=insert only)
 }  // namespace tern_bench::raw_impl
 
 // The Redis comparators of tern-bench-redis: hiredis with its libevent adapter.
@@ -149,4 +152,5 @@ void redis_pubsub(session&);
 // The PostgreSQL comparator of tern-bench-pg: libpqxx.
 namespace tern_bench::libpqxx_impl {
 void pg_select(session&);
+void pg_insert_batch(session&);
 }  // namespace tern_bench::libpqxx_impl

@@ -13,6 +13,9 @@ constexpr std::array entries = {
     impl_entry{"pg/select", "raw/libpq_blocking", raw_impl::pg_select_libpq_blocking},
     impl_entry{"pg/select", "raw/libpq_pipeline", raw_impl::pg_select_libpq_pipeline},
     impl_entry{"pg/select", "libpqxx/blocking", libpqxx_impl::pg_select},
+    impl_entry{"pg/insert_batch", "raw/libpq_blocking", raw_impl::pg_insert_batch_libpq_blocking},
+    impl_entry{"pg/insert_batch", "raw/libpq_pipeline", raw_impl::pg_insert_batch_libpq_pipeline},
+    impl_entry{"pg/insert_batch", "libpqxx/blocking", libpqxx_impl::pg_insert_batch},
 };
 
 }  // namespace

@@ -67,6 +67,8 @@ constexpr std::array entries = {
     impl_entry{"redis/pubsub", "tern/epoll", t::redis_pubsub},
     impl_entry{"pg/select", "tern/io_uring", t::pg_select},
     impl_entry{"pg/select", "tern/epoll", t::pg_select},
+    impl_entry{"pg/insert_batch", "tern/io_uring", t::pg_insert_batch},
+    impl_entry{"pg/insert_batch", "tern/epoll", t::pg_insert_batch},
     impl_entry{"http/parse", "tern/parser", t::http_parse},
     impl_entry{"http/ping_json", "tern/io_uring", t::http_ping_json},
     impl_entry{"http/ping_json", "tern/epoll", t::http_ping_json},

@@ -86,6 +86,42 @@ cluster::~cluster() {
     std::filesystem::remove_all(dir_, ec);
 }
 
+void append_copy_rows(std::string& out, int& next, int n, std::size_t chunk) {
+    char line[64];
+    while (next < n && out.size() < chunk) {
+        char* at = std::to_chars(line, line + 16, next).ptr;
+        *at++ = '\t';
+        char name[16];
+        const std::size_t len = row_name(name, next);
+        std::memcpy(at, name, len);
+        at += len;
+        *at++ = '\t';
+        at = std::to_chars(at, line + sizeof line - 1, row_value(next)).ptr;
+        *at++ = '\n';
+        out.append(line, static_cast<std::size_t>(at - line));
+        ++next;
+    }
+}
+
+int rows_of(const session& s) {
+    const std::int64_t n = s.param_int("n");
+    if (n < 1 || n > 10'000'000) throw bench_failure("n must be from 1 to 10^7");
+    return static_cast<int>(n);
+}
+
+bool copy_mode(const session& s) {
+    const auto& mode = s.request().params.at("mode");
+    if (mode != "insert" && mode != "copy") throw bench_failure("mode must be insert or copy, not " + mode);
+    return mode == "copy";
+}
+
+void check_checksum(std::string_view got, std::int64_t n) {
+    const std::string want = expected_checksum(n);
+    if (got != want)
+        throw bench_failure("bench_rows after the round: count, sum(id), sum(4 value), named = " + std::string(got) +
+                            ", expected " + want);
+}
+
 void announce(session& s, const cluster& c) {
     (void)c;
     s.info("postgresql", server_bin_dir());
