@@ -3,8 +3,8 @@
 #   release  clang-16, Release (the whole tree, tern-bench included)
 #   asan     clang-16, -O0, AddressSanitizer + UndefinedBehaviorSanitizer (at -O1 the optimizer spends twice as
 #            long on the instrumented code: the build took 2.1 times the CPU, the whole step 1.5 times)
-#   gcc      g++-12, -O2
 #   tsan     clang-16, -O1, ThreadSanitizer (the runtime's threads, cross-thread wake-ups, sync primitives)
+#   gcc      g++-12, -O2 (last: its tests need the least CPU, and run beside the fuzzing)
 # TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json). Each preset's test cases run
 # two or three at a time (the test presets' "jobs"; TERN_TEST_JOBS=N overrides it), those that need the machine to
 # themselves alone (tests/CMakeLists.txt says how), while the next preset builds (below).
@@ -105,7 +105,7 @@ step setup-deps bash scripts/setup-deps.sh
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 
-read -r -a presets <<<"${TERN_TEST_PRESETS:-release asan gcc tsan}"
+read -r -a presets <<<"${TERN_TEST_PRESETS:-release asan tsan gcc}"
 if ((${#presets[@]} == 0)); then
   echo "test.sh: TERN_TEST_PRESETS names no preset" >&2
   exit 2
