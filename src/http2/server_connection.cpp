@@ -734,9 +734,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   else whole_out_ -= std::min(s.queued(), whole_out_);
   if (s.body_held_ != 0) {
     held_bodies_ -= s.body_held_;
-    for (server_stream* x = live_; x != nullptr; x = x->next_) {
-      if (x->accumulating_) x->input_.set();  // room for the bodies that wait for it
-    }
+    wake_accumulating();  // room for the bodies that wait for it
   }
   if (s.prev_ != nullptr) s.prev_->next_ = s.next_;
   else live_ = s.next_;
@@ -773,8 +771,9 @@ void server_stream::release_fields() noexcept {
   in_trailers_ = has_content_length_ = websocket_ = false;
   if (in_.capacity() > kept_buffer) in_ = std::string();
   in_.clear();
-  in_taken_ = unconsumed_ = body_held_ = 0;
-  accumulating_ = false;
+  in_taken_ = unconsumed_ = parked_ = body_held_ = 0;
+  accumulating_ = in_line_ = false;
+  line_prev_ = line_next_ = nullptr;
   in_total_ = 0;
   input_.reset();
   in_end_ = expect_continue_ = false;
@@ -846,9 +845,9 @@ void server_connection::start_handler(server_stream& s) {
 void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   s.closed_ = true;
   s.close_code_ = code;
-  // The window its unread bytes took is the connection's again.
-  pending_consume_ += s.unconsumed_;
-  s.unconsumed_ = 0;
+  // The window its unread bytes took is the connection's again (its parked bytes gave theirs back already).
+  pending_consume_ += s.unconsumed_ - s.parked_;
+  s.unconsumed_ = s.parked_ = 0;
   (void)nghttp2_session_set_stream_user_data(session_.get(), s.id_, nullptr);
   if (!s.running_) {
     recycle(s);
@@ -863,13 +862,17 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   s.output_.set();
 }
 
-// What the handler has taken from the stream's input reopens the window by as much.
+// What the handler has taken from the stream's input reopens the windows by as much: the stream's, and the
+// connection's for the bytes not parked (whose share of it went back when they were parked, read_whole).
 void server_connection::consume(server_stream& s, std::size_t n) {
   n = std::min(n, s.unconsumed_);
   if (n == 0) return;
+  const std::size_t parked = std::min(n, s.parked_);
   s.unconsumed_ -= n;
+  s.parked_ -= parked;
   if (s.closed_) return;  // given back with the stream's close
-  (void)nghttp2_session_consume(session_.get(), s.id_, n);
+  if (parked != 0) (void)nghttp2_session_consume_stream(session_.get(), s.id_, parked);
+  if (n != parked) (void)nghttp2_session_consume(session_.get(), s.id_, n - parked);
   wake_writer();
 }
 
@@ -1013,16 +1016,22 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
 
 // A whole-body route's body: consumed as it arrives (the route wants all of it, up to max_body), and handed over in
 // place, as the stream's input holds it. The bodies a connection holds this way are bounded together, by the larger
-// of max_body and the connection window: beyond, a stream's window stays closed until another's body is released,
-// so a peer cannot make the server hold max_body for each of its streams (CVE-2019-9517's internal buffering).
+// of max_body and the connection window, so a peer cannot make the server hold max_body for each of its streams
+// (CVE-2019-9517's internal buffering). The room is handed out oldest first: the streams whose bodies are still
+// arriving wait in a line, the first may take all the room there is, and a later one only what is left beyond
+// what the first still needs, so the first can always complete and release its room, and no stream starves
+// (room spread thinly over many bodies would let none complete). The bytes a stream has no room for yet are given
+// back to the connection's window at once (not to its own, which stays closed until it gets room), so that they
+// do not hold the window the first stream's bytes need; each holds at most its own window that way.
 task<std::error_code> server_connection::read_whole(server_stream& s, std::string_view& body) {
-  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
+  struct in_line {
+    server_connection& c;
+    server_stream& s;
+    ~in_line() { c.leave_line(s); }
+  } line{*this, s};
+  join_line(s);
   for (;;) {
-    const std::size_t room = budget > held_bodies_ ? budget - held_bodies_ : 0;
-    const std::size_t n = s.in_end_ ? s.unconsumed_ : std::min(s.unconsumed_, room);
-    consume(s, n);
-    s.body_held_ += n;
-    held_bodies_ += n;
+    take_room(s);
     if (s.in_total_ > hopts_.limits.max_body) co_return make_error_code(http::error::body_too_large);
     if (s.in_end_) break;
     if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
@@ -1034,6 +1043,61 @@ task<std::error_code> server_connection::read_whole(server_stream& s, std::strin
   }
   body = std::string_view(s.in_).substr(s.in_taken_);
   co_return std::error_code{};
+}
+
+// What the room allows of the stream's bytes is held (its window reopens by as much); the rest is parked.
+void server_connection::take_room(server_stream& s) {
+  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
+  std::size_t room = budget > held_bodies_ ? budget - held_bodies_ : 0;
+  if (&s != line_first_) room -= std::min(room, reserved_for_first());
+  // A body that has all arrived is in memory already: taking it completes the stream, which releases it.
+  const std::size_t n = s.in_end_ ? s.unconsumed_ : std::min(s.unconsumed_, room);
+  consume(s, n);
+  s.body_held_ += n;
+  held_bodies_ += n;
+  const std::size_t unparked = s.unconsumed_ - s.parked_;
+  if (unparked == 0 || s.closed_) return;
+  s.parked_ += unparked;
+  (void)nghttp2_session_consume_connection(session_.get(), unparked);
+  wake_writer();
+}
+
+// What the first body of the line may still need: its Content-Length, or else max_body, less what it holds.
+std::size_t server_connection::reserved_for_first() const noexcept {
+  const server_stream* f = line_first_;
+  if (f == nullptr) return 0;
+  const std::uint64_t max_body = hopts_.limits.max_body;
+  const std::uint64_t need = f->has_content_length_ ? std::min(f->head_.content_length, max_body) : max_body;
+  return need > f->body_held_ ? static_cast<std::size_t>(need - f->body_held_) : 0;
+}
+
+void server_connection::join_line(server_stream& s) noexcept {
+  s.in_line_ = true;
+  s.line_prev_ = line_last_;
+  s.line_next_ = nullptr;
+  if (line_last_ != nullptr) line_last_->line_next_ = &s;
+  else line_first_ = &s;
+  line_last_ = &s;
+}
+
+// Whatever ended the wait (the whole body, an error, the stream's reset or close): the stream leaves the line, and
+// if it was the first, the next is first now and the room reserved for it changes for all.
+void server_connection::leave_line(server_stream& s) noexcept {
+  if (!s.in_line_) return;
+  s.in_line_ = false;
+  const bool was_first = &s == line_first_;
+  if (s.line_prev_ != nullptr) s.line_prev_->line_next_ = s.line_next_;
+  else line_first_ = s.line_next_;
+  if (s.line_next_ != nullptr) s.line_next_->line_prev_ = s.line_prev_;
+  else line_last_ = s.line_prev_;
+  s.line_prev_ = s.line_next_ = nullptr;
+  if (was_first) wake_accumulating();
+}
+
+void server_connection::wake_accumulating() noexcept {
+  for (server_stream* x = live_; x != nullptr; x = x->next_) {
+    if (x->accumulating_) x->input_.set();
+  }
 }
 
 clock::time_point server_connection::body_deadline(const server_stream& s) const noexcept {

@@ -106,8 +106,12 @@ class server_stream final : public http::detail::exchange {
   std::string in_;
   std::size_t in_taken_ = 0;
   std::size_t unconsumed_ = 0;
+  std::size_t parked_ = 0;         // of unconsumed_: already given back to the connection's window (read_whole)
   std::size_t body_held_ = 0;      // of a whole body: bytes consumed and held (server_connection::held_bodies_)
   bool accumulating_ = false;      // a whole body waits for bytes, or for room among the held bodies
+  bool in_line_ = false;           // a whole body in the connection's line for room (oldest first)
+  server_stream* line_prev_ = nullptr;
+  server_stream* line_next_ = nullptr;
   std::uint64_t in_total_ = 0;
   clock::time_point body_start_{};
   sync::auto_reset_event input_;
@@ -189,6 +193,11 @@ class server_connection final : public http::stop_listener {
   task<void> serve_whole(server_stream& s, http::request& req, const http::router::route& route);
   task<void> serve_streaming(server_stream& s, http::request& req, const http::router::route& route);
   task<std::error_code> read_whole(server_stream& s, std::string_view& body);
+  void take_room(server_stream& s);
+  std::size_t reserved_for_first() const noexcept;
+  void join_line(server_stream& s) noexcept;
+  void leave_line(server_stream& s) noexcept;
+  void wake_accumulating() noexcept;
   task<void> tunnel(server_stream& s, http::response& r);
   clock::time_point body_deadline(const server_stream& s) const noexcept;
   void send_continue(server_stream& s);
@@ -237,6 +246,8 @@ class server_connection final : public http::stop_listener {
   std::size_t queued_out_ = 0;      // streamed response bytes queued by every stream, not yet taken by nghttp2
   std::size_t whole_out_ = 0;       // whole responses' body bytes not yet taken by nghttp2 (a stall bound applies)
   std::size_t held_bodies_ = 0;     // whole bodies' bytes consumed and held by the streams (read_whole)
+  server_stream* line_first_ = nullptr;  // the whole bodies still arriving, oldest first: room goes to the first
+  server_stream* line_last_ = nullptr;
   std::size_t pending_consume_ = 0; // connection window bytes of streams gone, to give back once calls return
   std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names and numbers it refers to
   std::string nva_text_;
