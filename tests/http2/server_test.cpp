@@ -546,7 +546,16 @@ TEST_P(http2_server_test, whole_bodies_waiting_for_room_go_on_when_others_are_re
     if (partial) c.send_body(ids.back(), std::string(30 * 1024, 'z'), false);
     reset.push_back(partial);
   }
-  c.run_for(300ms);
+  // Those behind the first send their stream's window and no more (that is all a waiting stream holds), and wait.
+  const auto windows_spent = [&] {
+    for (std::size_t i = 1; i < ids.size(); ++i) {
+      if (c.stream_send_window(ids[i]) != 0) return false;
+    }
+    return true;
+  };
+  EXPECT_TRUE(c.run_until(windows_spent, 10s));
+  c.run_for(200ms);
+  EXPECT_TRUE(windows_spent());
   for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(c.answer(ids[i]).status, 0) << i << " answered early";
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (reset[i]) c.reset(ids[i]);
