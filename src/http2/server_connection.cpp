@@ -262,7 +262,7 @@ struct callbacks {
                            std::size_t length, void* user) {
     server_connection& c = conn(user);
     server_stream* s = stream(session, id);
-    if (s == nullptr || s->closed_) {
+    if (s == nullptr || s->closed_ || s->shed_) {
       c.pending_consume_ += length;
       return 0;
     }
@@ -772,7 +772,7 @@ void server_stream::release_fields() noexcept {
   if (in_.capacity() > kept_buffer) in_ = std::string();
   in_.clear();
   in_taken_ = unconsumed_ = parked_ = body_held_ = 0;
-  accumulating_ = in_line_ = false;
+  accumulating_ = in_line_ = shed_ = false;
   line_prev_ = line_next_ = nullptr;
   in_total_ = 0;
   input_.reset();
@@ -847,6 +847,7 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   s.close_code_ = code;
   // The window its unread bytes took is the connection's again (its parked bytes gave theirs back already).
   pending_consume_ += s.unconsumed_ - s.parked_;
+  parked_bytes_ -= s.parked_;
   s.unconsumed_ = s.parked_ = 0;
   (void)nghttp2_session_set_stream_user_data(session_.get(), s.id_, nullptr);
   if (!s.running_) {
@@ -855,7 +856,7 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   }
   if (code != NGHTTP2_NO_ERROR || !s.out_done_) {
     // Closed under its handler (the peer's RST_STREAM, a stream error): the handler is cancelled.
-    if (code != NGHTTP2_NO_ERROR) (void)charge(1);
+    if (code != NGHTTP2_NO_ERROR && !s.shed_) (void)charge(1);  // a refusal of its own was charged when sent
     s.stop_.request_stop();
   }
   s.input_.set();
@@ -870,6 +871,7 @@ void server_connection::consume(server_stream& s, std::size_t n) {
   const std::size_t parked = std::min(n, s.parked_);
   s.unconsumed_ -= n;
   s.parked_ -= parked;
+  parked_bytes_ -= parked;
   if (s.closed_) return;  // given back with the stream's close
   if (parked != 0) (void)nghttp2_session_consume_stream(session_.get(), s.id_, parked);
   if (n != parked) (void)nghttp2_session_consume(session_.get(), s.id_, n - parked);
@@ -905,7 +907,7 @@ task<void> server_connection::stream_task(server_stream& s) {
   }
   s.running_ = false;
   --handlers_;
-  if (!s.closed_ && !s.responded_) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
+  if (!s.closed_ && !s.responded_ && !s.shed_) reset_stream(s, NGHTTP2_INTERNAL_ERROR);
   if (s.closed_) recycle(s);
   wake_writer();
   tasks_.done(ctx_);
@@ -1022,7 +1024,8 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
 // what the first still needs, so the first can always complete and release its room, and no stream starves
 // (room spread thinly over many bodies would let none complete). The bytes a stream has no room for yet are given
 // back to the connection's window at once (not to its own, which stays closed until it gets room), so that they
-// do not hold the window the first stream's bytes need; each holds at most its own window that way.
+// do not hold the window the first stream's bytes need; each holds at most its own window that way, and all of
+// them together at most parked_cap(), beyond which the youngest are refused (park).
 task<std::error_code> server_connection::read_whole(server_stream& s, std::string_view& body) {
   struct in_line {
     server_connection& c;
@@ -1034,7 +1037,7 @@ task<std::error_code> server_connection::read_whole(server_stream& s, std::strin
     take_room(s);
     if (s.in_total_ > hopts_.limits.max_body) co_return make_error_code(http::error::body_too_large);
     if (s.in_end_) break;
-    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+    if (s.closed_ || s.shed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     send_continue(s);
     s.accumulating_ = true;
     std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
@@ -1056,9 +1059,48 @@ void server_connection::take_room(server_stream& s) {
   s.body_held_ += n;
   held_bodies_ += n;
   const std::size_t unparked = s.unconsumed_ - s.parked_;
-  if (unparked == 0 || s.closed_) return;
+  if (unparked == 0 || s.closed_ || !park(s, unparked)) return;
   s.parked_ += unparked;
+  parked_bytes_ += unparked;
   (void)nghttp2_session_consume_connection(session_.get(), unparked);
+  wake_writer();
+}
+
+// Parked bytes are memory the connection's window no longer bounds, so they are capped (parked_cap): bytes that
+// would pass the cap make room by refusing the youngest streams of the line (REFUSED_STREAM: the peer knows they
+// were not processed and may send them again), the stream itself if it is the youngest, never the first, which
+// always goes on. False when s itself was refused. The first's bytes are parked whatever the cap (at most its
+// window: they wait only for room that bodies already complete still hold).
+bool server_connection::park(server_stream& s, std::size_t n) {
+  while (parked_bytes_ + n > parked_cap()) {
+    server_stream* youngest = line_last_;
+    if (youngest == nullptr || youngest == line_first_) return true;
+    shed(*youngest);
+    if (youngest == &s) return false;
+  }
+  return true;
+}
+
+// A stream refused for the cap: it leaves the line, its bytes go (their window back to the connection), and its
+// handler ends without an answer; what still arrives for it is dropped until the peer sees the reset.
+void server_connection::shed(server_stream& s) {
+  s.shed_ = true;
+  leave_line(s);
+  const std::size_t unparked = s.unconsumed_ - s.parked_;
+  if (unparked != 0) (void)nghttp2_session_consume_connection(session_.get(), unparked);
+  parked_bytes_ -= s.parked_;
+  s.unconsumed_ = s.parked_ = 0;
+  if (s.body_held_ != 0) {
+    held_bodies_ -= s.body_held_;
+    s.body_held_ = 0;
+    wake_accumulating();
+  }
+  s.in_ = std::string();
+  s.in_taken_ = 0;
+  if (!s.closed_ && !dead_) {
+    (void)nghttp2_submit_rst_stream(session_.get(), NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_REFUSED_STREAM);
+  }
+  s.input_.set();
   wake_writer();
 }
 

@@ -505,7 +505,10 @@ TEST_P(http2_server_test, a_whole_response_to_a_zero_window_peer_is_not_held_for
 }
 
 // Whole bodies held together are bounded (read_whole): uploads that together exceed the bound, none of them
-// alone, are each answered, not left holding part of the room apiece until all of them time out.
+// alone, are each answered, not left holding part of the room apiece until all of them time out. What waits beyond
+// the bound and the windows is capped too (the parked bytes, at twice the connection window: here 128 KiB, where
+// the three behind the first send up to 176 KiB), so the youngest may be refused (REFUSED_STREAM: not processed),
+// and sent again as a client does (RFC 9113 §8.7); each is answered, none refused more than once.
 TEST_P(http2_server_test, whole_bodies_beyond_the_shared_bound_are_all_answered) {
   http2::server_options h2;
   h2.stream_window = 64 * 1024;
@@ -515,12 +518,19 @@ TEST_P(http2_server_test, whole_bodies_beyond_the_shared_bound_are_all_answered)
   o.body_timeout = 1s;
   h2_server srv(GetParam(), std::move(o));
   h2_client c(srv.s.port());
+  const auto body = [](int i) { return std::string(60 * 1024, char('a' + i)); };
   std::vector<std::int32_t> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(c.request("POST", "/echo", {}, std::string(60 * 1024, char('a' + i))));
+  for (int i = 0; i < 4; ++i) ids.push_back(c.request("POST", "/echo", {}, body(i)));
   for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(c.finish(ids[static_cast<std::size_t>(i)], 10s));
-    EXPECT_EQ(c.answer(ids[static_cast<std::size_t>(i)]).status, 200) << i;
-    EXPECT_EQ(c.answer(ids[static_cast<std::size_t>(i)]).body, std::string(60 * 1024, char('a' + i))) << i;
+    std::int32_t& id = ids[static_cast<std::size_t>(i)];
+    ASSERT_TRUE(c.finish(id, 10s));
+    if (c.answer(id).close_code == NGHTTP2_REFUSED_STREAM) {
+      EXPECT_NE(i, 0) << "the first is never refused";
+      id = c.request("POST", "/echo", {}, body(i));
+      ASSERT_TRUE(c.finish(id, 10s));
+    }
+    EXPECT_EQ(c.answer(id).status, 200) << i;
+    EXPECT_EQ(c.answer(id).body, body(i)) << i;
   }
 }
 
@@ -570,6 +580,73 @@ TEST_P(http2_server_test, whole_bodies_waiting_for_room_go_on_when_others_are_re
   const std::int32_t after = c.request("POST", "/echo", {}, std::string(60 * 1024, 'q'));
   ASSERT_TRUE(c.finish(after, 10s));
   EXPECT_EQ(c.answer(after).body, std::string(60 * 1024, 'q'));
+}
+
+
+// Bytes a waiting stream has no room for are parked (its window stays shut, the connection's reopens), and parked
+// bytes are capped per connection (twice the connection window): a peer that opens many streams and sends each its
+// window while the first body never ends gets the youngest refused (RST_STREAM REFUSED_STREAM), never the first,
+// and the server holds no more than the cap for the rest; the first, once it ends, is answered with its body whole.
+TEST_P(http2_server_test, parked_bytes_are_capped_by_refusing_the_youngest_streams) {
+  constexpr std::size_t window = 16 * 1024;
+  constexpr std::size_t cap = 2 * 64 * 1024;
+  http2::server_options h2;
+  h2.stream_window = window;
+  h2.connection_window = 64 * 1024;
+  http::server_options o = h2_server_options(h2);
+  o.limits.max_body = 64 * 1024;
+  o.body_timeout = 10s;
+  h2_server srv(GetParam(), std::move(o));
+  h2_client c(srv.s.port());
+  // The first body may need all the room (no Content-Length: max_body), so none behind it gets any.
+  const std::int32_t first = c.request("POST", "/echo", {}, std::nullopt, true);
+  c.send_body(first, std::string(30 * 1024, 'f'), false);
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 99; ++i) ids.push_back(c.request("POST", "/echo", {}, std::string(60 * 1024, 'w')));
+  // Each stream behind the first has sent its window, or has been reset.
+  const auto settled = [&] {
+    for (std::int32_t id : ids) {
+      if (!c.answer(id).closed && c.stream_send_window(id) != 0) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(c.run_until(settled, 10s));
+  c.run_for(200ms);
+  std::size_t held = 0;
+  std::size_t refused = 0;
+  std::int32_t oldest_refused = 0, youngest_waiting = 0;
+  for (std::int32_t id : ids) {
+    const h2_answer& a = c.answer(id);
+    if (a.closed) {
+      EXPECT_TRUE(a.reset_by_peer) << id;
+      EXPECT_EQ(a.close_code, NGHTTP2_REFUSED_STREAM) << id;
+      EXPECT_EQ(a.status, 0) << id;
+      ++refused;
+      if (oldest_refused == 0) oldest_refused = id;
+    } else {
+      held += window - static_cast<std::size_t>(c.stream_send_window(id));
+      youngest_waiting = id;
+    }
+  }
+  // What the waiting streams have sent and the server holds (their windows stay shut) is within the cap; without
+  // it, 99 windows (1.5 MiB) would be.
+  EXPECT_LE(held, cap);
+  EXPECT_GT(refused, 0u);
+  EXPECT_GT(held + window, cap) << "the streams that wait fill the cap";
+  // Only the youngest are refused: every refused stream is younger than every waiting one.
+  EXPECT_LT(youngest_waiting, oldest_refused);
+  EXPECT_FALSE(c.answer(first).closed);
+  // The first goes on and is answered whole; those that waited behind it follow.
+  c.send_body(first, std::string(20 * 1024, 'g'), true);
+  ASSERT_TRUE(c.finish(first, 10s));
+  EXPECT_EQ(c.answer(first).status, 200);
+  EXPECT_EQ(c.answer(first).body, std::string(30 * 1024, 'f') + std::string(20 * 1024, 'g'));
+  for (std::int32_t id : ids) {
+    if (id > youngest_waiting) break;
+    ASSERT_TRUE(c.finish(id, 10s)) << id;
+    EXPECT_EQ(c.answer(id).status, 200) << id;
+    EXPECT_EQ(c.answer(id).body, std::string(60 * 1024, 'w')) << id;
+  }
 }
 
 }  // namespace
