@@ -25,7 +25,8 @@ using namespace tern_test;
 class http2_protection_test : public ::testing::TestWithParam<tern::backend_kind> {};
 TERN_INSTANTIATE_BACKENDS(http2_protection_test);
 
-std::string backend_env(tern::backend_kind k) { return "TERN_BACKEND=" + backend_label(k) + " "; }
+// The server is the shell's process itself (exec), so that its memory and CPU are what usage_of reads.
+std::string backend_env(tern::backend_kind k) { return "TERN_BACKEND=" + backend_label(k) + " exec "; }
 
 // ---- HPACK, by hand (RFC 7541) ----
 
