@@ -200,8 +200,8 @@ class server_connection final : public http::stop_listener {
   void leave_line(server_stream& s) noexcept;
   void wake_accumulating() noexcept;
   bool park(server_stream& s, std::size_t n);
-  // Twice the connection window: a few uploads beyond the shared bound wait without a refusal (at the window
-  // alone, two of four 60 KiB uploads over 64 KiB windows were refused), and no more than that is held.
+  // Twice the connection window: several uploads may wait behind a first body without a refusal (seven 16 KiB
+  // windows behind one over a 64 KiB connection window), and no more than that is held.
   std::size_t parked_cap() const noexcept { return 2 * std::size_t{opts_.connection_window}; }
   void shed(server_stream& s);
   task<void> tunnel(server_stream& s, http::response& r);
