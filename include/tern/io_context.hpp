@@ -45,6 +45,8 @@
 #include "tern/detail/frame_pool.hpp"
 #include "tern/detail/line_pool.hpp"
 #include "tern/detail/loop_counters.hpp"
+#include "tern/detail/posted.hpp"
+#include "tern/detail/share_group.hpp"
 #include "tern/detail/thread_identity.hpp"
 #include "tern/detail/timer_wheel.hpp"
 #include "tern/detail/work_queue.hpp"
@@ -124,101 +126,6 @@ struct io_context_options {
 };
 
 namespace detail {
-// The loops of one runtime, as far as sharing work is concerned: which of them are idle. Implemented by runtime.
-class share_group {
- public:
-  // Any idle member at all (one relaxed load: checked once per loop turn by busy members).
-  bool any_idle() const noexcept { return idle_count_.load(std::memory_order_relaxed) != 0; }
-  // Marks member i idle or busy (from member i's thread).
-  void set_idle(unsigned i, bool idle) noexcept;
-  // Claims an idle member other than self (clears its idle mark), or returns null.
-  io_context* claim_idle(unsigned self) noexcept;
-  // Member i's amount of shareable work, as it last published it (from member i's thread).
-  void publish_load(unsigned i, std::size_t load) noexcept { load_slot(i).store(load, std::memory_order_relaxed); }
-  // The member other than self with the least published shareable work, and that amount (null if alone).
-  io_context* least_loaded(unsigned self, std::size_t& load) noexcept;
-
- protected:
-  share_group() = default;
-  ~share_group() = default;
-  virtual io_context* member(unsigned i) noexcept = 0;
-  virtual std::atomic<bool>& idle_flag(unsigned i) noexcept = 0;
-  virtual std::atomic<std::size_t>& load_slot(unsigned i) noexcept = 0;
-  virtual unsigned member_count() const noexcept = 0;
-
- private:
-  std::atomic<unsigned> idle_count_{0};
-};
-
-// Posted handler: the callable lives in a pooled block next to its queue node.
-template <class F>
-struct posted final : work_item {
-  F fn;
-  explicit posted(F&& f) : fn(std::move(f)) { init(); }
-  explicit posted(const F& f) : fn(f) { init(); }
-  void init() noexcept {
-    run = &invoke;
-    discard = &drop;
-  }
-  static void drop(work_item* w) noexcept {
-    auto* self = static_cast<posted*>(w);
-    self->~posted();
-    frame_pool::deallocate(self, sizeof(posted));
-  }
-  static void invoke(work_item* w) {
-    auto* self = static_cast<posted*>(w);
-    F local(std::move(self->fn));
-    self->~posted();
-    frame_pool::deallocate(self, sizeof(posted));
-    local();
-  }
-};
-
-// Handler posted from the loop's own thread: it lives in a block of that loop's handler slabs and gives the block
-// back when it runs (see io_context::handler_slab). Only post() makes these, from the loop's thread, so the handler
-// always runs, or is dropped, on its home loop.
-template <class F>
-struct posted_here final : work_item {
-  F fn;
-  io_context* home;
-  posted_here(F&& f, io_context* h) : work_item(&invoke, &drop), fn(std::move(f)), home(h) {}
-  posted_here(const F& f, io_context* h) : work_item(&invoke, &drop), fn(f), home(h) {}
-  static void drop(work_item* w) noexcept;
-  static void invoke(work_item* w);
-};
-
-// Shareable handler posted from a runtime worker's own thread: it lives in a block of that worker's handler slabs
-// and may run on any worker of the runtime (work sharing). The block always goes back to its home worker: run at
-// home, onto its free list; run elsewhere, through the home's returned list (one CAS). If the worker that ran it
-// kept it instead, the two workers' live blocks would end up interleaved line by line in the same slabs, and
-// dispatch/scaling at 2 workers fell from 1.9x to 1.1-1.3x in about a third of the runs once a hand-over had mixed
-// the blocks (both workers slowed alike, missing the cache on the next queued handler; see docs/design.md). A
-// runtime destroys its loops only after discarding what every loop has queued, so a block outlives every use of it.
-template <class F>
-struct posted_roaming final : work_item {
-  F fn;
-  io_context* home;
-  posted_roaming(F&& f, io_context* h) : work_item(&invoke, &drop), fn(std::move(f)), home(h) {}
-  posted_roaming(const F& f, io_context* h) : work_item(&invoke, &drop), fn(f), home(h) {}
-  // Teardown: the block goes with its slab.
-  static void drop(work_item* w) noexcept { static_cast<posted_roaming*>(w)->~posted_roaming(); }
-  static void invoke(work_item* w);
-};
-
-// Handler posted from another thread (or loop) to its home loop: its block comes from the poster's line pool
-// (cache-line blocks carved from slabs, detail/line_pool.hpp) and goes back to the posters through the home loop
-// (io_context::return_remote_block), instead of piling up in the loop thread's pool while every poster allocates
-// afresh.
-template <class F>
-struct posted_remote final : work_item {
-  F fn;
-  io_context* home;
-  posted_remote(F&& f, io_context* h) : work_item(&invoke, &drop), fn(std::move(f)), home(h) {}
-  posted_remote(const F& f, io_context* h) : work_item(&invoke, &drop), fn(f), home(h) {}
-  static void drop(work_item* w) noexcept;
-  static void invoke(work_item* w);
-};
-
 struct loop_registry;
 
 // A spawned root task, on its loop's list so the context can destroy what is still suspended when it dies
@@ -741,53 +648,6 @@ class io_context {
   friend struct detail::loop_registry;
 };
 
-template <class F>
-void detail::posted_remote<F>::drop(work_item* w) noexcept {
-  auto* self = static_cast<posted_remote*>(w);
-  self->~posted_remote();
-  line_pool::deallocate(self);
-}
-
-template <class F>
-void detail::posted_remote<F>::invoke(work_item* w) {
-  auto* self = static_cast<posted_remote*>(w);
-  io_context* home = self->home;
-  F local(std::move(self->fn));
-  self->~posted_remote();
-  home->return_remote_block(self);
-  local();
-}
-
-template <class F>
-void detail::posted_roaming<F>::invoke(work_item* w) {
-  auto* self = static_cast<posted_roaming*>(w);
-  F local(std::move(self->fn));
-  io_context* home = self->home;  // read before the destructor ends the object's lifetime
-  self->~posted_roaming();
-  if (home->running_here()) [[likely]] {
-    home->give_handler_block(self);
-  } else {
-    home->return_handler_block(self);  // handed over to another worker: the block still goes home
-  }
-  local();
-}
-
-template <class F>
-void detail::posted_here<F>::drop(work_item* w) noexcept {
-  auto* self = static_cast<posted_here*>(w);
-  io_context* home = self->home;
-  self->~posted_here();
-  home->give_handler_block(self);
-}
-
-template <class F>
-void detail::posted_here<F>::invoke(work_item* w) {
-  auto* self = static_cast<posted_here*>(w);
-  io_context* home = self->home;
-  F local(std::move(self->fn));
-  self->~posted_here();
-  home->give_handler_block(self);
-  local();
-}
-
 }  // namespace tern
+
+#include "tern/detail/posted_members.hpp"
