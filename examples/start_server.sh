@@ -9,6 +9,9 @@ cleanup() {
 trap cleanup EXIT
 
 start_server() {
+  # Emptied here, not only by the redirection below: that one is made by the background child, which may not have
+  # run yet when the loop first reads the log, and a second server's start would then find the first one's port.
+  : >"$log"
   "$@" >"$log" 2>&1 &
   server_pid=$!
   endpoint=

@@ -220,6 +220,7 @@ run_pair() {
   local slog="$logs/$tag.server.log" clog="$logs/$tag.client.log" plog="$logs/$tag.proxy.log" spid ppid=""
   start=$(now)
   # shellcheck disable=SC2086  # the prefixes are word lists on purpose
+  : >"$slog"  # emptied before the start: wait_listening must not find an earlier run's port in it
   TERN_BACKEND=$backend $sprefix timeout -k 5 "$proc_timeout" "$tool" "${server_args[@]}" --listen "$host:0" >"$slog" 2>&1 &
   spid=$!
   pids+=("$spid")
@@ -340,6 +341,7 @@ rss_of() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0;
 start_echo_server() {
   local backend=$1 log=$2
   shift 2
+  : >"$log"  # emptied before the start: wait_listening must not find an earlier run's port in it
   TERN_BACKEND=$backend timeout -k 5 "$proc_timeout" "$@" "$echo_server" 127.0.0.1:0 2 >"$log" 2>&1 &
   echo_pid=$!
   pids+=("$echo_pid")

@@ -130,6 +130,7 @@ wrk_field() { sed -n "s/.* $2=\([0-9.]*\).*/\1/p" <(grep -m1 "^$1 " "$3"); }  # 
 start_http_server() {
   local backend=$1 log=$2
   shift 2
+  : >"$log"  # emptied before the start: wait_listening must not find an earlier run's port in it
   TERN_BACKEND=$backend timeout -k 5 "$proc_timeout" env "$@" "$http_server" 127.0.0.1:0 2 >"$log" 2>&1 &
   http_pid=$!
   pids+=("$http_pid")

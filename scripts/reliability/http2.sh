@@ -212,6 +212,7 @@ h2_loss_check() {  # h2_loss_check BACKEND
     return 0
   fi
   set_loss "$h2_loss"
+  : >"$log"  # emptied before the start: wait_listening must not find an earlier run's port in it
   TERN_BACKEND=$backend ip netns exec "$ns_server" timeout -k 5 "$proc_timeout" "$http_server" "$subnet.1:0" 2 \
     >"$log" 2>&1 &
   http_pid=$!
