@@ -504,19 +504,25 @@ TEST_P(http2_server_test, a_whole_response_to_a_zero_window_peer_is_not_held_for
   EXPECT_TRUE(c.server_closed(3s));
 }
 
+// The whole-body tests' server options: a 64 KiB connection window and a 64 KiB bound on whole bodies held together,
+// under the stream window and the body timeout given.
+http::server_options whole_body_options(std::uint32_t stream_window, std::chrono::milliseconds body_timeout) {
+  http2::server_options h2;
+  h2.stream_window = stream_window;
+  h2.connection_window = 64 * 1024;
+  http::server_options o = h2_server_options(h2);
+  o.limits.max_body = 64 * 1024;
+  o.body_timeout = body_timeout;
+  return o;
+}
+
 // Whole bodies held together are bounded (read_whole): uploads that together exceed the bound, none of them
 // alone, are each answered, not left holding part of the room apiece until all of them time out. What waits beyond
 // the bound and the windows is capped too (the parked bytes, at twice the connection window: here 128 KiB, where
 // the three behind the first send up to 176 KiB), so the youngest may be refused (REFUSED_STREAM: not processed),
 // and sent again as a client does (RFC 9113 §8.7); each is answered, none refused more than once.
 TEST_P(http2_server_test, whole_bodies_beyond_the_shared_bound_are_all_answered) {
-  http2::server_options h2;
-  h2.stream_window = 64 * 1024;
-  h2.connection_window = 64 * 1024;
-  http::server_options o = h2_server_options(h2);
-  o.limits.max_body = 64 * 1024;
-  o.body_timeout = 1s;
-  h2_server srv(GetParam(), std::move(o));
+  h2_server srv(GetParam(), whole_body_options(64 * 1024, 1s));
   h2_client c(srv.s.port());
   const auto body = [](int i) { return std::string(60 * 1024, char('a' + i)); };
   std::vector<std::int32_t> ids;
@@ -538,13 +544,7 @@ TEST_P(http2_server_test, whole_bodies_beyond_the_shared_bound_are_all_answered)
 // held the room the others wait for) or further back, and the rest are all answered. Bodies larger than a stream's
 // window, so that each needs room to complete (one that arrives whole within its window completes at once).
 TEST_P(http2_server_test, whole_bodies_waiting_for_room_go_on_when_others_are_reset) {
-  http2::server_options h2;
-  h2.stream_window = 16 * 1024;
-  h2.connection_window = 64 * 1024;
-  http::server_options o = h2_server_options(h2);
-  o.limits.max_body = 64 * 1024;
-  o.body_timeout = 5s;
-  h2_server srv(GetParam(), std::move(o));
+  h2_server srv(GetParam(), whole_body_options(16 * 1024, 5s));
   h2_client c(srv.s.port());
   // The first body never ends: the room it may still need is kept for it, so none of the others can complete.
   std::vector<std::int32_t> ids;
@@ -590,13 +590,7 @@ TEST_P(http2_server_test, whole_bodies_waiting_for_room_go_on_when_others_are_re
 TEST_P(http2_server_test, parked_bytes_are_capped_by_refusing_the_youngest_streams) {
   constexpr std::size_t window = 16 * 1024;
   constexpr std::size_t cap = 2 * 64 * 1024;
-  http2::server_options h2;
-  h2.stream_window = window;
-  h2.connection_window = 64 * 1024;
-  http::server_options o = h2_server_options(h2);
-  o.limits.max_body = 64 * 1024;
-  o.body_timeout = 10s;
-  h2_server srv(GetParam(), std::move(o));
+  h2_server srv(GetParam(), whole_body_options(window, 10s));
   h2_client c(srv.s.port());
   // The first body may need all the room (no Content-Length: max_body), so none behind it gets any.
   const std::int32_t first = c.request("POST", "/echo", {}, std::nullopt, true);
