@@ -28,6 +28,8 @@
 
 #include "memory.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -386,7 +388,7 @@ bool server_connection::upgrade_stream() {
   s->head_ = *upgraded_;
   s->head_.version = http::http2;
   s->has_content_length_ = upgraded_->framing == http::body_framing::content_length;
-  s->in_.assign(upgraded_body_);
+  s->in_.append(upgraded_body_.data(), upgraded_body_.size());
   s->in_total_ = s->in_.size();
   s->in_end_ = true;
   start_handler(*s);
@@ -660,6 +662,80 @@ task<void> server_connection::linger() {
   (void)co_await with_timeout(reader_done_.wait(), std::chrono::seconds(1));
 }
 
+// ---- request bodies ----
+
+namespace {
+// A read that empties a mapped buffer at least this large gives it back (a streamed body whose reader fell behind);
+// a smaller one is kept for the stream's next bytes.
+constexpr std::size_t mapped_kept = 256 * 1024;
+std::size_t round_to_pages(std::size_t n) noexcept { return (n + 4095) & ~std::size_t{4095}; }
+}  // namespace
+
+void body_buffer::append(const char* data, std::size_t n) {
+  if (n == 0) return;
+  if (end_ + n > capacity_) make_room(n);
+  std::memcpy(data_ + end_, data, n);
+  end_ += n;
+}
+
+// Room for n more bytes: the bytes already read are dropped from the front first (a streamed body), then the
+// buffer grows, to pages of its own once the small one is too small, by doubling their size (only the pages
+// written to take memory; mremap moves the pages, it does not copy them).
+void body_buffer::make_room(std::size_t n) {
+  if (begin_ != 0) {
+    std::memmove(data_, data_ + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    if (end_ + n <= capacity_) return;
+  }
+  const std::size_t need = end_ + n;
+  if (need <= small_size) {
+    if (!small_) small_.reset(new char[small_size]);
+    data_ = small_.get();
+    capacity_ = small_size;
+    return;
+  }
+  const std::size_t size = round_to_pages(std::max(need, 2 * std::max(capacity_, small_size)));
+  void* p = mapped_ != nullptr ? ::mremap(mapped_, mapped_size_, size, MREMAP_MAYMOVE)
+                               : ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (mapped_ == nullptr && end_ != 0) std::memcpy(p, data_, end_);
+  mapped_ = data_ = static_cast<char*>(p);
+  mapped_size_ = capacity_ = size;
+}
+
+std::size_t body_buffer::take(char* out, std::size_t n) noexcept {
+  n = std::min(n, size());
+  std::memcpy(out, data_ + begin_, n);
+  begin_ += n;
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+    if (mapped_size_ >= mapped_kept) unmap();
+  }
+  return n;
+}
+
+void body_buffer::unmap() noexcept {
+  if (mapped_ == nullptr) return;
+  ::munmap(mapped_, mapped_size_);
+  mapped_ = nullptr;
+  mapped_size_ = 0;
+  data_ = small_.get();
+  capacity_ = small_ ? small_size : 0;
+}
+
+void body_buffer::clear() noexcept {
+  begin_ = end_ = 0;
+  unmap();
+}
+
+void body_buffer::release() noexcept {
+  clear();
+  small_.reset();
+  data_ = nullptr;
+  capacity_ = 0;
+}
+
 // ---- the streams' history ----
 
 void server_connection::remember(std::int32_t id) noexcept {
@@ -769,9 +845,8 @@ void server_stream::release_fields() noexcept {
   header_bytes_ = pseudo_bytes_ = dropped_ = 0;
   refused_ = 0;
   in_trailers_ = has_content_length_ = websocket_ = false;
-  if (in_.capacity() > kept_buffer) in_ = std::string();
   in_.clear();
-  in_taken_ = unconsumed_ = parked_ = body_held_ = 0;
+  unconsumed_ = parked_ = body_held_ = 0;
   accumulating_ = in_line_ = shed_ = false;
   line_prev_ = line_next_ = nullptr;
   in_total_ = 0;
@@ -1044,7 +1119,7 @@ task<std::error_code> server_connection::read_whole(server_stream& s, std::strin
     s.accumulating_ = false;
     if (ec) co_return ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec;
   }
-  body = std::string_view(s.in_).substr(s.in_taken_);
+  body = s.in_.view();
   co_return std::error_code{};
 }
 
@@ -1095,8 +1170,7 @@ void server_connection::shed(server_stream& s) {
     s.body_held_ = 0;
     wake_accumulating();
   }
-  s.in_ = std::string();
-  s.in_taken_ = 0;
+  s.in_.release();
   if (!s.closed_ && !dead_) {
     (void)nghttp2_submit_rst_stream(session_.get(), NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_REFUSED_STREAM);
   }
@@ -1162,16 +1236,7 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
   if (b.size() == 0) co_return sized{std::error_code{}, 0};
   for (;;) {
     if (s.buffered() != 0) {
-      const std::size_t n = std::min(b.size(), s.buffered());
-      std::memcpy(b.data(), s.in_.data() + s.in_taken_, n);
-      s.in_taken_ += n;
-      if (s.in_taken_ == s.in_.size()) {
-        s.in_.clear();
-        s.in_taken_ = 0;
-      } else if (s.in_taken_ >= kept_buffer) {
-        s.in_.erase(0, s.in_taken_);
-        s.in_taken_ = 0;
-      }
+      const std::size_t n = s.in_.take(static_cast<char*>(b.data()), b.size());
       consume(s, n);
       co_return sized{std::error_code{}, n};
     }
