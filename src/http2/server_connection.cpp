@@ -290,6 +290,8 @@ struct callbacks {
       // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
       server_stream* s = stream(session, frame->hd.stream_id);
       if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
+    } else if (type == NGHTTP2_GOAWAY && c.notice_sent_ && !c.notice_ping_due_ && !c.goaway_sent_) {
+      c.notice_ping_due_ = true;  // the shutdown notice has gone: a PING follows it (after_session_calls)
     } else if (type == NGHTTP2_RST_STREAM) {
       c.mark(frame->hd.stream_id, server_connection::ending::reset_here);
       // A reset the peer provoked (a stream error it made) costs like one it sent (MadeYouReset, CVE-2025-8671).
@@ -445,13 +447,21 @@ void server_connection::after_session_calls() {
     (void)nghttp2_session_consume_connection(session, pending_consume_);
     pending_consume_ = 0;
   }
-  // Shutdown: a GOAWAY that announces it (last-stream-id 2^31-1) with a PING; the final GOAWAY, with the last
+  // Shutdown: a GOAWAY that announces it (last-stream-id 2^31-1) and a PING; the final GOAWAY, with the last
   // stream handed to a handler, a round trip later (the PING's answer), when the peer has seen the notice and
-  // sends nothing new it expects to be served.
+  // sends nothing new it expects to be served. nghttp2 sends the PING ahead of the notice, so a second PING
+  // follows the notice once it has gone, and the first answer to either will do: a peer that drops what it has
+  // queued when a GOAWAY arrives (Python's h2) loses its answer to the first, and one with nothing left to do
+  // after the notice (nghttp2's, when no stream is open) answers no PING that comes after it. Without the second,
+  // the former's every stop waited the second of patience.
   if (stopping_ && !notice_sent_) {
     notice_sent_ = true;
     notice_at_ = clock::now();
     (void)nghttp2_submit_shutdown_notice(session);
+    (void)nghttp2_submit_ping(session, NGHTTP2_FLAG_NONE, goaway_ping);
+  }
+  if (notice_ping_due_ && !notice_ping_sent_) {
+    notice_ping_sent_ = true;
     (void)nghttp2_submit_ping(session, NGHTTP2_FLAG_NONE, goaway_ping);
   }
   if (notice_sent_ && !goaway_sent_ && notice_at_ == clock::time_point{}) send_goaway(NGHTTP2_NO_ERROR);

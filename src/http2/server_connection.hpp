@@ -332,7 +332,9 @@ class server_connection final : public http::stop_listener {
   bool got_frame_ = false;          // the peer's first frame has arrived (header_timeout no longer applies)
   clock::time_point header_block_at_{};  // when the header block still open began (header_timeout applies)
   bool stopping_ = false;           // the server stops: GOAWAY, then finish what is in flight
-  bool notice_sent_ = false;        // the shutdown notice and its PING are on their way
+  bool notice_sent_ = false;        // the shutdown notice and a PING are on their way
+  bool notice_ping_due_ = false;    // the notice has been sent: a second PING follows it
+  bool notice_ping_sent_ = false;
   clock::time_point notice_at_{};   // when; cleared when the PING's answer arrives
   bool goaway_sent_ = false;        // the final GOAWAY has been submitted
   bool lingering_ = false;          // the writer has finished: what arrives now is dropped (linger)
