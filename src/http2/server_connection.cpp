@@ -1120,9 +1120,10 @@ task<std::error_code> server_connection::read_whole(server_stream& s, std::strin
   join_line(s);
   for (;;) {
     take_room(s);
+    if (s.shed_) co_return make_error_code(tern::error::operation_canceled);  // refused, whole or not
     if (s.in_total_ > hopts_.limits.max_body) co_return make_error_code(http::error::body_too_large);
     if (s.in_end_) break;
-    if (s.closed_ || s.shed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     send_continue(s);
     s.accumulating_ = true;
     std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
@@ -1138,11 +1139,21 @@ void server_connection::take_room(server_stream& s) {
   const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
   std::size_t room = budget > held_bodies_ ? budget - held_bodies_ : 0;
   if (&s != line_first_) room -= std::min(room, reserved_for_first());
-  // A body that has all arrived is in memory already: taking it completes the stream, which releases it.
+  // A body that has all arrived is in memory already: taking it completes the stream, which releases it once
+  // its answer has gone. Until then what it takes beyond the room counts against the cap on parked bytes
+  // (held_over): past the cap the youngest are refused, this one too, the first of the line included, or a peer
+  // that leaves the answers no window would have every body held, one after the other (each the first).
   const std::size_t n = s.in_end_ ? s.unconsumed_ : std::min(s.unconsumed_, room);
   consume(s, n);
   s.body_held_ += n;
   held_bodies_ += n;
+  if (n > room) {
+    while (parked_bytes_ + held_over() > parked_cap()) {
+      server_stream* youngest = line_last_;
+      shed(*youngest);
+      if (youngest == &s) return;
+    }
+  }
   const std::size_t unparked = s.unconsumed_ - s.parked_;
   if (unparked == 0 || s.closed_ || !park(s, unparked)) return;
   s.parked_ += unparked;
@@ -1151,13 +1162,13 @@ void server_connection::take_room(server_stream& s) {
   wake_writer();
 }
 
-// Parked bytes are memory the connection's window no longer bounds, so they are capped (parked_cap): bytes that
-// would pass the cap make room by refusing the youngest streams of the line (REFUSED_STREAM: the peer knows they
+// Parked bytes are memory the connection's window no longer bounds, so they are capped (parked_cap), together
+// with what whole bodies hold beyond the shared bound (held_over): bytes that would pass the cap make room by refusing the youngest streams of the line (REFUSED_STREAM: the peer knows they
 // were not processed and may send them again), the stream itself if it is the youngest, never the first, which
 // always goes on. False when s itself was refused. The first's bytes are parked whatever the cap (at most its
 // window: they wait only for room that bodies already complete still hold).
 bool server_connection::park(server_stream& s, std::size_t n) {
-  while (parked_bytes_ + n > parked_cap()) {
+  while (parked_bytes_ + held_over() + n > parked_cap()) {
     server_stream* youngest = line_last_;
     if (youngest == nullptr || youngest == line_first_) return true;
     shed(*youngest);
@@ -1186,6 +1197,13 @@ void server_connection::shed(server_stream& s) {
   }
   s.input_.set();
   wake_writer();
+}
+
+// The bytes whole bodies hold beyond the shared bound: taken because they had all arrived (take_room), and held
+// until their answers have gone.
+std::size_t server_connection::held_over() const noexcept {
+  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
+  return held_bodies_ > budget ? held_bodies_ - budget : 0;
 }
 
 // What the first body of the line may still need: its Content-Length, or else max_body, less what it holds.

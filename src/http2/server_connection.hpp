@@ -236,6 +236,7 @@ class server_connection final : public http::stop_listener {
   void leave_line(server_stream& s) noexcept;
   void wake_accumulating() noexcept;
   bool park(server_stream& s, std::size_t n);
+  std::size_t held_over() const noexcept;
   // Twice the connection window: several uploads may wait behind a first body without a refusal (seven 16 KiB
   // windows behind one over a 64 KiB connection window), and no more than that is held.
   std::size_t parked_cap() const noexcept { return 2 * std::size_t{opts_.connection_window}; }
