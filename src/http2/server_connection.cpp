@@ -268,7 +268,11 @@ struct callbacks {
       c.pending_consume_ += length;
       return 0;
     }
-    s->in_.append(reinterpret_cast<const char*>(data), length);
+    try {
+      s->in_.append(reinterpret_cast<const char*>(data), length);
+    } catch (...) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;  // out of memory: this connection ends (nothing throws through nghttp2)
+    }
     s->unconsumed_ += length;
     s->in_total_ += length;
     s->input_.set();
@@ -1163,10 +1167,11 @@ void server_connection::take_room(server_stream& s) {
 }
 
 // Parked bytes are memory the connection's window no longer bounds, so they are capped (parked_cap), together
-// with what whole bodies hold beyond the shared bound (held_over): bytes that would pass the cap make room by refusing the youngest streams of the line (REFUSED_STREAM: the peer knows they
-// were not processed and may send them again), the stream itself if it is the youngest, never the first, which
-// always goes on. False when s itself was refused. The first's bytes are parked whatever the cap (at most its
-// window: they wait only for room that bodies already complete still hold).
+// with what whole bodies hold beyond the shared bound (held_over): bytes that would pass the cap make room by
+// refusing the youngest streams of the line (REFUSED_STREAM: the peer knows they were not processed and may send
+// them again), the stream itself if it is the youngest, never the first, which always goes on. False when s
+// itself was refused. The first's bytes are parked whatever the cap (at most its window: they wait only for room
+// that bodies already complete still hold).
 bool server_connection::park(server_stream& s, std::size_t n) {
   while (parked_bytes_ + held_over() + n > parked_cap()) {
     server_stream* youngest = line_last_;
