@@ -28,6 +28,8 @@
 
 #include "memory.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -266,7 +268,11 @@ struct callbacks {
       c.pending_consume_ += length;
       return 0;
     }
-    s->in_.append(reinterpret_cast<const char*>(data), length);
+    try {
+      s->in_.append(reinterpret_cast<const char*>(data), length);
+    } catch (...) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;  // out of memory: this connection ends (nothing throws through nghttp2)
+    }
     s->unconsumed_ += length;
     s->in_total_ += length;
     s->input_.set();
@@ -288,6 +294,8 @@ struct callbacks {
       // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
       server_stream* s = stream(session, frame->hd.stream_id);
       if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
+    } else if (type == NGHTTP2_GOAWAY && c.notice_sent_ && !c.notice_ping_due_ && !c.goaway_sent_) {
+      c.notice_ping_due_ = true;  // the shutdown notice has gone: a PING follows it (after_session_calls)
     } else if (type == NGHTTP2_RST_STREAM) {
       c.mark(frame->hd.stream_id, server_connection::ending::reset_here);
       // A reset the peer provoked (a stream error it made) costs like one it sent (MadeYouReset, CVE-2025-8671).
@@ -386,7 +394,7 @@ bool server_connection::upgrade_stream() {
   s->head_ = *upgraded_;
   s->head_.version = http::http2;
   s->has_content_length_ = upgraded_->framing == http::body_framing::content_length;
-  s->in_.assign(upgraded_body_);
+  s->in_.append(upgraded_body_.data(), upgraded_body_.size());
   s->in_total_ = s->in_.size();
   s->in_end_ = true;
   start_handler(*s);
@@ -443,13 +451,21 @@ void server_connection::after_session_calls() {
     (void)nghttp2_session_consume_connection(session, pending_consume_);
     pending_consume_ = 0;
   }
-  // Shutdown: a GOAWAY that announces it (last-stream-id 2^31-1) with a PING; the final GOAWAY, with the last
+  // Shutdown: a GOAWAY that announces it (last-stream-id 2^31-1) and a PING; the final GOAWAY, with the last
   // stream handed to a handler, a round trip later (the PING's answer), when the peer has seen the notice and
-  // sends nothing new it expects to be served.
+  // sends nothing new it expects to be served. nghttp2 sends the PING ahead of the notice, so a second PING
+  // follows the notice once it has gone, and the first answer to either will do: a peer that drops what it has
+  // queued when a GOAWAY arrives (Python's h2) loses its answer to the first, and one with nothing left to do
+  // after the notice (nghttp2's, when no stream is open) answers no PING that comes after it. Without the second,
+  // the former's every stop waited the second of patience.
   if (stopping_ && !notice_sent_) {
     notice_sent_ = true;
     notice_at_ = clock::now();
     (void)nghttp2_submit_shutdown_notice(session);
+    (void)nghttp2_submit_ping(session, NGHTTP2_FLAG_NONE, goaway_ping);
+  }
+  if (notice_ping_due_ && !notice_ping_sent_) {
+    notice_ping_sent_ = true;
     (void)nghttp2_submit_ping(session, NGHTTP2_FLAG_NONE, goaway_ping);
   }
   if (notice_sent_ && !goaway_sent_ && notice_at_ == clock::time_point{}) send_goaway(NGHTTP2_NO_ERROR);
@@ -660,6 +676,80 @@ task<void> server_connection::linger() {
   (void)co_await with_timeout(reader_done_.wait(), std::chrono::seconds(1));
 }
 
+// ---- request bodies ----
+
+namespace {
+// A read that empties a mapped buffer at least this large gives it back (a streamed body whose reader fell behind);
+// a smaller one is kept for the stream's next bytes.
+constexpr std::size_t mapped_kept = 256 * 1024;
+std::size_t round_to_pages(std::size_t n) noexcept { return (n + 4095) & ~std::size_t{4095}; }
+}  // namespace
+
+void body_buffer::append(const char* data, std::size_t n) {
+  if (n == 0) return;
+  if (end_ + n > capacity_) make_room(n);
+  std::memcpy(data_ + end_, data, n);
+  end_ += n;
+}
+
+// Room for n more bytes: the bytes already read are dropped from the front first (a streamed body), then the
+// buffer grows, to pages of its own once the small one is too small, by doubling their size (only the pages
+// written to take memory; mremap moves the pages, it does not copy them).
+void body_buffer::make_room(std::size_t n) {
+  if (begin_ != 0) {
+    std::memmove(data_, data_ + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    if (end_ + n <= capacity_) return;
+  }
+  const std::size_t need = end_ + n;
+  if (need <= small_size) {
+    if (!small_) small_.reset(new char[small_size]);
+    data_ = small_.get();
+    capacity_ = small_size;
+    return;
+  }
+  const std::size_t size = round_to_pages(std::max(need, 2 * std::max(capacity_, small_size)));
+  void* p = mapped_ != nullptr ? ::mremap(mapped_, mapped_size_, size, MREMAP_MAYMOVE)
+                               : ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (mapped_ == nullptr && end_ != 0) std::memcpy(p, data_, end_);
+  mapped_ = data_ = static_cast<char*>(p);
+  mapped_size_ = capacity_ = size;
+}
+
+std::size_t body_buffer::take(char* out, std::size_t n) noexcept {
+  n = std::min(n, size());
+  std::memcpy(out, data_ + begin_, n);
+  begin_ += n;
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+    if (mapped_size_ >= mapped_kept) unmap();
+  }
+  return n;
+}
+
+void body_buffer::unmap() noexcept {
+  if (mapped_ == nullptr) return;
+  ::munmap(mapped_, mapped_size_);
+  mapped_ = nullptr;
+  mapped_size_ = 0;
+  data_ = small_.get();
+  capacity_ = small_ ? small_size : 0;
+}
+
+void body_buffer::clear() noexcept {
+  begin_ = end_ = 0;
+  unmap();
+}
+
+void body_buffer::release() noexcept {
+  clear();
+  small_.reset();
+  data_ = nullptr;
+  capacity_ = 0;
+}
+
 // ---- the streams' history ----
 
 void server_connection::remember(std::int32_t id) noexcept {
@@ -769,9 +859,8 @@ void server_stream::release_fields() noexcept {
   header_bytes_ = pseudo_bytes_ = dropped_ = 0;
   refused_ = 0;
   in_trailers_ = has_content_length_ = websocket_ = false;
-  if (in_.capacity() > kept_buffer) in_ = std::string();
   in_.clear();
-  in_taken_ = unconsumed_ = parked_ = body_held_ = 0;
+  unconsumed_ = parked_ = body_held_ = 0;
   accumulating_ = in_line_ = shed_ = false;
   line_prev_ = line_next_ = nullptr;
   in_total_ = 0;
@@ -1035,16 +1124,17 @@ task<std::error_code> server_connection::read_whole(server_stream& s, std::strin
   join_line(s);
   for (;;) {
     take_room(s);
+    if (s.shed_) co_return make_error_code(tern::error::operation_canceled);  // refused, whole or not
     if (s.in_total_ > hopts_.limits.max_body) co_return make_error_code(http::error::body_too_large);
     if (s.in_end_) break;
-    if (s.closed_ || s.shed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
+    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     send_continue(s);
     s.accumulating_ = true;
     std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
     s.accumulating_ = false;
     if (ec) co_return ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec;
   }
-  body = std::string_view(s.in_).substr(s.in_taken_);
+  body = s.in_.view();
   co_return std::error_code{};
 }
 
@@ -1053,11 +1143,21 @@ void server_connection::take_room(server_stream& s) {
   const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
   std::size_t room = budget > held_bodies_ ? budget - held_bodies_ : 0;
   if (&s != line_first_) room -= std::min(room, reserved_for_first());
-  // A body that has all arrived is in memory already: taking it completes the stream, which releases it.
+  // A body that has all arrived is in memory already: taking it completes the stream, which releases it once
+  // its answer has gone. Until then what it takes beyond the room counts against the cap on parked bytes
+  // (held_over): past the cap the youngest are refused, this one too, the first of the line included, or a peer
+  // that leaves the answers no window would have every body held, one after the other (each the first).
   const std::size_t n = s.in_end_ ? s.unconsumed_ : std::min(s.unconsumed_, room);
   consume(s, n);
   s.body_held_ += n;
   held_bodies_ += n;
+  if (n > room) {
+    while (parked_bytes_ + held_over() > parked_cap()) {
+      server_stream* youngest = line_last_;
+      shed(*youngest);
+      if (youngest == &s) return;
+    }
+  }
   const std::size_t unparked = s.unconsumed_ - s.parked_;
   if (unparked == 0 || s.closed_ || !park(s, unparked)) return;
   s.parked_ += unparked;
@@ -1066,13 +1166,14 @@ void server_connection::take_room(server_stream& s) {
   wake_writer();
 }
 
-// Parked bytes are memory the connection's window no longer bounds, so they are capped (parked_cap): bytes that
-// would pass the cap make room by refusing the youngest streams of the line (REFUSED_STREAM: the peer knows they
-// were not processed and may send them again), the stream itself if it is the youngest, never the first, which
-// always goes on. False when s itself was refused. The first's bytes are parked whatever the cap (at most its
-// window: they wait only for room that bodies already complete still hold).
+// Parked bytes are memory the connection's window no longer bounds, so they are capped (parked_cap), together
+// with what whole bodies hold beyond the shared bound (held_over): bytes that would pass the cap make room by
+// refusing the youngest streams of the line (REFUSED_STREAM: the peer knows they were not processed and may send
+// them again), the stream itself if it is the youngest, never the first, which always goes on. False when s
+// itself was refused. The first's bytes are parked whatever the cap (at most its window: they wait only for room
+// that bodies already complete still hold).
 bool server_connection::park(server_stream& s, std::size_t n) {
-  while (parked_bytes_ + n > parked_cap()) {
+  while (parked_bytes_ + held_over() + n > parked_cap()) {
     server_stream* youngest = line_last_;
     if (youngest == nullptr || youngest == line_first_) return true;
     shed(*youngest);
@@ -1095,13 +1196,19 @@ void server_connection::shed(server_stream& s) {
     s.body_held_ = 0;
     wake_accumulating();
   }
-  s.in_ = std::string();
-  s.in_taken_ = 0;
+  s.in_.release();
   if (!s.closed_ && !dead_) {
     (void)nghttp2_submit_rst_stream(session_.get(), NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_REFUSED_STREAM);
   }
   s.input_.set();
   wake_writer();
+}
+
+// The bytes whole bodies hold beyond the shared bound: taken because they had all arrived (take_room), and held
+// until their answers have gone.
+std::size_t server_connection::held_over() const noexcept {
+  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
+  return held_bodies_ > budget ? held_bodies_ - budget : 0;
 }
 
 // What the first body of the line may still need: its Content-Length, or else max_body, less what it holds.
@@ -1162,16 +1269,7 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
   if (b.size() == 0) co_return sized{std::error_code{}, 0};
   for (;;) {
     if (s.buffered() != 0) {
-      const std::size_t n = std::min(b.size(), s.buffered());
-      std::memcpy(b.data(), s.in_.data() + s.in_taken_, n);
-      s.in_taken_ += n;
-      if (s.in_taken_ == s.in_.size()) {
-        s.in_.clear();
-        s.in_taken_ = 0;
-      } else if (s.in_taken_ >= kept_buffer) {
-        s.in_.erase(0, s.in_taken_);
-        s.in_taken_ = 0;
-      }
+      const std::size_t n = s.in_.take(static_cast<char*>(b.data()), b.size());
       consume(s, n);
       co_return sized{std::error_code{}, n};
     }

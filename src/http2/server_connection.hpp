@@ -51,6 +51,43 @@ class task_count {
   std::coroutine_handle<> waiter_;
 };
 
+// A request body's bytes as they arrive, in one piece. The first small_size bytes go to a buffer the stream keeps
+// for its next request; more go to pages of their own, grown with mremap (no copy) and given back with munmap when
+// the stream is done, so that the memory a body holds is what it has received, to the page. A string appended to
+// instead doubled its capacity and copied itself as it grew, and the heap kept what it freed: 99 uploads of 1 MiB
+// on one connection held 43 MiB of buffers for 25 MiB of bytes, and a peak RSS of 49 to 63 MiB above idle where
+// the bounds on those bytes allow 33.
+class body_buffer {
+ public:
+  static constexpr std::size_t small_size = 16 * 1024;
+
+  body_buffer() = default;
+  ~body_buffer() { release(); }
+  body_buffer(const body_buffer&) = delete;
+  body_buffer& operator=(const body_buffer&) = delete;
+
+  void append(const char* data, std::size_t n);
+  std::size_t size() const noexcept { return end_ - begin_; }
+  // Copies up to n bytes from the front into out, and drops them; the number copied.
+  std::size_t take(char* out, std::size_t n) noexcept;
+  std::string_view view() const noexcept { return std::string_view(data_ + begin_, size()); }
+  // Empty, keeping the small buffer for the next body; release() keeps nothing.
+  void clear() noexcept;
+  void release() noexcept;
+
+ private:
+  void make_room(std::size_t n);
+  void unmap() noexcept;
+
+  std::unique_ptr<char[]> small_;
+  char* mapped_ = nullptr;
+  std::size_t mapped_size_ = 0;
+  char* data_ = nullptr;  // small_ or mapped_
+  std::size_t capacity_ = 0;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+};
+
 // A request stream: what its handler reads and writes through (body_reader, response_stream), and the state
 // nghttp2's callbacks fill. Streams are kept for reuse by their connection, so a warm connection's request takes
 // no allocation for them.
@@ -70,7 +107,7 @@ class server_stream final : public http::detail::exchange {
   task<std::error_code> send_body(http::response_stream& s, const_buffer b) override;
   task<std::error_code> send_end(http::response_stream& s, const http::fields* trailers) override;
 
-  std::size_t buffered() const noexcept { return in_.size() - in_taken_; }
+  std::size_t buffered() const noexcept { return in_.size(); }
   std::size_t queued() const noexcept { return out_.size() - out_taken_; }
   // Drops the header fields' references and the state of the last request (the memory is kept).
   void release_fields() noexcept;
@@ -101,10 +138,9 @@ class server_stream final : public http::detail::exchange {
   bool websocket_ = false;         // an extended CONNECT for a WebSocket (RFC 8441): the stream is a tunnel
   bool has_content_length_ = false;
 
-  // The request body: bytes received and not yet read (from in_taken_ on), and those nghttp2 has not yet been
-  // told were consumed (what the window is waiting for).
-  std::string in_;
-  std::size_t in_taken_ = 0;
+  // The request body: bytes received and not yet read, and those nghttp2 has not yet been told were consumed
+  // (what the window is waiting for).
+  body_buffer in_;
   std::size_t unconsumed_ = 0;
   std::size_t parked_ = 0;         // of unconsumed_: already given back to the connection's window (read_whole)
   std::size_t body_held_ = 0;      // of a whole body: bytes consumed and held (server_connection::held_bodies_)
@@ -200,6 +236,7 @@ class server_connection final : public http::stop_listener {
   void leave_line(server_stream& s) noexcept;
   void wake_accumulating() noexcept;
   bool park(server_stream& s, std::size_t n);
+  std::size_t held_over() const noexcept;
   // Twice the connection window: several uploads may wait behind a first body without a refusal (seven 16 KiB
   // windows behind one over a 64 KiB connection window), and no more than that is held.
   std::size_t parked_cap() const noexcept { return 2 * std::size_t{opts_.connection_window}; }
@@ -296,7 +333,9 @@ class server_connection final : public http::stop_listener {
   bool got_frame_ = false;          // the peer's first frame has arrived (header_timeout no longer applies)
   clock::time_point header_block_at_{};  // when the header block still open began (header_timeout applies)
   bool stopping_ = false;           // the server stops: GOAWAY, then finish what is in flight
-  bool notice_sent_ = false;        // the shutdown notice and its PING are on their way
+  bool notice_sent_ = false;        // the shutdown notice and a PING are on their way
+  bool notice_ping_due_ = false;    // the notice has been sent: a second PING follows it
+  bool notice_ping_sent_ = false;
   clock::time_point notice_at_{};   // when; cleared when the PING's answer arrives
   bool goaway_sent_ = false;        // the final GOAWAY has been submitted
   bool lingering_ = false;          // the writer has finished: what arrives now is dropped (linger)

@@ -6,7 +6,7 @@
 // Listens on 127.0.0.1 (a free port), prints "port N" once it serves, and shuts down gracefully when its standard
 // input closes. Routes: GET, HEAD and POST / (a short body; POST reads the request's whole), GET /bytes/{n} (n
 // bytes of 'a'..'z' repeating, streamed), POST /sha (the request body streamed through, answered with its size
-// and byte sum).
+// and byte sum), POST /whole (the request body read whole, answered with its size and FNV-1a hash).
 #include <tern/http/router.hpp>
 #include <tern/http/server.hpp>
 #include <tern/http/stream.hpp>
@@ -32,6 +32,11 @@ http::router routes() {
   r.get("/", [](http::request&) -> tern::task<http::response> { co_return http::response(200, "hello from tern\n"); });
   r.post("/", [](http::request& q) -> tern::task<http::response> {
     co_return http::response(200, "got " + std::to_string(q.body().size()) + "\n");
+  });
+  r.post("/whole", [](http::request& q) -> tern::task<http::response> {
+    std::uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : q.body()) h = (h ^ c) * 1099511628211ull;
+    co_return http::response(200, std::to_string(q.body().size()) + " " + std::to_string(h));
   });
   r.stream(http::method::get, "/bytes/{n}",
            [](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
