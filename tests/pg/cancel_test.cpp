@@ -206,6 +206,17 @@ TEST_P(pg_cancel_test, a_pooled_connection_whose_script_was_given_up_while_it_wa
       CO_ASSERT_OK(ec);
       co_await give_up_a_script_while_it_is_sent(ctx, *lease, by_deadline);
     }
+    {
+      // And a lease given back at once, while its script is still being sent: the pool waits for it to end.
+      auto [ec, lease] = co_await dbpool.acquire();
+      CO_ASSERT_OK(ec);
+      held_still server(lease->backend_pid());
+      const std::string script = "SELECT length('" + huge_text() + "'); SELECT pg_sleep(60)";
+      EXPECT_EC(co_await tern::with_timeout(lease->execute(script), 100ms), tern::error::timed_out);
+      EXPECT_TRUE(still_sending(*lease));
+      lease = {};
+      server.release();
+    }
     auto [qec, r] = co_await dbpool.query("SELECT 1");
     PG_ASSERT_OK(qec, r);
     EXPECT_EQ(r[0][0].as<int>(), 1);
