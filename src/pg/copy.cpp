@@ -104,18 +104,7 @@ task<std::error_code> finish_copy(connection_state* s, result& report) {
     const ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_COPY_OUT) {  // a reader abandoned part way: drop the rest of the data
       PQclear(r);
-      char* piece = nullptr;
-      for (;;) {
-        const int n = PQgetCopyData(s->pg, &piece, 1);
-        if (n > 0) {
-          PQfreemem(piece);
-          continue;
-        }
-        if (n < 0) break;
-        auto [wec, ready] = co_await s->watch.wait_readable();
-        if (wec) co_return wec;
-        if (PQconsumeInput(s->pg) == 0) co_return make_error_code(error::connection_lost);
-      }
+      if (std::error_code ec = co_await detail::drop_copy_data(s)) co_return ec;
       continue;
     }
     if (st == PGRES_FATAL_ERROR && !first) first = detail::error_of(r, s->pg);

@@ -225,6 +225,24 @@ TEST_P(pg_cancel_test, a_pooled_connection_whose_script_was_given_up_while_it_wa
   }(*this, ctx), 90s);
 }
 
+// A script whose COPY TO STDOUT (the data dropped: a script has no reader for it) is given up while the data flows:
+// the COPY is cancelled and the rest of its data dropped, and the connection serves the next queries.
+TEST_P(pg_cancel_test, a_script_given_up_while_its_copy_out_flows_is_cancelled_and_the_connection_goes_on) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    for (const auto limit : {100ms, 300ms}) {
+      const auto start = clock_type::now();
+      auto script = c.execute("COPY (SELECT generate_series(1, 1000000000)) TO STDOUT");
+      EXPECT_EC(co_await tern::with_timeout(std::move(script), limit), tern::error::timed_out);
+      auto other = tern::spawn(ctx, expect_own_result(c, 3));
+      co_await std::move(other);
+      EXPECT_LT(clock_type::now() - start, 20s) << "the COPY ran to its end";
+      EXPECT_TRUE(c.is_open()) << c.error_message();
+    }
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 9"), 9);
+  }(*this, ctx), 60s);
+}
+
 // A pipelined query given up while its bytes are still being sent (the others of its batch and of the next one
 // wait behind them): its bytes go out in full, the others get their own results, and its own result is dropped.
 TEST_P(pg_cancel_test, a_query_given_up_while_it_is_sent_leaves_the_pipeline_in_step) {

@@ -236,6 +236,23 @@ tern::task<void> give_up_while_held(tern::io_context& ctx, pgl::connection& c, t
   EXPECT_EQ(co_await scalar<int>(c, "SELECT 7"), 7);
 }
 
+// A script's COPY has no stream: the data of one TO STDOUT is read and dropped, one FROM STDIN is failed (it needs
+// copy_in()); the script goes on, or ends, as the server says, and the connection serves the next queries.
+TEST_P(pg_copy_test, a_scripts_copy_has_its_data_dropped_or_is_refused) {
+  run_bounded(ctx, [](pg_copy_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    pgl::result report;
+    CO_ASSERT_OK(co_await c.execute("COPY (SELECT generate_series(1, 200000)) TO STDOUT; SELECT 42", &report));
+    EXPECT_EQ(report[0][0].as<int>(), 42);
+    const std::string tbl = t.table();
+    CO_ASSERT_OK(co_await c.execute("CREATE TABLE " + tbl + " (id int)"));
+    EXPECT_EC(co_await c.execute("COPY " + tbl + " FROM STDIN; SELECT 43", &report), pgl::sqlstate::query_canceled);
+    EXPECT_NE(report.error_message().find("copy_in()"), std::string_view::npos) << report.error_message();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 44"), 44);
+    CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
+  }(*this, ctx), 60s);
+}
+
 // Writes data, then drops the writer (with this task's frame).
 tern::task<std::error_code> write_then_drop(pgl::copy_writer w, const std::string& data) {
   co_return co_await w.write(data);
