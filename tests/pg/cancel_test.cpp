@@ -225,6 +225,25 @@ TEST_P(pg_cancel_test, a_pooled_connection_whose_script_was_given_up_while_it_wa
   }(*this, ctx), 90s);
 }
 
+// The cancel request for a script given up reaches the server before the script (the server's process held still
+// until it has): the server drops it, so it is sent again, and the script does not run its minute.
+TEST_P(pg_cancel_test, a_cancel_request_for_a_script_the_server_dropped_is_sent_again) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const int pid = c.backend_pid();
+    held_still server(pid);
+    EXPECT_EC(co_await tern::with_timeout(c.execute("SELECT pg_sleep(60)"), 50ms), tern::error::timed_out);
+    for (int i = 0; i < 1000 && !sigint_pending(pid); ++i) co_await tern::sleep_for(10ms);
+    CO_ASSERT(sigint_pending(pid));
+    const auto start = clock_type::now();
+    server.release();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 5"), 5);
+    EXPECT_LT(clock_type::now() - start, 20s) << "the script's sleep ran to its end";
+    EXPECT_GE(c.stats().cancels_sent, 2u);
+    EXPECT_TRUE(c.is_open()) << c.error_message();
+  }(*this, ctx), 90s);
+}
+
 // A script whose COPY TO STDOUT (the data dropped: a script has no reader for it) is given up while the data flows:
 // the COPY is cancelled and the rest of its data dropped, and the connection serves the next queries.
 TEST_P(pg_cancel_test, a_script_given_up_while_its_copy_out_flows_is_cancelled_and_the_connection_goes_on) {
