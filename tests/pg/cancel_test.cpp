@@ -3,9 +3,10 @@
 // the cancel: query_canceled for the dropped query, counted in the connection's stats) and the connection serves
 // the next query at once. A query of a later batch is cancelled only once the server gets to its batch, leaving the
 // query before it alone; one of the batch the server runs ends that batch, whose other queries run again. A cancel
-// request the server drops (it came while the server waited for the query) is sent again. A script or a query given
-// up while it is still being sent (the server's process held still) is sent in full, cancelled and drained; the
-// other tasks' queries on the connection get their own results, and a pooled connection is not dropped.
+// request the server drops (it came while the server waited for the query) is sent again, for a query and for a
+// script. A script or a query given up while it is still being sent (the server's process held still) is sent in
+// full, cancelled and drained, as is a script given up while its COPY's data flows; the other tasks' queries on the
+// connection get their own results, and a pooled connection is not dropped.
 #include "pg_support.hpp"
 
 #include <tern/pg/pool.hpp>

@@ -1,5 +1,5 @@
-// Shared by the tern::pg tests: the fixture (a loop on each backend, the shared cluster), connecting to it, and
-// names of tables that are the test's own.
+// Shared by the tern::pg tests: the fixture (a loop on each backend, the shared cluster), connecting to it, names
+// of tables that are the test's own, and holding a server's process still (to catch an exchange part way).
 #pragma once
 
 #include <tern/pg/batch.hpp>
