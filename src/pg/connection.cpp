@@ -129,25 +129,58 @@ task<std::error_code> await_result(connection_state* s) {
   }
 }
 
-// A script whose caller gave up while it ran: the server is asked to cancel it and its results are read to their
-// end, then the connection goes back to pipeline mode and is released (pipeline mode cannot be entered while a
-// query of the simple protocol is still running: the connection would break, and every other query with it).
-task<> abandon_script(connection_state* s, std::uint32_t id) {
+task<std::error_code> drop_copy_data(connection_state* s) {
+  char* piece = nullptr;
+  for (;;) {
+    if (std::error_code ec = refusal(s)) co_return ec;
+    const int n = PQgetCopyData(s->pg, &piece, 1);
+    if (n > 0) {
+      PQfreemem(piece);
+      continue;
+    }
+    if (n < 0) co_return std::error_code{};
+    auto [ec, ready] = co_await s->watch.wait_readable();
+    if (ec) co_return ec;
+    if (PQconsumeInput(s->pg) == 0) {
+      s->break_connection(make_error_code(error::connection_lost));
+      co_return make_error_code(error::connection_lost);
+    }
+  }
+}
+
+// An exchange whose caller gave up (abandon_exchange): pipeline mode cannot be entered while a query of the simple
+// protocol is still being sent or running (the connection would break, and every other query with it), so the
+// rest is sent, the server asked to cancel it (again while it goes on: a request that comes while the server still
+// reads the script is dropped), its results read to their end, and only then is the connection handed on.
+task<> finish_abandoned(connection_state* s, std::uint32_t id, bool cancel) {
   if (!co_await flush_all(s)) {
-    s->request_cancel();
+    if (cancel) s->cancel_until_stopped();
     while (!co_await await_result(s)) {
       PGresult* r = PQgetResult(s->pg);
       if (r == nullptr) break;
       const ExecStatusType st = PQresultStatus(r);
       PQclear(r);
-      if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT) {  // a COPY is not worth finishing here
-        s->break_connection(make_error_code(error::connection_lost));
-        break;
+      if (st == PGRES_COPY_IN) {  // a COPY FROM STDIN the script started: failed
+        if (PQputCopyEnd(s->pg, "COPY abandoned by the client") < 0 || co_await flush_all(s)) break;
+      } else if (st == PGRES_COPY_OUT) {  // the rest of a COPY TO STDOUT, cancelled
+        if (co_await drop_copy_data(s)) break;
       }
     }
+    s->stop_cancel_retry();
   }
   return_to_pipeline(s, id);
   release(s);
+}
+
+void abandon_exchange(connection_state* s, std::uint32_t id, bool cancel) noexcept {
+  retain(s);
+  try {
+    tern::spawn(*s->ctx, finish_abandoned(s, id, cancel)).detach();
+  } catch (...) {
+    s->break_connection(make_error_code(error::connection_lost));
+    return_to_pipeline(s, id);
+    release(s);
+  }
 }
 
 // ---- Streams ----
@@ -514,19 +547,17 @@ task<std::error_code> connection::execute(std::string script, result* report) {
     if (report != nullptr) *report = result(PQmakeEmptyPGresult(s->pg, PGRES_FATAL_ERROR));
   } else if (std::error_code ec = co_await detail::flush_all(s)) {
     first = ec;
+    if (ec == tern::error::operation_canceled) {  // given up while it was still being sent
+      detail::abandon_exchange(s, id, true);
+      co_return first;
+    }
   } else {
     for (;;) {
       if (std::error_code ec = co_await detail::await_result(s)) {
         if (!first) first = ec;
         if (ec != tern::error::operation_canceled) break;
-        detail::retain(s);
-        try {
-          tern::spawn(*s->ctx, detail::abandon_script(s, id)).detach();
-          co_return first;
-        } catch (...) {
-          detail::release(s);  // out of memory: the connection breaks instead
-          break;
-        }
+        detail::abandon_exchange(s, id, true);
+        co_return first;
       }
       PGresult* r = PQgetResult(s->pg);
       if (r == nullptr) break;
@@ -534,18 +565,13 @@ task<std::error_code> connection::execute(std::string script, result* report) {
       if (st == PGRES_COPY_IN) {
         PQputCopyEnd(s->pg, "COPY needs copy_in()");  // the server then fails the COPY
         co_await detail::flush_all(s);
-      } else if (st == PGRES_COPY_OUT) {
-        char* piece = nullptr;
-        while (true) {
-          const int n = PQgetCopyData(s->pg, &piece, 1);
-          if (n > 0) {
-            PQfreemem(piece);
-          } else if (n == 0) {
-            auto [wec, ready] = co_await s->watch.wait_readable();
-            if (wec || PQconsumeInput(s->pg) == 0) break;
-          } else {
-            break;
-          }
+      } else if (st == PGRES_COPY_OUT) {  // no reader for its data: dropped
+        if (std::error_code ec = co_await detail::drop_copy_data(s)) {
+          PQclear(r);
+          if (!first) first = ec;
+          if (ec != tern::error::operation_canceled) break;
+          detail::abandon_exchange(s, id, true);  // given up while the data flows
+          co_return first;
         }
       }
       const bool failed = st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE;

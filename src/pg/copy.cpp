@@ -104,22 +104,23 @@ task<std::error_code> finish_copy(connection_state* s, result& report) {
     const ExecStatusType st = PQresultStatus(r);
     if (st == PGRES_COPY_OUT) {  // a reader abandoned part way: drop the rest of the data
       PQclear(r);
-      char* piece = nullptr;
-      for (;;) {
-        const int n = PQgetCopyData(s->pg, &piece, 1);
-        if (n > 0) {
-          PQfreemem(piece);
-          continue;
-        }
-        if (n < 0) break;
-        auto [wec, ready] = co_await s->watch.wait_readable();
-        if (wec) co_return wec;
-        if (PQconsumeInput(s->pg) == 0) co_return make_error_code(error::connection_lost);
-      }
+      if (std::error_code ec = co_await detail::drop_copy_data(s)) co_return ec;
       continue;
     }
     if (st == PGRES_FATAL_ERROR && !first) first = detail::error_of(r, s->pg);
     report = result(r);
+  }
+}
+
+// Hands the connection back once a COPY is over. One whose end was given up part way (the task of finish(),
+// abort() or read() cancelled while the end was being sent or the server's answer awaited) is finished by a task of
+// its own first (abandon_exchange; the server is asked to cancel it with cancel): going back to pipeline mode in
+// the middle of the exchange would break the connection for every other task.
+void hand_back(connection_state* s, std::uint32_t id, bool cancel) noexcept {
+  if (!s->closed && !s->broken && PQtransactionStatus(s->pg) == PQTRANS_ACTIVE) {
+    detail::abandon_exchange(s, id, cancel);
+  } else {
+    detail::return_to_pipeline(s, id);
   }
 }
 
@@ -240,7 +241,7 @@ task<io_result<std::uint64_t>> copy_writer::finish() {
   }
   if (!ec) ec = co_await detail::flush_all(s);
   if (!ec) ec = co_await finish_copy(s, final_);
-  detail::return_to_pipeline(s, owner_);
+  hand_back(s, owner_, true);
   detail::release(s);
   co_return io_result<std::uint64_t>{ec, ec ? 0 : final_.affected_rows()};
 }
@@ -254,9 +255,10 @@ task<std::error_code> copy_writer::abort(std::string_view message) {
   if (!ec) ec = co_await detail::flush_all(s);
   if (!ec) {
     // The server answers an aborted COPY with an error: that is the expected outcome, not a failure of abort().
-    co_await finish_copy(s, final_);
+    ec = co_await finish_copy(s, final_);
+    if (ec != tern::error::operation_canceled) ec = {};
   }
-  detail::return_to_pipeline(s, owner_);
+  hand_back(s, owner_, false);
   detail::release(s);
   co_return ec;
 }
@@ -317,7 +319,7 @@ task<io_result<std::string_view>> copy_reader::read() {
     connection_state* s = std::exchange(s_, nullptr);
     std::error_code ec = co_await finish_copy(s, final_);
     if (!ec && n == -2) ec = make_error_code(error::connection_lost);
-    detail::return_to_pipeline(s, owner_);
+    hand_back(s, owner_, false);
     detail::release(s);
     co_return piece{ec ? ec : make_error_code(tern::error::eof), std::string_view()};
   }

@@ -39,6 +39,13 @@ class [[nodiscard]] exclusive_awaiter {
 std::error_code leave_pipeline(connection_state* s) noexcept;
 // Goes back to pipeline mode and releases the holder id: the queries that waited are sent.
 void return_to_pipeline(connection_state* s, std::uint32_t id) noexcept;
+// Hands an exchange outside pipeline mode that its caller gave up on (a script, the end of a COPY), whether it was
+// still being sent or already running, to a task of its own: what libpq holds is sent (the protocol cannot drop a
+// message half sent), the server asked to cancel it (with cancel), its results read to their end; then the
+// connection goes back to pipeline mode and id is released. Without memory for the task the connection breaks.
+void abandon_exchange(connection_state* s, std::uint32_t id, bool cancel) noexcept;
+// Awaitable: reads and drops the rest of a COPY TO STDOUT's data, to its end; std::error_code.
+task<std::error_code> drop_copy_data(connection_state* s);
 // Awaitable: writes what libpq holds until it is all out; std::error_code.
 task<std::error_code> flush_all(connection_state* s);
 // Awaitable: waits until libpq has a whole result (PQisBusy false); std::error_code.

@@ -502,6 +502,10 @@ bool connection_state::in_first_batch(std::size_t i) noexcept {
 void connection_state::cancel_first_batch() noexcept {
   if (first_batch_cancelled) return;  // one request ends the batch
   first_batch_cancelled = true;
+  cancel_until_stopped();
+}
+
+void connection_state::cancel_until_stopped() noexcept {
   request_cancel();
   stop_cancel_retry();
   cancel_retry = std::stop_source();

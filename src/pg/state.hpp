@@ -255,7 +255,10 @@ struct connection_state {
   void detach(query_op* op, bool send_cancel) noexcept;
   // Sends a cancel request for whatever the server runs now.
   void request_cancel() noexcept;
-  // Stops sending the first batch's cancel request again.
+  // Sends a cancel request for whatever the server runs now, and again (as for the first batch) until
+  // stop_cancel_retry(): for a script given up, which the server may still be reading when the first one comes.
+  void cancel_until_stopped() noexcept;
+  // Stops sending the cancel request again.
   void stop_cancel_retry() noexcept;
 
   // The gate.

@@ -3,8 +3,13 @@
 // the cancel: query_canceled for the dropped query, counted in the connection's stats) and the connection serves
 // the next query at once. A query of a later batch is cancelled only once the server gets to its batch, leaving the
 // query before it alone; one of the batch the server runs ends that batch, whose other queries run again. A cancel
-// request the server drops (it came while the server waited for the query) is sent again.
+// request the server drops (it came while the server waited for the query) is sent again, for a query and for a
+// script. A script or a query given up while it is still being sent (the server's process held still) is sent in
+// full, cancelled and drained, as is a script given up while its COPY's data flows; the other tasks' queries on the
+// connection get their own results, and a pooled connection is not dropped.
 #include "pg_support.hpp"
+
+#include <tern/pg/pool.hpp>
 
 #include <signal.h>
 
@@ -152,6 +157,136 @@ TEST_P(pg_cancel_test, a_script_given_up_is_cancelled_and_the_connection_goes_on
     EXPECT_EQ(co_await scalar<int>(c, "SELECT 5"), 5);
     EXPECT_LT(clock_type::now() - start, 20s) << "the script ran to its end";
   }(*this, ctx), 60s);
+}
+
+// Many times the socket's buffers (a few hundred KiB on a Unix socket): it cannot all be sent to a held server.
+const std::string& huge_text() {
+  static const std::string text(8 << 20, 'x');
+  return text;
+}
+
+// Gives up (a stop, or a deadline) a script that is still being sent while other tasks' queries wait behind it on
+// the same connection; then lets the server go on. Those queries get their own results long before the script's
+// sleep would have ended (it was cancelled), and the connection stays open.
+tern::task<void> give_up_a_script_while_it_is_sent(tern::io_context& ctx, pgl::connection& c, bool by_deadline) {
+  const std::string script = "SELECT length('" + huge_text() + "'); SELECT pg_sleep(60)";
+  held_still server(c.backend_pid());
+  std::stop_source stop;
+  auto script_task = by_deadline ? tern::spawn(ctx, tern::with_timeout(c.execute(script), 300ms))
+                                 : tern::spawn(ctx, c.execute(script), stop.get_token());
+  std::vector<tern::join_handle<void>> others;
+  for (int i = 1; i <= 3; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+  co_await tern::sleep_for(100ms);
+  EXPECT_FALSE(script_task.done());
+  EXPECT_TRUE(still_sending(c)) << "the script went out in full to a server held still";
+  if (!by_deadline) stop.request_stop();
+  EXPECT_EC(co_await std::move(script_task), by_deadline ? tern::error::timed_out : tern::error::operation_canceled);
+  for (int i = 4; i <= 6; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+  const auto start = clock_type::now();
+  server.release();
+  for (auto& h : others) co_await std::move(h);
+  EXPECT_LT(clock_type::now() - start, 20s) << "the script's sleep ran to its end";
+  EXPECT_TRUE(c.is_open()) << c.error_message();
+  EXPECT_GE(c.stats().cancels_sent, 1u);
+  EXPECT_EQ(co_await scalar<int>(c, "SELECT 7"), 7);
+}
+
+TEST_P(pg_cancel_test, a_script_given_up_while_it_is_sent_is_sent_cancelled_and_drained) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    co_await give_up_a_script_while_it_is_sent(ctx, c, false);
+    co_await give_up_a_script_while_it_is_sent(ctx, c, true);
+  }(*this, ctx), 90s);
+}
+
+TEST_P(pg_cancel_test, a_pooled_connection_whose_script_was_given_up_while_it_was_sent_is_lent_again) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::pool dbpool({.conninfo = t.db().socket_conninfo(), .max_size = 1});
+    for (const bool by_deadline : {false, true}) {
+      auto [ec, lease] = co_await dbpool.acquire();
+      CO_ASSERT_OK(ec);
+      co_await give_up_a_script_while_it_is_sent(ctx, *lease, by_deadline);
+    }
+    {
+      // And a lease given back at once, while its script is still being sent: the pool waits for it to end.
+      auto [ec, lease] = co_await dbpool.acquire();
+      CO_ASSERT_OK(ec);
+      held_still server(lease->backend_pid());
+      const std::string script = "SELECT length('" + huge_text() + "'); SELECT pg_sleep(60)";
+      EXPECT_EC(co_await tern::with_timeout(lease->execute(script), 100ms), tern::error::timed_out);
+      EXPECT_TRUE(still_sending(*lease));
+      lease = {};
+      server.release();
+    }
+    auto [qec, r] = co_await dbpool.query("SELECT 1");
+    PG_ASSERT_OK(qec, r);
+    EXPECT_EQ(r[0][0].as<int>(), 1);
+    EXPECT_EQ(dbpool.stats().dropped, 0u);
+    EXPECT_EQ(dbpool.stats().connects, 1u);
+  }(*this, ctx), 90s);
+}
+
+// The cancel request for a script given up reaches the server before the script (the server's process held still
+// until it has): the server drops it, so it is sent again, and the script does not run its minute.
+TEST_P(pg_cancel_test, a_cancel_request_for_a_script_the_server_dropped_is_sent_again) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const int pid = c.backend_pid();
+    held_still server(pid);
+    EXPECT_EC(co_await tern::with_timeout(c.execute("SELECT pg_sleep(60)"), 50ms), tern::error::timed_out);
+    for (int i = 0; i < 1000 && !sigint_pending(pid); ++i) co_await tern::sleep_for(10ms);
+    CO_ASSERT(sigint_pending(pid));
+    const auto start = clock_type::now();
+    server.release();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 5"), 5);
+    EXPECT_LT(clock_type::now() - start, 20s) << "the script's sleep ran to its end";
+    EXPECT_GE(c.stats().cancels_sent, 2u);
+    EXPECT_TRUE(c.is_open()) << c.error_message();
+  }(*this, ctx), 90s);
+}
+
+// A script whose COPY TO STDOUT (the data dropped: a script has no reader for it) is given up while the data flows:
+// the COPY is cancelled and the rest of its data dropped, and the connection serves the next queries.
+TEST_P(pg_cancel_test, a_script_given_up_while_its_copy_out_flows_is_cancelled_and_the_connection_goes_on) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    for (const auto limit : {100ms, 300ms}) {
+      const auto start = clock_type::now();
+      auto script = c.execute("COPY (SELECT generate_series(1, 1000000000)) TO STDOUT");
+      EXPECT_EC(co_await tern::with_timeout(std::move(script), limit), tern::error::timed_out);
+      auto other = tern::spawn(ctx, expect_own_result(c, 3));
+      co_await std::move(other);
+      EXPECT_LT(clock_type::now() - start, 20s) << "the COPY ran to its end";
+      EXPECT_TRUE(c.is_open()) << c.error_message();
+    }
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 9"), 9);
+  }(*this, ctx), 60s);
+}
+
+// A pipelined query given up while its bytes are still being sent (the others of its batch and of the next one
+// wait behind them): its bytes go out in full, the others get their own results, and its own result is dropped.
+TEST_P(pg_cancel_test, a_query_given_up_while_it_is_sent_leaves_the_pipeline_in_step) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    held_still server(c.backend_pid());
+    std::stop_source stop;
+    auto big = tern::spawn(ctx, c.query("SELECT length($1::text), pg_sleep(60)", huge_text()), stop.get_token());
+    std::vector<tern::join_handle<void>> others;
+    for (int i = 1; i <= 3; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+    co_await tern::sleep_for(100ms);
+    EXPECT_FALSE(big.done());
+    EXPECT_TRUE(still_sending(c)) << "the query went out in full to a server held still";
+    stop.request_stop();
+    auto [ec, r] = co_await std::move(big);
+    EXPECT_EC(ec, tern::error::operation_canceled);
+    for (int i = 4; i <= 6; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+    const auto start = clock_type::now();
+    server.release();
+    for (auto& h : others) co_await std::move(h);
+    EXPECT_LT(clock_type::now() - start, 20s) << "the query's sleep ran to its end";
+    EXPECT_TRUE(c.is_open()) << c.error_message();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 8"), 8);
+  }(*this, ctx), 90s);
 }
 
 }  // namespace

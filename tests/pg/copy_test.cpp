@@ -1,7 +1,8 @@
 // COPY on both backends: a million rows in through copy_in and back out through copy_out, every row checked;
 // bad data refused by the server at finish(); an aborted COPY rolled back; a reader abandoned part way; a COPY
-// given up while it starts, in both directions, alone and on a pooled connection; and the connection serving
-// queries after each.
+// given up while it starts, in both directions, alone and on a pooled connection; a COPY given up while its
+// statement or its data are still being sent, or while the server finishes or aborts it (the server's process held
+// still), with other tasks' queries waiting behind it; and the connection serving queries after each.
 #include "pg_support.hpp"
 
 #include <tern/pg/pool.hpp>
@@ -205,6 +206,99 @@ TEST_P(pg_copy_test, a_pooled_connection_whose_copy_was_given_up_while_it_starte
     EXPECT_EQ(dbpool.stats().dropped, 0u);
     EXPECT_EQ(dbpool.stats().connects, 1u);
   }(*this, ctx), 60s);
+}
+
+// Gives up (a stop) the operation op (a task returning E) while the server is held still (and, with sending, while
+// op's bytes are still being sent), with other tasks' queries waiting behind it on c; then lets the server go on.
+// Those queries must get their own results soon.
+template <class E>
+tern::task<void> give_up_while_held(tern::io_context& ctx, pgl::connection& c, tern::task<E> op, bool sending) {
+  held_still server(c.backend_pid());
+  std::stop_source stop;
+  auto given_up = tern::spawn(ctx, std::move(op), stop.get_token());
+  std::vector<tern::join_handle<void>> others;
+  for (int i = 1; i <= 3; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+  co_await tern::sleep_for(100ms);
+  EXPECT_FALSE(given_up.done()) << "it ended while the server was held still";
+  EXPECT_EQ(still_sending(c), sending);
+  stop.request_stop();
+  const E outcome = co_await std::move(given_up);
+  if constexpr (std::is_same_v<E, std::error_code>) {
+    EXPECT_EC(outcome, tern::error::operation_canceled);
+  } else {
+    EXPECT_EC(outcome.ec, tern::error::operation_canceled);
+  }
+  const auto start = clock_type::now();
+  server.release();
+  for (auto& h : others) co_await std::move(h);
+  EXPECT_LT(clock_type::now() - start, 20s);
+  EXPECT_TRUE(c.is_open()) << c.error_message();
+  EXPECT_EQ(co_await scalar<int>(c, "SELECT 7"), 7);
+}
+
+// A script's COPY has no stream: the data of one TO STDOUT is read and dropped, one FROM STDIN is failed (it needs
+// copy_in()); the script goes on, or ends, as the server says, and the connection serves the next queries.
+TEST_P(pg_copy_test, a_scripts_copy_has_its_data_dropped_or_is_refused) {
+  run_bounded(ctx, [](pg_copy_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    pgl::result report;
+    CO_ASSERT_OK(co_await c.execute("COPY (SELECT generate_series(1, 200000)) TO STDOUT; SELECT 42", &report));
+    EXPECT_EQ(report[0][0].as<int>(), 42);
+    const std::string tbl = t.table();
+    CO_ASSERT_OK(co_await c.execute("CREATE TABLE " + tbl + " (id int)"));
+    EXPECT_EC(co_await c.execute("COPY " + tbl + " FROM STDIN; SELECT 43", &report), pgl::sqlstate::query_canceled);
+    EXPECT_NE(report.error_message().find("copy_in()"), std::string_view::npos) << report.error_message();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 44"), 44);
+    CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
+  }(*this, ctx), 60s);
+}
+
+// Writes data, then drops the writer (with this task's frame).
+tern::task<std::error_code> write_then_drop(pgl::copy_writer w, const std::string& data) {
+  co_return co_await w.write(data);
+}
+
+TEST_P(pg_copy_test, a_copy_given_up_while_it_is_sent_or_ends_leaves_the_connection_in_step) {
+  run_bounded(ctx, [](pg_copy_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const std::string tbl = t.table();
+    CO_ASSERT_OK(co_await c.execute("CREATE TABLE " + tbl + " (id int)"));
+    const std::string in = "COPY " + tbl + " FROM STDIN";
+    const std::string count_sql = "SELECT count(*) FROM " + tbl;
+    auto count = [&]() { return scalar<std::int64_t>(c, count_sql.c_str()); };
+    // Many times the socket's buffers (a few hundred KiB on a Unix socket): it cannot all go to a held server.
+    std::string rows;
+    for (int i = 0; i < (2 << 20); ++i) rows += "1\n";
+    // A COPY statement still being sent.
+    const std::string big_out = "COPY (SELECT length('" + std::string(8 << 20, 'x') + "')) TO STDOUT";
+    co_await give_up_while_held(ctx, c, c.copy_out(big_out), true);
+    // A write still being sent: the writer, destroyed with the write's task, aborts the COPY.
+    {
+      auto [ec, w] = co_await c.copy_in(in);
+      CO_ASSERT_OK(ec);
+      co_await give_up_while_held(ctx, c, write_then_drop(std::move(w), rows), true);
+    }
+    EXPECT_EQ(co_await count(), 0);
+    // finish() given up while the server ends the COPY: the connection goes on whether or not the rows made it,
+    // never with a part of them.
+    {
+      auto [ec, w] = co_await c.copy_in(in);
+      CO_ASSERT_OK(ec);
+      CO_ASSERT_OK(co_await w.write("1\n2\n"));
+      co_await give_up_while_held(ctx, c, w.finish(), false);
+    }
+    const std::int64_t after_finish = co_await count();
+    EXPECT_TRUE(after_finish == 0 || after_finish == 2) << after_finish;
+    // abort() given up while the server aborts the COPY.
+    {
+      auto [ec, w] = co_await c.copy_in(in);
+      CO_ASSERT_OK(ec);
+      CO_ASSERT_OK(co_await w.write("3\n"));
+      co_await give_up_while_held(ctx, c, w.abort("given up"), false);
+    }
+    EXPECT_EQ(co_await count(), after_finish);
+    CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
+  }(*this, ctx), 90s);
 }
 
 }  // namespace

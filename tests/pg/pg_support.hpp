@@ -1,14 +1,18 @@
-// Shared by the tern::pg tests: the fixture (a loop on each backend, the shared cluster), connecting to it, and
-// names of tables that are the test's own.
+// Shared by the tern::pg tests: the fixture (a loop on each backend, the shared cluster), connecting to it, names
+// of tables that are the test's own, and holding a server's process still (to catch an exchange part way).
 #pragma once
 
 #include <tern/pg/batch.hpp>
 #include <tern/pg/connection.hpp>
 
+#include <libpq-fe.h>
+#include <signal.h>
+
 #include <cctype>
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "../support.hpp"
 #include "pg_cluster.hpp"
@@ -54,6 +58,22 @@ tern::task<T> scalar(pgl::connection& c, const char* sql, const A&... args) {
   co_return r[0][0].template as<T>();
 }
 
+// Holds a server process still (SIGSTOP) until released or destroyed: what is sent to it stays in the socket's
+// buffers once they are full, and it answers nothing.
+struct held_still {
+  int pid;
+  explicit held_still(int p) : pid(p) { EXPECT_EQ(::kill(pid, SIGSTOP), 0); }
+  held_still(const held_still&) = delete;
+  held_still& operator=(const held_still&) = delete;
+  ~held_still() { release(); }
+  void release() {
+    if (pid != 0) ::kill(std::exchange(pid, 0), SIGCONT);
+  }
+};
+
+// Whether libpq still holds a part of what c sent, the socket taking no more (PQflush writes what it can).
+inline bool still_sending(const pgl::connection& c) { return PQflush(c.native_handle()) == 1; }
+
 }  // namespace tern_test::pg
 
 // In a coroutine: fails and returns when ec is set, printing the server's report from the result r.
@@ -63,3 +83,14 @@ tern::task<T> scalar(pgl::connection& c, const char* sql, const A&... args) {
     co_return;                                                                                   \
   } else                                                                                         \
     (void)0
+
+namespace tern_test::pg {
+
+// A query of another task on the same connection: it gets its own result, i.
+inline tern::task<void> expect_own_result(pgl::connection& c, int i) {
+  auto [ec, r] = co_await c.query("SELECT $1::int", i);
+  PG_ASSERT_OK(ec, r);
+  EXPECT_EQ(r[0][0].as<int>(), i);
+}
+
+}  // namespace tern_test::pg

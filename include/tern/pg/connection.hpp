@@ -167,7 +167,9 @@ class connection {
 
   // Awaitable: runs a script of any number of statements separated by semicolons, without parameters (libpq's
   // simple query protocol: the pipeline is drained and left for the while); std::error_code of the first that
-  // failed, whose report is in the result when asked for.
+  // failed, whose report is in the result when asked for. Cancelled while it is still being sent or runs, it ends
+  // at once, and the connection finishes it on its own before it serves the next queries: the rest is sent, the
+  // server asked to cancel it, its results read and dropped (its first statements may have taken effect).
   task<std::error_code> execute(std::string script, result* report = nullptr);
 
   // Awaitable: BEGIN (with the isolation level and access mode asked for); io_result<transaction>. The

@@ -19,7 +19,11 @@
 // held back to the network's pace; reads take one piece at a time from libpq. A writer destroyed before finish()
 // aborts the COPY (the server rolls it back); a reader destroyed before the end asks the server to cancel it and
 // drops the rest. A COPY whose copy_in() or copy_out() is cancelled before the server has confirmed it is ended
-// the same way. Either way the connection serves the next queries.
+// the same way. A write() cancelled while its data is still being sent has handed all of it to libpq, which sends
+// it (the writer goes on, or aborts the COPY when destroyed). A finish() or abort() cancelled before the server's
+// answer is finished by the connection on its own (what is left is sent, a finish() cancelled on the server, the
+// answer read): whether the rows of a finish() given up were taken is not known. Either way the connection serves
+// the next queries.
 #pragma once
 
 #include <cstdint>
