@@ -3,11 +3,14 @@
 # for a given time on its committed corpus (tests/fuzz/corpus/<target>/, read only) plus a working corpus that
 # grows from run to run (build/fuzz/corpus-<target>/), with its dictionary.
 #
-#   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build] [--logs DIR] [--doc] [target...] [-- libFuzzer flags...]
+#   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build|--build-only] [--logs DIR] [--doc] [target...]
+#                   [-- libFuzzer flags...]
 #
 #   --seconds N   fuzzing time per target (default 600)
 #   --jobs J      targets run at the same time (default 1; each uses one core)
 #   --no-build    run what build/fuzz holds, without configuring or building
+#   --build-only  configure and build the targets, run none (scripts/test.sh builds them beside other work, then runs
+#                 them beside the reliability suite)
 #   --logs DIR    where the logs go (default build/fuzz/logs; scripts/reliability.sh keeps its own)
 #   --doc         write the run into docs/reliability.md, section "Long fuzzing": a row per target run, the rows of
 #                 the targets not run kept, so that the long run (--seconds 3600, an hour each as the reliability
@@ -45,6 +48,7 @@ main() {
       --jobs) jobs=${2:?--jobs needs a value}; shift 2 ;;
       --jobs=*) jobs=${1#*=}; shift ;;
       --no-build) build=0; shift ;;
+      --build-only) build=2; shift ;;
       --logs) logdir=${2:?--logs needs a directory}; shift 2 ;;
       --doc) doc=1; shift ;;
       -h | --help) usage; exit 0 ;;
@@ -88,7 +92,10 @@ main() {
   if ((build)); then
     bash scripts/setup-deps.sh
     cmake --preset fuzz
-    cmake --build --preset fuzz -j2
+    # Only the targets to run, and the libraries they link: not the whole tree (tern::pg, tern::services), which no
+    # target parses with.
+    cmake --build --preset fuzz -j2 --target "${targets[@]/#/fuzz_}"
+    if ((build == 2)); then return 0; fi
   fi
 
   export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:print_stacktrace=1}"

@@ -187,17 +187,30 @@ selected() { [[ $row_prefix$1 == $only ]]; }
 
 # ---- checks that run as one tool process ----------------------------------------------------------------------------
 single_check() {  # single_check NAME BACKEND LOAD VERIFIED -- ARGS...
-  local name=$1 backend=$2 load=$3 verified=$4
+  if single_check_start "$@"; then single_check_end "$1" "$2" "$3" "$4"; fi
+}
+# single_check_start NAME BACKEND LOAD VERIFIED -- ARGS: starts the tool in the background (its pid and start time
+# kept by NAME and BACKEND) and returns; single_check_end NAME BACKEND LOAD VERIFIED waits for it and records it.
+# Between the two, other checks may start: the soak runs its backends at the same time this way.
+declare -A check_pid=() check_start_time=()
+single_check_start() {
+  local name=$1 backend=$2
   shift 5
-  selected "$name" || return 0
-  local log="$logs/${name//\//_}.$backend.log" start status=0 r
-  start=$(now)
-  TERN_BACKEND=$backend timeout -k 5 "$proc_timeout" "$tool" "$@" >"$log" 2>&1 || status=$?
+  selected "$name" || return 1
+  check_start_time[$name.$backend]=$(now)
+  TERN_BACKEND=$backend timeout -k 5 "$proc_timeout" "$tool" "$@" >"$logs/${name//\//_}.$backend.log" 2>&1 &
+  check_pid[$name.$backend]=$!
+  pids+=("$!")
+}
+single_check_end() {
+  local name=$1 backend=$2 load=$3 verified=$4
+  local log="$logs/${name//\//_}.$backend.log" status=0 r
+  wait "${check_pid[$name.$backend]}" || status=$?
   r=$(result_of "$log" "$status")
   if [[ $r == ok* && $status == 0 ]]; then
-    record "$name" "$backend" "$load" "$start" passed "$verified"
+    record "$name" "$backend" "$load" "${check_start_time[$name.$backend]}" passed "$verified"
   else
-    record "$name" "$backend" "$load" "$start" "FAILED: ${r#fail }" "$verified"
+    record "$name" "$backend" "$load" "${check_start_time[$name.$backend]}" "FAILED: ${r#fail }" "$verified"
   fi
   figure "$name" "$backend" "${r#ok }"
 }

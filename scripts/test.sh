@@ -8,10 +8,11 @@
 # TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json). Each preset's test cases run
 # two or three at a time (the test presets' "jobs"; TERN_TEST_JOBS=N overrides it), those that need the machine to
 # themselves alone (tests/CMakeLists.txt says how), while the next preset builds (below).
-# Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) run briefly, through scripts/fuzz.sh, beside
-# the last preset's tests: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (30 by default;
-# 0 leaves the step out), two at a time. A crash, or a violated invariant, fails the run. Last, the reliability
-# suite's quick run (scripts/reliability.sh --quick; TERN_TEST_RELIABILITY=0 leaves it out), alone.
+# Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) build beside the last preset's tests, and run
+# briefly through scripts/fuzz.sh: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (30 by
+# default; 0 leaves the step out), two at a time, at nice 19 beside the reliability suite's quick run
+# (scripts/reliability.sh --quick; TERN_TEST_RELIABILITY=0 leaves it out). A crash, or a violated invariant, fails
+# the run.
 # Each step prints its time as it ends, and a table of all of them comes at the end (also after a failure): wall
 # time, and the CPU time (user + system) of the step's processes, which says more than the wall time when other
 # work shares the machine.
@@ -126,10 +127,23 @@ for preset in "${presets[@]}"; do
   step_bg "test $preset ($count tests)" ctest --preset "$preset" "${jobs[@]}"
 done
 
+# The fuzz targets build beside the last preset's tests; they run beside the reliability suite, at the lowest
+# priority: the suite waits on timers, peers and packet loss more than it computes (it used a third of the two CPUs'
+# time when it ran alone), and the fuzzers take what it leaves without delaying it (a fuzzer runs for a time, not a
+# number of inputs, so it only fuzzes less). Beside a build at equal priority the suite's soak had failed (an echo
+# rate sample below a quarter of the median); at nice 19 the kernel gives the suite's processes the CPU whenever
+# they want it.
 fuzz_seconds=${TERN_TEST_FUZZ_SECONDS:-30}
 if [[ $fuzz_seconds != 0 ]]; then
-  banner "tern fuzz targets: ${fuzz_seconds} s each"
-  step "fuzz (${fuzz_seconds} s each, build included)" bash scripts/fuzz.sh --seconds "$fuzz_seconds" --jobs 2
+  banner "tern fuzz targets: build"
+  step "fuzz build" bash scripts/fuzz.sh --build-only
+fi
+step_join
+
+if [[ $fuzz_seconds != 0 ]]; then
+  banner "tern fuzz targets: ${fuzz_seconds} s each, beside the reliability suite"
+  step_bg "fuzz (${fuzz_seconds} s each, nice 19)" \
+    nice -n 19 bash scripts/fuzz.sh --no-build --seconds "$fuzz_seconds" --jobs 2
 fi
 
 # The reliability suite's quick run (scripts/reliability.sh: packet loss through network namespaces, a slicing
@@ -138,7 +152,6 @@ fi
 # asan and tsan presets were built above, the suite's sanitizer pass runs too (packet loss, many connections and
 # shutdown under load with the programs of those builds): their programs are already built, so it costs the checks'
 # minute or two, not two more builds.
-step_join
 reliability=${TERN_TEST_RELIABILITY:-1}
 if [[ $reliability != 0 ]]; then
   reliability_args=(--quick --no-doc)
@@ -146,6 +159,7 @@ if [[ $reliability != 0 ]]; then
   banner "tern reliability suite: ${reliability_args[*]}"
   step "reliability ${reliability_args[*]}" bash scripts/reliability.sh "${reliability_args[@]}"
 fi
+step_join
 
 echo
 echo "test.sh: all presets passed: ${presets[*]}"
