@@ -56,6 +56,19 @@ constexpr bool sanitized_build() {
   return false;
 }
 
+// Whether this build runs under ThreadSanitizer, whose shadow memory (several bytes for each byte the program
+// touches) makes a process's RSS say little about what the program itself holds.
+constexpr bool thread_sanitized_build() {
+#if defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return true;
+#endif
+#endif
+  return false;
+}
+
 // 1 GiB; a quarter of it under a sanitizer, whose point is the memory errors of the path, not the volume (CI time).
 inline std::uint64_t gibibyte_test_size() { return std::uint64_t{1} << (sanitized_build() ? 28 : 30); }
 
