@@ -9,7 +9,7 @@
 # two or three at a time (the test presets' "jobs"; TERN_TEST_JOBS=N overrides it), those that need the machine to
 # themselves alone (tests/CMakeLists.txt says how), while the next preset builds (below).
 # Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) build beside the last preset's tests, and run
-# briefly through scripts/fuzz.sh: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (30 by
+# briefly through scripts/fuzz.sh: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (60 by
 # default; 0 leaves the step out), two at a time, at nice 19 beside the reliability suite's quick run
 # (scripts/reliability.sh --quick; TERN_TEST_RELIABILITY=0 leaves it out). A crash, or a violated invariant, fails
 # the run.
@@ -133,7 +133,9 @@ done
 # number of inputs, so it only fuzzes less). Beside a build at equal priority the suite's soak had failed (an echo
 # rate sample below a quarter of the median); at nice 19 the kernel gives the suite's processes the CPU whenever
 # they want it.
-fuzz_seconds=${TERN_TEST_FUZZ_SECONDS:-30}
+# 60 s each: the seven targets two at a time take four minutes, within the suite's five, so the minute more each
+# (30 s before) costs no wall time.
+fuzz_seconds=${TERN_TEST_FUZZ_SECONDS:-60}
 if [[ $fuzz_seconds != 0 ]]; then
   banner "tern fuzz targets: build"
   step "fuzz build" bash scripts/fuzz.sh --build-only

@@ -71,7 +71,7 @@ class body_buffer {
   // Copies up to n bytes from the front into out, and drops them; the number copied.
   std::size_t take(char* out, std::size_t n) noexcept;
   std::string_view view() const noexcept { return std::string_view(data_ + begin_, size()); }
-  // Empty, keeping the small buffer for the next body; release() keeps nothing.
+  // Empty, keeping the small buffer and pages of up to 64 KiB for the next body; release() keeps nothing.
   void clear() noexcept;
   void release() noexcept;
 

@@ -214,7 +214,10 @@ task<std::error_code> copy_writer::write(const_buffer data) {
     if (rc == 0) {  // libpq's buffer is full: wait for the socket
       auto [wec, ready] = co_await s_->watch.wait_writable();
       if (wec) co_return wec;
-      if (PQflush(s_->pg) < 0) co_return make_error_code(error::connection_lost);
+      if (PQflush(s_->pg) < 0) {
+        s_->break_connection(make_error_code(error::connection_lost));
+        co_return make_error_code(error::connection_lost);
+      }
       continue;
     }
     p += n;
@@ -227,6 +230,8 @@ task<std::error_code> copy_writer::write(const_buffer data) {
 
 task<io_result<std::uint64_t>> copy_writer::finish() {
   if (s_ == nullptr) co_return io_result<std::uint64_t>{make_error_code(error::not_in_copy), 0};
+  // From another loop: refused, and the writer kept (giving it up would hand the connection back from this thread).
+  if (!s_->ctx->running_here()) co_return io_result<std::uint64_t>{make_error_code(tern::error::wrong_loop), 0};
   connection_state* s = std::exchange(s_, nullptr);
   std::error_code ec = detail::refusal(s);
   while (!ec) {
@@ -248,6 +253,7 @@ task<io_result<std::uint64_t>> copy_writer::finish() {
 
 task<std::error_code> copy_writer::abort(std::string_view message) {
   if (s_ == nullptr) co_return make_error_code(error::not_in_copy);
+  if (!s_->ctx->running_here()) co_return make_error_code(tern::error::wrong_loop);  // as finish(): the writer kept
   connection_state* s = std::exchange(s_, nullptr);
   std::error_code ec = detail::refusal(s);
   const std::string text(message);

@@ -2,7 +2,8 @@
 // bad data refused by the server at finish(); an aborted COPY rolled back; a reader abandoned part way; a COPY
 // given up while it starts, in both directions, alone and on a pooled connection; a COPY given up while its
 // statement or its data are still being sent, or while the server finishes or aborts it (the server's process held
-// still), with other tasks' queries waiting behind it; and the connection serving queries after each.
+// still), with other tasks' queries waiting behind it; finish() and abort() from another loop refused, the writer
+// kept; and the connection serving queries after each.
 #include "pg_support.hpp"
 
 #include <tern/pg/pool.hpp>
@@ -299,6 +300,48 @@ TEST_P(pg_copy_test, a_copy_given_up_while_it_is_sent_or_ends_leaves_the_connect
     EXPECT_EQ(co_await count(), after_finish);
     CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
   }(*this, ctx), 90s);
+}
+
+// finish() and abort() called from another loop's thread are refused with wrong_loop and leave the writer as it was
+// (before, the writer gave itself up first and handed the connection back from the wrong thread): on its own loop
+// the same writer then aborts, or finishes with every row in.
+TEST_P(pg_copy_test, finish_or_abort_from_another_loop_is_refused_and_the_writer_goes_on) {
+  run_bounded(ctx, [](pg_copy_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const std::string tbl = t.table();
+    CO_ASSERT_OK(co_await c.execute("CREATE UNLOGGED TABLE " + tbl + " (id int8)"));
+    // From elsewhere: the call's outcome, on a loop of its own on another thread (this loop waits meanwhile).
+    const auto from_elsewhere = [](pgl::copy_writer& w, bool finish) {
+      std::error_code out;
+      std::thread other([&] {
+        tern::io_context elsewhere;
+        elsewhere.block_on([](pgl::copy_writer& w, bool finish, std::error_code& out) -> tern::task<void> {
+          if (finish) {
+            out = (co_await w.finish()).ec;
+          } else {
+            out = co_await w.abort("from elsewhere");
+          }
+        }(w, finish, out));
+      });
+      other.join();
+      return out;
+    };
+    for (const bool finish : {false, true}) {
+      auto [ec, w] = co_await c.copy_in("COPY " + tbl + " FROM STDIN");
+      CO_ASSERT_OK(ec);
+      CO_ASSERT_OK(co_await w.write(std::string_view("1\n2\n3\n")));
+      EXPECT_EC(from_elsewhere(w, finish), tern::error::wrong_loop);
+      if (finish) {
+        auto [fec, n] = co_await w.finish();
+        CO_ASSERT_OK(fec);
+        EXPECT_EQ(n, 3u);
+      } else {
+        CO_ASSERT_OK(co_await w.abort("given up here"));
+      }
+    }
+    EXPECT_EQ(co_await scalar<std::int64_t>(c, ("SELECT count(*) FROM " + tbl).c_str()), 3);
+    CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
+  }(*this, ctx));
 }
 
 }  // namespace
