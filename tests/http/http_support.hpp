@@ -36,6 +36,18 @@
 
 namespace tern_test {
 
+// The operations of a loop started and not completed, by kind ("recv x1, accept_multishot x1"), or "".
+inline std::string operations_outstanding(const tern::metrics::loop_snapshot& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    if (s.ops[i].started == s.ops[i].completed) continue;
+    if (!out.empty()) out += ", ";
+    out += std::string(tern::metrics::op_kind_name(i)) + " x" +
+           std::to_string(static_cast<std::int64_t>(s.ops[i].started - s.ops[i].completed));
+  }
+  return out;
+}
+
 // An http::server on a loop of its own thread, listening on 127.0.0.1 (a free port). The destructor shuts it
 // down (grace 2 s) and joins the thread; a server that does not stop in time fails the test.
 class server_thread {
@@ -49,7 +61,9 @@ class server_thread {
     port_ = ep.port();
     thread_ = std::thread([this] {
       ctx_.block_on(server_.run());
+      const std::string left = operations_outstanding(tern::metrics::snapshot(ctx_));
       std::lock_guard<std::mutex> lock(mutex_);
+      left_after_run_ = left;
       finished_ = true;
       cv_.notify_all();
     });
@@ -86,6 +100,12 @@ class server_thread {
     }
     return done;
   }
+  // The operations the loop still had started and not completed (in the kernel: a socket's read, the listener's
+  // accept) when run() returned, by kind ("accept_multishot x1"), or "" for none. Valid once stop() has returned.
+  std::string left_after_run() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return left_after_run_;
+  }
   // The server's count of open connections, read on its loop.
   std::size_t connections() {
     std::atomic<std::size_t> n{~std::size_t{0}};
@@ -103,6 +123,7 @@ class server_thread {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool finished_ = false;
+  std::string left_after_run_;
   std::atomic<bool> stop_requested_{false};
 };
 
