@@ -36,18 +36,6 @@
 
 namespace tern_test {
 
-// The operations of a loop started and not completed, by kind ("recv x1, accept_multishot x1"), or "".
-inline std::string operations_outstanding(const tern::metrics::loop_snapshot& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    if (s.ops[i].started == s.ops[i].completed) continue;
-    if (!out.empty()) out += ", ";
-    out += std::string(tern::metrics::op_kind_name(i)) + " x" +
-           std::to_string(static_cast<std::int64_t>(s.ops[i].started - s.ops[i].completed));
-  }
-  return out;
-}
-
 // An http::server on a loop of its own thread, listening on 127.0.0.1 (a free port). The destructor shuts it
 // down (grace 2 s) and joins the thread; a server that does not stop in time fails the test.
 class server_thread {
