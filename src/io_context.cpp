@@ -175,6 +175,7 @@ io_context::~io_context() {
   //    sockets, disarm timers, post handlers and spawn tasks, and whatever they queue that owns itself is kept to
   //    be discarded in 4; resumptions that may point into the frames being destroyed are dropped unread.
   owner_.store(teardown_owner, std::memory_order_relaxed);
+  closes_waiters_ = detail::work_queue{};  // awaiters of closes_settled, in frames destroyed below: never resumed
   while (spawned_ != nullptr) spawned_->abandon();
   // 4. The handlers queued meanwhile (by the destructors above, or by other threads), and what their own discards
   //    queue, until nothing is left.
@@ -660,6 +661,9 @@ void io_context::end_multishot(detail::descriptor* d) noexcept {
     d->next_free = d->linger_prev = nullptr;
     d->lingering = false;
     --pending_ops_;
+    if (lingering_ == nullptr) {
+      while (detail::work_item* w = closes_waiters_.pop_front()) run_queue_.push_back(w);
+    }
   }
   if (d->closing && !d->has_pending()) free_descriptor(d);
 }

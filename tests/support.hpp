@@ -196,6 +196,18 @@ bool poll_until_done(tern::io_context& ctx, const Handle& h) {
   return h.done();
 }
 
+// The operations of a loop started and not completed, by kind ("recv x1, accept_multishot x1"), or "".
+inline std::string operations_outstanding(const tern::metrics::loop_snapshot& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    if (s.ops[i].started == s.ops[i].completed) continue;
+    if (!out.empty()) out += ", ";
+    out += std::string(tern::metrics::op_kind_name(i)) + " x" +
+           std::to_string(static_cast<std::int64_t>(s.ops[i].started - s.ops[i].completed));
+  }
+  return out;
+}
+
 inline std::string describe(const std::error_code& ec) {
   return ec ? ec.message() + " (" + ec.category().name() + ":" + std::to_string(ec.value()) + ")" : "no error";
 }

@@ -386,6 +386,41 @@ TEST_P(teardown_backend_test, every_handler_of_a_runtime_is_destroyed_exactly_on
   EXPECT_EQ(counts.live.load(), 0) << "handlers (or their captures) not destroyed with the runtime";
 }
 
+// ---- What the kernel still holds when a loop stops being run ----
+
+tern::task<void> accept_once(tern::net::tcp_acceptor& listener) { (void)co_await listener.accept(); }
+tern::task<void> receive_once(tern::net::unix_stream_socket& socket) { (void)co_await socket.receive(); }
+
+// A listener and a socket closed under their waiting accept and receive: under io_uring their multishot requests
+// end with a completion the loop reaps a moment later, after the waiting tasks have already ended. A task that
+// awaits closes_settled() before it returns leaves nothing in the kernel for block_on's caller, who may then
+// destroy the loop on another thread, where it could no longer reap them.
+TEST_P(teardown_backend_test, closes_settled_waits_for_the_kernel_to_end_what_was_closed) {
+  tern::io_context ctx(options_for(GetParam()));
+  std::string left;
+  std::thread runner([&ctx, &left] {
+    ctx.block_on([](tern::io_context& ctx) -> tern::task<void> {
+      tern::net::tcp_acceptor listener(ctx);
+      CO_ASSERT_OK(listener.listen(tern::net::endpoint::loopback_v4(0)));
+      raw_pair p = make_pair_fds();
+      auto [ec, socket] = tern::net::unix_stream_socket::adopt(ctx, tern::unique_fd(p.local));
+      CO_ASSERT_OK(ec);
+      auto accepting = tern::spawn(ctx, accept_once(listener));
+      auto receiving = tern::spawn(ctx, receive_once(socket));
+      (void)co_await tern::sleep_for(5ms);  // both wait in the kernel
+      listener.close();
+      socket.close();
+      co_await std::move(accepting);
+      co_await std::move(receiving);
+      co_await tern::closes_settled(ctx);
+      ::close(p.peer);
+    }(ctx));
+    left = operations_outstanding(tern::metrics::snapshot(ctx));
+  });
+  runner.join();
+  EXPECT_EQ(left, "") << "operations started and not completed when block_on returned";
+}
+
 // ---- Objects that outlive their loop ----
 
 // A socket declared before its loop is destroyed after it, as a new user writes it: the loop's teardown leaves it

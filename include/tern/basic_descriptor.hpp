@@ -15,12 +15,21 @@
 // one io_uring_register call, and closing one more, so it pays for a descriptor that lives for many operations,
 // not for a connection made for one request. The slot belongs to the loop's ring: release() and move_to() give
 // it back, and the descriptor arrives unregistered on the other side.
+//
+// Closing returns at once, with one exception to "nothing is left": under io_uring, a descriptor closed while its
+// multishot receive (receive()) or a listener's multishot accept was armed has that request cancelled, and its
+// last completion arrives a moment later, reaped by the loop's next poll. A task after which the loop is no longer
+// run (the one block_on runs: a server's run()) awaits closes_settled(ctx) before it returns, so that a loop then
+// destroyed on another thread, whose ring that thread can no longer reap, has nothing of it left in the kernel.
 #pragma once
 
+#include <cassert>
+#include <coroutine>
 #include <system_error>
 #include <utility>
 
 #include "tern/detail/io_op.hpp"
+#include "tern/detail/work_queue.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/unique_fd.hpp"
@@ -85,5 +94,29 @@ class basic_descriptor {
   io_context* ctx_;
   detail::descriptor* desc_ = nullptr;
 };
+
+namespace detail {
+class [[nodiscard]] closes_awaiter : resume_item {
+ public:
+  explicit closes_awaiter(io_context& ctx) noexcept : ctx_(&ctx) {}
+  bool await_ready() const noexcept {
+    assert(ctx_->running_here() && "closes_settled is awaited by a task of its loop");
+    return !ctx_->closes_lingering();
+  }
+  void await_suspend(std::coroutine_handle<> h) noexcept {
+    handle = h;
+    ctx_->after_closes(this);
+  }
+  void await_resume() const noexcept {}
+
+ private:
+  io_context* ctx_;
+};
+}  // namespace detail
+
+// Awaitable, by a task of ctx's loop: continues once no descriptor closed on that loop has a request left in the
+// kernel (see the note above); at once when none has, and always under epoll. Not cancellable: what it waits for
+// was cancelled when its descriptor closed, and ends within the kernel's round trip.
+inline detail::closes_awaiter closes_settled(io_context& ctx) noexcept { return detail::closes_awaiter(ctx); }
 
 }  // namespace tern

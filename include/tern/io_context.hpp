@@ -351,6 +351,10 @@ class io_context {
   // Backend-facing: d's multishot receive or accept (started by the backend on its own, never awaited and not
   // counted as the loop's work) has ended; d is recycled if it was closed and this was its last operation.
   void end_multishot(detail::descriptor* d) noexcept;
+  // closes_settled (basic_descriptor.hpp): whether a closed descriptor's multishot request is still in the kernel
+  // (lingering), and w queued to run once none is (loop thread only).
+  bool closes_lingering() const noexcept { return lingering_ != nullptr; }
+  void after_closes(detail::work_item* w) noexcept { closes_waiters_.push_back(w); }
   // Closes the connections a listener's multishot accept queued and frees its queue.
   void drop_accepted(detail::descriptor* d) noexcept;
   // The loop's pool of receive buffers, made on first use (loop thread only).
@@ -596,6 +600,7 @@ class io_context {
   std::unique_ptr<detail::receive_pool> receive_pool_;
   // Descriptors closed while their multishot receive was armed, until its last CQE (see descriptor::lingering).
   detail::descriptor* lingering_ = nullptr;
+  detail::work_queue closes_waiters_;  // tasks awaiting closes_settled, queued to run when lingering_ empties
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
   unsigned inline_streak_ = 0;

@@ -22,6 +22,7 @@
 
 #include "connection.hpp"
 #include "date.hpp"
+#include "tern/basic_descriptor.hpp"
 #include "tern/error.hpp"
 #include "tern/net/error.hpp"
 #include "tern/sync/wait_group.hpp"
@@ -802,6 +803,10 @@ task<std::error_code> server::run() {
   }
   acceptor_.close();
   co_await tasks_.wait();
+  // Under io_uring the listener's multishot accept (and a multishot receive an upgrade function armed) ends in the
+  // kernel a moment after its close. The caller may stop running the loop once run() returns (block_on) and
+  // destroy it on another thread, whose ring could no longer reap it: run() returns once the kernel is done.
+  co_await closes_settled(*ctx_);
   co_return failure;
 }
 

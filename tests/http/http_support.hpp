@@ -49,7 +49,9 @@ class server_thread {
     port_ = ep.port();
     thread_ = std::thread([this] {
       ctx_.block_on(server_.run());
+      const std::string left = operations_outstanding(tern::metrics::snapshot(ctx_));
       std::lock_guard<std::mutex> lock(mutex_);
+      left_after_run_ = left;
       finished_ = true;
       cv_.notify_all();
     });
@@ -86,6 +88,12 @@ class server_thread {
     }
     return done;
   }
+  // The operations the loop still had started and not completed (in the kernel: a socket's read, the listener's
+  // accept) when run() returned, by kind ("accept_multishot x1"), or "" for none. Valid once stop() has returned.
+  std::string left_after_run() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return left_after_run_;
+  }
   // The server's count of open connections, read on its loop.
   std::size_t connections() {
     std::atomic<std::size_t> n{~std::size_t{0}};
@@ -103,6 +111,7 @@ class server_thread {
   std::mutex mutex_;
   std::condition_variable cv_;
   bool finished_ = false;
+  std::string left_after_run_;
   std::atomic<bool> stop_requested_{false};
 };
 

@@ -431,6 +431,22 @@ TEST_P(http_server_test, shutdown_cuts_what_outlives_the_grace) {
   EXPECT_TRUE(c.server_closed());
 }
 
+// When run() returns after a shutdown, nothing the server started is still in the kernel, the listener's accept
+// included: the loop may then be destroyed on another thread, where it could no longer reap it. Here every
+// connection has ended before the shutdown (the server closed it after a Connection: close), so nothing but the
+// listener is left for stop() to end.
+TEST_P(http_server_test, run_returns_with_nothing_in_the_kernel) {
+  server_thread s(GetParam(), test_routes());
+  raw_client c(s.port());
+  c.send("GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(c.read_response().status, 200);
+  EXPECT_TRUE(c.server_closed());
+  for (int i = 0; i < 5000 && s.connections() != 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(s.connections(), 0u) << "the server has closed its side";
+  ASSERT_TRUE(s.stop(2s));
+  EXPECT_EQ(s.left_after_run(), "");
+}
+
 // A server that never listened: accept fails at once, every time. run() used to go round that failure without
 // ever suspending, so neither a timeout nor stop() could reach it (the loop was stuck in one item). A one-second
 // deadline around run() must end it, and stop() from another task of the loop too.

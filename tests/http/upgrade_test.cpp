@@ -127,4 +127,22 @@ TEST_P(http_upgrade_test, shutdown_cancels_an_upgraded_connection_after_its_grac
   EXPECT_TRUE(c.server_closed());
 }
 
+// An upgraded connection that has ended (the protocol closed it after the client's end) leaves nothing in the
+// kernel once run() has returned from the shutdown that follows.
+TEST_P(http_upgrade_test, run_returns_with_nothing_in_the_kernel_after_an_upgrade) {
+  server_thread s(GetParam(), upgrade_routes());
+  {
+    raw_client c(s.port());
+    c.send(shout_request + "bye");
+    ASSERT_EQ(c.read_response().status, 101);
+    EXPECT_EQ(c.read_bytes(3), "BYE");
+    ::shutdown(c.fd(), SHUT_WR);
+    EXPECT_TRUE(c.server_closed());
+  }
+  for (int i = 0; i < 5000 && s.connections() != 0; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(s.connections(), 0u) << "the server has closed its side";
+  ASSERT_TRUE(s.stop(2s));
+  EXPECT_EQ(s.left_after_run(), "");
+}
+
 }  // namespace

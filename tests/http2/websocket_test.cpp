@@ -54,49 +54,71 @@ std::string masked_frame(std::uint8_t opcode, std::string_view payload) {
 
 TEST_P(http2_websocket_test, a_websocket_on_an_http2_stream_beside_other_requests) {
   server_thread srv(GetParam(), chat_routes(), h2_server_options());
-  h2_client c(srv.port());
-  c.ping();  // the server's SETTINGS first: it must allow extended CONNECT before the client may use it
-  ASSERT_TRUE(c.run_until([&] { return c.pings_acked() == 1; }));
-  ASSERT_EQ(c.remote_setting(NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL), 1u);
-  const auto id = c.request("CONNECT", "/chat", {{":protocol", "websocket"}, {"sec-websocket-version", "13"}},
-                            std::nullopt, true);
-  ASSERT_TRUE(c.run_until([&] { return c.answer(id).status != 0; }));
-  EXPECT_EQ(c.answer(id).status, 200);
-  EXPECT_EQ(c.answer(id).header("sec-websocket-accept"), "");
-  c.send_body(id, masked_frame(0x1, "hello over a stream"), false);
-  const std::string echo = std::string("\x81\x13", 2) + "hello over a stream";
-  ASSERT_TRUE(c.run_until([&] { return c.answer(id).body.size() >= echo.size(); }));
-  EXPECT_EQ(c.answer(id).body, echo);
-  // Another request on the same connection meanwhile.
-  const auto other = c.request("GET", "/hello");
-  ASSERT_TRUE(c.finish(other));
-  EXPECT_EQ(c.answer(other).body, "hello over 2.0\n");
-  c.send_body(id, masked_frame(0x2, std::string(100, 'b')), false);
-  ASSERT_TRUE(c.run_until([&] { return c.answer(id).body.size() >= echo.size() + 102; }));
-  // The close handshake ends the stream, not the connection.
-  c.send_body(id, masked_frame(0x8, "\x03\xe8"), true);
-  ASSERT_TRUE(c.finish(id));
-  EXPECT_EQ(c.answer(id).body.substr(echo.size() + 102, 2), std::string("\x88\x02", 2));
-  const auto after = c.request("GET", "/hello");
-  ASSERT_TRUE(c.finish(after));
-  EXPECT_EQ(c.answer(after).status, 200);
-  EXPECT_FALSE(c.goaway());
+  {
+    h2_client c(srv.port());
+    c.ping();  // the server's SETTINGS first: it must allow extended CONNECT before the client may use it
+    ASSERT_TRUE(c.run_until([&] { return c.pings_acked() == 1; }));
+    ASSERT_EQ(c.remote_setting(NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL), 1u);
+    const auto id = c.request("CONNECT", "/chat", {{":protocol", "websocket"}, {"sec-websocket-version", "13"}},
+                              std::nullopt, true);
+    ASSERT_TRUE(c.run_until([&] { return c.answer(id).status != 0; }));
+    EXPECT_EQ(c.answer(id).status, 200);
+    EXPECT_EQ(c.answer(id).header("sec-websocket-accept"), "");
+    c.send_body(id, masked_frame(0x1, "hello over a stream"), false);
+    const std::string echo = std::string("\x81\x13", 2) + "hello over a stream";
+    ASSERT_TRUE(c.run_until([&] { return c.answer(id).body.size() >= echo.size(); }));
+    EXPECT_EQ(c.answer(id).body, echo);
+    // Another request on the same connection meanwhile.
+    const auto other = c.request("GET", "/hello");
+    ASSERT_TRUE(c.finish(other));
+    EXPECT_EQ(c.answer(other).body, "hello over 2.0\n");
+    c.send_body(id, masked_frame(0x2, std::string(100, 'b')), false);
+    ASSERT_TRUE(c.run_until([&] { return c.answer(id).body.size() >= echo.size() + 102; }));
+    // The close handshake ends the stream, not the connection.
+    c.send_body(id, masked_frame(0x8, "\x03\xe8"), true);
+    ASSERT_TRUE(c.finish(id));
+    EXPECT_EQ(c.answer(id).body.substr(echo.size() + 102, 2), std::string("\x88\x02", 2));
+    const auto after = c.request("GET", "/hello");
+    ASSERT_TRUE(c.finish(after));
+    EXPECT_EQ(c.answer(after).status, 200);
+    EXPECT_FALSE(c.goaway());
+  }
+  // The client has gone: nothing of the connection is left in the kernel once run() has returned.
+  ASSERT_TRUE(srv.stop(std::chrono::milliseconds(2000)));
+  EXPECT_EQ(srv.left_after_run(), "");
+}
+
+// One WebSocket over HTTP/1.1 with tern's ws client: a message echoed, then the close handshake (the server closes
+// the TCP connection first).
+tern::task<void> http11_chat(tern::io_context& ctx, std::uint16_t port) {
+  auto [ec, socket] = co_await tern::net::connect(ctx, "127.0.0.1", std::to_string(port));
+  CO_ASSERT_OK(ec);
+  ws::stream<tern::net::tcp_socket> client(std::move(socket), ws::role::client);
+  CO_ASSERT_OK(co_await client.handshake("localhost", "/chat"));
+  CO_ASSERT_OK(co_await client.write(ws::message_type::text, "over HTTP/1.1"));
+  std::string message;
+  auto [rec, type] = co_await client.read(message);
+  CO_ASSERT_OK(rec);
+  EXPECT_EQ(message, "over HTTP/1.1");
+  (void)co_await client.close(ws::close_code::normal, "");
 }
 
 TEST_P(http2_websocket_test, the_same_route_answers_an_http11_websocket) {
   server_thread srv(GetParam(), chat_routes(), h2_server_options());
-  run_bounded(ctx, [](tern::io_context& ctx, std::uint16_t port) -> tern::task<void> {
-    auto [ec, socket] = co_await tern::net::connect(ctx, "127.0.0.1", std::to_string(port));
-    CO_ASSERT_OK(ec);
-    ws::stream<tern::net::tcp_socket> client(std::move(socket), ws::role::client);
-    CO_ASSERT_OK(co_await client.handshake("localhost", "/chat"));
-    CO_ASSERT_OK(co_await client.write(ws::message_type::text, "over HTTP/1.1"));
-    std::string message;
-    auto [rec, type] = co_await client.read(message);
-    CO_ASSERT_OK(rec);
-    EXPECT_EQ(message, "over HTTP/1.1");
-    (void)co_await client.close(ws::close_code::normal, "");
-  }(ctx, srv.port()));
+  run_bounded(ctx, http11_chat(ctx, srv.port()));
+}
+
+// When run() returns, nothing the server started is still in the kernel (the listener's accept included), with
+// HTTP/2 on the port and without: its loop may be destroyed on another thread, where the ring could no longer reap
+// it, and a read still in the kernel could write into freed memory.
+TEST_P(http2_websocket_test, run_returns_with_nothing_in_the_kernel_after_an_http11_websocket) {
+  for (const bool http2 : {true, false}) {
+    SCOPED_TRACE(http2 ? "with HTTP/2" : "HTTP/1.1 only");
+    server_thread srv(GetParam(), chat_routes(), http2 ? h2_server_options() : tern::http::server_options());
+    run_bounded(ctx, http11_chat(ctx, srv.port()));
+    ASSERT_TRUE(srv.stop(std::chrono::milliseconds(2000)));
+    EXPECT_EQ(srv.left_after_run(), "");
+  }
 }
 
 }  // namespace

@@ -124,6 +124,10 @@ class ws_server_thread {
     }
     group.cancel();
     co_await group.wait();
+    // The listener's io_uring multishot accept ends in the kernel before block_on returns: the loop is destroyed
+    // on the test's thread, which could not reap it.
+    acceptor_.close();
+    co_await tern::closes_settled(ctx_);
   }
 
   tern::task<void> connection(net::tcp_socket socket) {

@@ -99,9 +99,11 @@ class server {
   [[nodiscard]] std::error_code listen(const net::endpoint& ep, net::acceptor_options opts = {});
   [[nodiscard]] io_result<net::endpoint> local_endpoint() const noexcept;
 
-  // Accepts and serves connections until stop() or shutdown(); returns once every connection has closed. Yields
-  // std::error_code: empty after stop() or shutdown(), operation_canceled when run() was cancelled, else the
-  // listener's error (bad_file_descriptor for a server that never listened, ...).
+  // Accepts and serves connections until stop() or shutdown(); returns once every connection has closed and the
+  // kernel has ended what the server closed (the listener's io_uring accept), so the loop may be destroyed on
+  // another thread once block_on(run()) has returned. Yields std::error_code: empty after stop() or shutdown(),
+  // operation_canceled when run() was cancelled, else the listener's error (bad_file_descriptor for a server that
+  // never listened, ...).
   task<std::error_code> run();
   // Stops accepting, closes the idle connections, and lets busy ones finish their request. Loop thread only.
   void stop() noexcept;
