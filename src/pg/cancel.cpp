@@ -34,11 +34,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The head of libpq's struct pg_cancel (libpq-int.h): the remote address as libpq keeps it (SockAddr), then the
-// backend's process id and key. Checked before use, see above.
-struct pg_cancel_head {
+// The head of libpq's struct pg_cancel (libpq-int.h): the remote address as libpq keeps it (SockAddr, a struct of
+// its own: its size is rounded up to sockaddr_storage's alignment, so the process id does not follow salen
+// directly), then the backend's process id and key. Checked before use, see above.
+struct pg_sock_addr {
   sockaddr_storage addr;
   socklen_t salen;
+};
+struct pg_cancel_head {
+  pg_sock_addr raddr;
   int be_pid;
   int be_key;
 };
@@ -91,14 +95,26 @@ task<> deliver(Socket& s, std::array<unsigned char, 16> packet) {
   (void)r;
 }
 
-task<> cancel_over_unix(io_context& ctx, cancel_target t) {
+// Calls the request's landed callback when its task ends, also when the frame is destroyed unfinished.
+struct landing {
+  void (*landed)(void*) noexcept;
+  void* arg;
+  landing(void (*l)(void*) noexcept, void* a) noexcept : landed(l), arg(a) {}
+  landing(const landing&) = delete;
+  landing& operator=(const landing&) = delete;
+  ~landing() { landed(arg); }
+};
+
+task<> cancel_over_unix(io_context& ctx, cancel_target t, void (*landed)(void*) noexcept, void* arg) {
+  const landing done(landed, arg);
   net::unix_stream_socket s(ctx);
   const net::unix_endpoint ep(reinterpret_cast<const sockaddr*>(&t.addr), t.addr_len);
   if (co_await tern::with_timeout(s.connect(ep), 10s)) co_return;
   co_await deliver(s, request_packet(t.pid, t.key));
 }
 
-task<> cancel_over_tcp(io_context& ctx, cancel_target t) {
+task<> cancel_over_tcp(io_context& ctx, cancel_target t, void (*landed)(void*) noexcept, void* arg) {
+  const landing done(landed, arg);
   net::tcp_socket s(ctx);
   const net::endpoint ep(reinterpret_cast<const sockaddr*>(&t.addr), t.addr_len);
   if (co_await tern::with_timeout(s.connect(ep), 10s)) co_return;
@@ -117,10 +133,10 @@ cancel_target read_cancel_target(PGconn* pg) noexcept {
   const bool have_peer = ::getpeername(PQsocket(pg), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
   pg_cancel_head head;
   std::memcpy(&head, c, sizeof head);
-  if (have_peer && head.be_pid == PQbackendPID(pg) && head.salen > 0 && head.salen <= sizeof head.addr &&
-      same_peer(head.addr, head.salen, peer, peer_len)) {
-    t.addr = head.addr;
-    t.addr_len = head.salen;
+  if (have_peer && head.be_pid == PQbackendPID(pg) && head.raddr.salen > 0 && head.raddr.salen <= sizeof head.raddr.addr &&
+      same_peer(head.raddr.addr, head.raddr.salen, peer, peer_len)) {
+    t.addr = head.raddr.addr;
+    t.addr_len = head.raddr.salen;
     t.pid = head.be_pid;
     t.key = head.be_key;
     t.valid = true;
@@ -130,15 +146,21 @@ cancel_target read_cancel_target(PGconn* pg) noexcept {
   return t;
 }
 
-void send_cancel_request(io_context& ctx, const cancel_target& t) noexcept {
+void send_cancel_request(io_context& ctx, const cancel_target& t, void (*landed)(void*) noexcept, void* arg) noexcept {
+  if (t.valid) {
+    try {
+      tern::spawn(ctx, t.addr.ss_family == AF_UNIX ? cancel_over_unix(ctx, t, landed, arg)
+                                                   : cancel_over_tcp(ctx, t, landed, arg))
+          .detach();
+    } catch (...) {
+      // Out of memory: no request. spawn never starts a task itself, so the task's guard was not made either.
+      landed(arg);
+    }
+    return;
+  }
+  landed(arg);
   try {
-    if (t.valid) {
-      if (t.addr.ss_family == AF_UNIX) {
-        tern::spawn(ctx, cancel_over_unix(ctx, t)).detach();
-      } else {
-        tern::spawn(ctx, cancel_over_tcp(ctx, t)).detach();
-      }
-    } else if (t.fallback) {
+    if (t.fallback) {
       std::thread([c = t.fallback] {
         char message[256];
         PQcancel(c.get(), message, sizeof message);

@@ -26,7 +26,10 @@ struct cancel_target {
 // The cancel target of a connected PGconn: valid, or a fallback when libpq's PGcancel could not be read (cancel.cpp).
 cancel_target read_cancel_target(PGconn* pg) noexcept;
 
-// Sends a cancel request for t's backend from a task of its own on ctx (it does not wait for it).
-void send_cancel_request(io_context& ctx, const cancel_target& t) noexcept;
+// Sends a cancel request for t's backend from a task of its own on ctx (it does not wait for it). landed(arg) is
+// called on ctx once the server has closed the request's connection (it has signalled the backend by then), or the
+// request failed, or ctx was torn down with it unfinished; at once, without a request on the loop (no memory, or the
+// PQcancel fallback on a thread of its own, which is not followed).
+void send_cancel_request(io_context& ctx, const cancel_target& t, void (*landed)(void*) noexcept, void* arg) noexcept;
 
 }  // namespace tern::pg::detail

@@ -12,6 +12,7 @@
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/spawn.hpp"
+#include "tern/timer.hpp"
 #include "tern/unique_fd.hpp"
 
 namespace tern::pg {
@@ -167,9 +168,14 @@ task<> finish_abandoned(connection_state* s, std::uint32_t id, bool cancel) {
       }
     }
     s->stop_cancel_retry();
+    co_await cancels_settled(s);
   }
   return_to_pipeline(s, id);
   release(s);
+}
+
+task<> cancels_settled(connection_state* s) {
+  while (s->cancels_in_flight != 0 && !s->closed && !s->broken) (void)co_await tern::sleep_for(*s->ctx, std::chrono::milliseconds(1));
 }
 
 void abandon_exchange(connection_state* s, std::uint32_t id, bool cancel) noexcept {
@@ -506,7 +512,7 @@ bool connection::in_transaction() const noexcept {
 
 bool connection::busy() const noexcept {
   return s_ != nullptr && (!s_->pipeline_empty() || s_->dirty || s_->owner != 0 || s_->gate_head != s_->gate.size() ||
-                           s_->driving || s_->flush_posted);
+                           s_->driving || s_->flush_posted || s_->cancels_in_flight != 0);
 }
 
 connection_stats connection::stats() const noexcept { return s_ != nullptr ? s_->stats : connection_stats{}; }

@@ -72,6 +72,7 @@ task<> end_statement(connection_state* s, ExecStatusType first, const char* why)
   if (first == PGRES_COPY_IN || first == PGRES_COPY_OUT) {
     result rest;
     co_await finish_copy(s, rest);
+    co_await detail::cancels_settled(s);
   } else {
     while (!co_await detail::await_result(s)) {
       PGresult* more = PQgetResult(s->pg);
@@ -134,6 +135,7 @@ task<> abandon_copy(connection_state* s, std::uint32_t id, bool writer) {
       s->request_cancel();
     }
     co_await finish_copy(s, report);
+    co_await detail::cancels_settled(s);
   }
   detail::return_to_pipeline(s, id);
   detail::release(s);

@@ -44,6 +44,9 @@ void return_to_pipeline(connection_state* s, std::uint32_t id) noexcept;
 // message half sent), the server asked to cancel it (with cancel), its results read to their end; then the
 // connection goes back to pipeline mode and id is released. Without memory for the task the connection breaks.
 void abandon_exchange(connection_state* s, std::uint32_t id, bool cancel) noexcept;
+// Awaitable: waits until no cancel request of s is on its way (see connection_state::cancels_in_flight), or s is
+// closed or broken; an exchange that sent one awaits this before it hands the connection back.
+task<> cancels_settled(connection_state* s);
 // Awaitable: reads and drops the rest of a COPY TO STDOUT's data, to its end; std::error_code.
 task<std::error_code> drop_copy_data(connection_state* s);
 // Awaitable: writes what libpq holds until it is all out; std::error_code.

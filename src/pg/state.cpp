@@ -606,7 +606,16 @@ void connection_state::forget_op(query_op* op) noexcept {
 void connection_state::request_cancel() noexcept {
   last_cancel = std::chrono::steady_clock::now();
   ++stats.cancels_sent;
-  send_cancel_request(*ctx, cancel);
+  if (!cancel.valid) ++stats.cancels_by_thread;
+  ++cancels_in_flight;
+  retain(this);  // the request's task ends on this loop (move_to refuses a connection while one is on its way)
+  send_cancel_request(*ctx, cancel, &cancel_landed, this);
+}
+
+void connection_state::cancel_landed(void* state) noexcept {
+  auto* s = static_cast<connection_state*>(state);
+  if (--s->cancels_in_flight == 0 && !s->closed) s->check_drained();
+  release(s);
 }
 
 void connection_state::fail_all(std::error_code ec) noexcept {
@@ -681,7 +690,7 @@ void connection_state::release_gate(std::uint32_t id) noexcept {
 bool connection_state::grant(exclusive_wait* w) noexcept {
   w->granted = owner = next_owner++;
   if (next_owner == 0) next_owner = 1;
-  if (w->drain && !pipeline_empty()) {
+  if (w->drain && !drained()) {
     w->draining = true;
     drain_waiter = w;
     if (dirty) schedule_flush();  // what waits for a sync point must get one
@@ -710,7 +719,7 @@ void connection_state::drain_gate() noexcept {
 }
 
 void connection_state::check_drained() noexcept {
-  if (drain_waiter == nullptr || !pipeline_empty() || dirty) return;
+  if (drain_waiter == nullptr || !drained()) return;
   exclusive_wait* w = std::exchange(drain_waiter, nullptr);
   w->draining = false;
   w->done = true;

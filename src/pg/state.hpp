@@ -219,6 +219,13 @@ struct connection_state {
   cancel_target cancel;
   bool first_batch_cancelled = false;  // a cancel request went out for the batch the server runs now
   std::chrono::steady_clock::time_point last_cancel{};
+  // Cancel requests on their way. The server signals the backend twice for one request (its process, then its
+  // process group), and under load the second signal can come late: a backend that has started the next statement
+  // by then cancels that one instead. Once the server has closed a request's connection both signals are out, and
+  // a signal that reaches an idle backend is dropped. So nothing that holds the connection for itself (a script, a
+  // COPY) starts, no exchange given up hands it back, and it is not busy() == false, while one is on its way (the
+  // pipeline's own queries are covered by the victim rule instead: they run again).
+  std::uint32_t cancels_in_flight = 0;
   // Stops the task that sends the first batch's cancel request again (stop_cancel_retry: the batch ended, or the
   // connection did). The task checks it before touching the state, so the state may be gone by then.
   std::stop_source cancel_retry{std::nostopstate};
@@ -255,6 +262,8 @@ struct connection_state {
   void detach(query_op* op, bool send_cancel) noexcept;
   // Sends a cancel request for whatever the server runs now.
   void request_cancel() noexcept;
+  // A request of request_cancel() has ended (its callback, on this loop).
+  static void cancel_landed(void* state) noexcept;
   // Sends a cancel request for whatever the server runs now, and again (as for the first batch) until
   // stop_cancel_retry(): for a script given up, which the server may still be reading when the first one comes.
   void cancel_until_stopped() noexcept;
@@ -270,6 +279,8 @@ struct connection_state {
   bool grant(exclusive_wait* w) noexcept;
   void drain_gate() noexcept;
   bool pipeline_empty() const noexcept { return slots.empty() && held.empty() && resend.empty(); }
+  // What an exclusive holder that drains waits for: the pipeline empty and no cancel request on its way.
+  bool drained() const noexcept { return pipeline_empty() && !dirty && cancels_in_flight == 0; }
   void check_drained() noexcept;
 
   // Notifications.

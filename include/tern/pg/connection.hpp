@@ -95,6 +95,8 @@ struct connection_stats {
   std::uint64_t syncs = 0;              // sync points, that is, batches
   std::uint64_t resent = 0;             // queries sent again because another query of their batch failed
   std::uint64_t cancels_sent = 0;       // cancel requests delivered to the server
+  std::uint64_t cancels_by_thread = 0;  // of those, made by libpq's blocking PQcancel on a thread of its own (a
+                                        // libpq whose PGcancel tern::pg cannot read); the others go from the loop
   std::uint64_t cancels_confirmed = 0;  // cancelled queries the server then reported as cancelled or skipped
   std::uint64_t prepared = 0;           // statements prepared on this connection
 };
