@@ -93,4 +93,17 @@ inline tern::task<void> expect_own_result(pgl::connection& c, int i) {
   EXPECT_EQ(r[0][0].as<int>(), i);
 }
 
+// After an exchange on c was given up while server was held still with other tasks' queries (others) behind it:
+// three more queries join them, the server goes on, and every one gets its own result long before a minute's
+// sleep would have ended (what was given up was cancelled); the connection stays open.
+inline tern::task<void> release_and_expect_own_results(tern::io_context& ctx, pgl::connection& c, held_still& server,
+                                                       std::vector<tern::join_handle<void>>& others) {
+  for (int i = 4; i <= 6; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+  const auto start = clock_type::now();
+  server.release();
+  for (auto& h : others) co_await std::move(h);
+  EXPECT_LT(clock_type::now() - start, 20s) << "the sleep of what was given up ran to its end";
+  EXPECT_TRUE(c.is_open()) << c.error_message();
+}
+
 }  // namespace tern_test::pg
