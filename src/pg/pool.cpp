@@ -237,9 +237,13 @@ task<> clean_and_give_back(std::shared_ptr<pool_state> p, connection c) {
     c.close();
   }
   if (c.is_open() && c.state()->listening && co_await c.unlisten_all()) c.close();
-  // The driver ends a turn after its last result.
+  // The driver ends a turn after its last result. A cancel request still on its way is waited for past that
+  // second (its own steps are bounded): lent before it lands, the connection's next query could be the one cancelled.
   const auto deadline = std::chrono::steady_clock::now() + 1s;
-  while (c.is_open() && c.busy() && std::chrono::steady_clock::now() < deadline) co_await tern::sleep_for(1ms);
+  while (c.is_open() && c.busy() &&
+         (std::chrono::steady_clock::now() < deadline || c.state()->cancels_in_flight != 0)) {
+    co_await tern::sleep_for(1ms);
+  }
   if (c.busy()) c.close();
   p->give_back(std::move(c));
 }
