@@ -3,7 +3,9 @@
 // given up while it starts, in both directions, alone and on a pooled connection; a COPY given up while its
 // statement or its data are still being sent, or while the server finishes or aborts it (the server's process held
 // still), with other tasks' queries waiting behind it; finish() and abort() from another loop refused, the writer
-// kept; and the connection serving queries after each.
+// kept; a reader given up between the data's end and the statement's result (a proxy holds the result back); and
+// the connection serving queries after each.
+#include "pg_proxy.hpp"
 #include "pg_support.hpp"
 
 #include <tern/pg/pool.hpp>
@@ -342,6 +344,53 @@ TEST_P(pg_copy_test, finish_or_abort_from_another_loop_is_refused_and_the_writer
     EXPECT_EQ(co_await scalar<std::int64_t>(c, ("SELECT count(*) FROM " + tbl).c_str()), 3);
     CO_ASSERT_OK(co_await c.execute("DROP TABLE " + tbl));
   }(*this, ctx));
+}
+
+// A reader given up in the one window the server never leaves open: the COPY's data has ended (CopyDone is in) and
+// read() waits for the statement's result, which a proxy holds back (the server sends both in one write). read()
+// ends with operation_canceled; the result is read and dropped by a task of its own once it comes, and other
+// tasks' queries, queued meanwhile, get their own results after it.
+TEST_P(pg_copy_test, a_reader_given_up_between_the_data_and_the_result_leaves_the_connection_in_step) {
+  pg_proxy proxy(db().dir, db().port);
+  run_bounded(ctx, [](pg_proxy& proxy, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
+    CO_ASSERT(c.is_open());
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
+    proxy.hold_after('c');  // CopyDone
+    auto [ec, r] = co_await c.copy_out("COPY (SELECT generate_series(1, 3)) TO STDOUT");
+    CO_ASSERT_OK(ec);
+    for (const char* want : {"1\n", "2\n", "3\n"}) {
+      auto [rec, line] = co_await r.read();
+      CO_ASSERT_OK(rec);
+      EXPECT_EQ(line, want);
+    }
+    std::stop_source stop;
+    auto last = tern::spawn(ctx, r.read(), stop.get_token());
+    for (int i = 0; i < 10000 && !proxy.holding(); ++i) co_await tern::sleep_for(1ms);
+    CO_ASSERT(proxy.holding());
+    co_await tern::sleep_for(20ms);  // the data's end is in: read() waits for the result
+    EXPECT_FALSE(last.done());
+    stop.request_stop();
+    auto [lec, piece] = co_await std::move(last);
+    EXPECT_EC(lec, tern::error::operation_canceled);
+    std::vector<tern::join_handle<void>> others;
+    for (int i = 1; i <= 3; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+    co_await tern::sleep_for(20ms);
+    proxy.release();
+    for (auto& h : others) co_await std::move(h);
+    EXPECT_TRUE(c.is_open()) << c.error_message();
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 4"), 4);
+    auto [aec, again] = co_await c.copy_out("COPY (SELECT generate_series(1, 2)) TO STDOUT");
+    CO_ASSERT_OK(aec);
+    int lines = 0;
+    for (;;) {
+      auto [rec, line] = co_await again.read();
+      if (rec == tern::error::eof) break;
+      CO_ASSERT_OK(rec);
+      ++lines;
+    }
+    EXPECT_EQ(lines, 2);
+  }(proxy, ctx), 60s);
 }
 
 }  // namespace
