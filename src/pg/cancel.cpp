@@ -133,10 +133,11 @@ cancel_target read_cancel_target(PGconn* pg) noexcept {
   const bool have_peer = ::getpeername(PQsocket(pg), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
   pg_cancel_head head;
   std::memcpy(&head, c, sizeof head);
-  if (have_peer && head.be_pid == PQbackendPID(pg) && head.raddr.salen > 0 && head.raddr.salen <= sizeof head.raddr.addr &&
-      same_peer(head.raddr.addr, head.raddr.salen, peer, peer_len)) {
-    t.addr = head.raddr.addr;
-    t.addr_len = head.raddr.salen;
+  const pg_sock_addr& raddr = head.raddr;
+  if (have_peer && head.be_pid == PQbackendPID(pg) && raddr.salen > 0 && raddr.salen <= sizeof raddr.addr &&
+      same_peer(raddr.addr, raddr.salen, peer, peer_len)) {
+    t.addr = raddr.addr;
+    t.addr_len = raddr.salen;
     t.pid = head.be_pid;
     t.key = head.be_key;
     t.valid = true;

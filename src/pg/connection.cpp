@@ -174,8 +174,23 @@ task<> finish_abandoned(connection_state* s, std::uint32_t id, bool cancel) {
   release(s);
 }
 
+namespace {
+
+bool cancels_pending(const connection_state* s) noexcept {
+  return s->cancels_in_flight != 0 && !s->closed && !s->broken;
+}
+
+task<> poll_cancels(connection_state* s) {
+  while (cancels_pending(s)) (void)co_await tern::sleep_for(*s->ctx, std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
 task<> cancels_settled(connection_state* s) {
-  while (s->cancels_in_flight != 0 && !s->closed && !s->broken) (void)co_await tern::sleep_for(*s->ctx, std::chrono::milliseconds(1));
+  if (!cancels_pending(s)) co_return;
+  // Polled by a task of its own, joined: spawned without a stop token, its sleeps are not cut short when the
+  // caller's task is stopped (a stopped task's waits end at once, and this loop would spin).
+  co_await tern::spawn(*s->ctx, poll_cancels(s));
 }
 
 void abandon_exchange(connection_state* s, std::uint32_t id, bool cancel) noexcept {

@@ -19,6 +19,7 @@ namespace {
 task<std::error_code> finish_copy(connection_state* s, result& report);
 task<> end_statement(connection_state* s, ExecStatusType first, const char* why);
 task<> abandon_start(connection_state* s, std::uint32_t id);
+task<> abandon_statement(connection_state* s, std::uint32_t id, ExecStatusType st);
 
 // Starts a COPY statement and checks that the server entered the COPY state asked for; on failure the connection
 // is back in pipeline mode and released, and report holds the server's refusal. Given up (its task cancelled)
@@ -55,6 +56,16 @@ task<io_result<std::uint32_t>> start_copy(connection_state* s, const std::string
     }
     ec = st == PGRES_FATAL_ERROR ? detail::error_of(r, s->pg) : make_error_code(error::not_in_copy);
     report = result(r);
+    // The statement is ended by a task of its own, which then hands the connection back (the queries behind it
+    // wait at the gate): the caller has its answer now, and a stop of its task cannot cut the exchange short,
+    // which would put the connection back in pipeline mode in the middle of it.
+    detail::retain(s);
+    try {
+      tern::spawn(*s->ctx, abandon_statement(s, id, st)).detach();
+      co_return io_result<std::uint32_t>{ec, 0};
+    } catch (...) {
+      detail::release(s);  // out of memory: ended here instead
+    }
     co_await end_statement(s, st, "not the COPY direction asked for");
   }
   detail::return_to_pipeline(s, id);
@@ -80,6 +91,14 @@ task<> end_statement(connection_state* s, ExecStatusType first, const char* why)
       PQclear(more);
     }
   }
+}
+
+// A COPY statement of the other direction than asked for (its first result's status st), ended, then the
+// connection goes back to pipeline mode and is released (start_copy's caller released its own hold).
+task<> abandon_statement(connection_state* s, std::uint32_t id, ExecStatusType st) {
+  co_await end_statement(s, st, "not the COPY direction asked for");
+  detail::return_to_pipeline(s, id);
+  detail::release(s);
 }
 
 // A COPY whose start was given up: the statement's output is sent, its answer awaited and its COPY ended, then the

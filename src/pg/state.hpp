@@ -222,9 +222,9 @@ struct connection_state {
   // Cancel requests on their way. The server signals the backend twice for one request (its process, then its
   // process group), and under load the second signal can come late: a backend that has started the next statement
   // by then cancels that one instead. Once the server has closed a request's connection both signals are out, and
-  // a signal that reaches an idle backend is dropped. So nothing that holds the connection for itself (a script, a
-  // COPY) starts, no exchange given up hands it back, and it is not busy() == false, while one is on its way (the
-  // pipeline's own queries are covered by the victim rule instead: they run again).
+  // a signal that reaches an idle backend is dropped. So while one is on its way nothing that holds the connection
+  // for itself (a script, a COPY) starts, no exchange that sent one hands the connection back, and busy() is true
+  // (the pipeline's own queries are covered by the victim rule instead: they run again).
   std::uint32_t cancels_in_flight = 0;
   // Stops the task that sends the first batch's cancel request again (stop_cancel_retry: the batch ended, or the
   // connection did). The task checks it before touching the state, so the state may be gone by then.

@@ -3,8 +3,9 @@
 // given up while it starts, in both directions, alone and on a pooled connection; a COPY given up while its
 // statement or its data are still being sent, or while the server finishes or aborts it (the server's process held
 // still), with other tasks' queries waiting behind it; finish() and abort() from another loop refused, the writer
-// kept; a reader given up between the data's end and the statement's result (a proxy holds the result back); and
-// the connection serving queries after each.
+// kept; a reader given up between the data's end and the statement's result (a proxy holds the result back); a
+// COPY of the other direction answered at once and ended behind its caller; and the connection serving queries
+// after each.
 #include "pg_proxy.hpp"
 #include "pg_support.hpp"
 
@@ -390,6 +391,38 @@ TEST_P(pg_copy_test, a_reader_given_up_between_the_data_and_the_result_leaves_th
       ++lines;
     }
     EXPECT_EQ(lines, 2);
+  }(proxy, ctx), 60s);
+}
+
+// A COPY of the other direction than asked for: the caller has not_in_copy as soon as the server's answer says so,
+// while the statement (its data held back by a proxy) is cancelled and drained behind it by a task of its own; a
+// stop of the caller's task meanwhile does not cut that short, and other tasks' queries wait for it, then get their
+// own results.
+TEST_P(pg_copy_test, a_copy_of_the_other_direction_answers_at_once_and_is_ended_behind_it) {
+  pg_proxy proxy(db().dir, db().port);
+  run_bounded(ctx, [](pg_proxy& proxy, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
+    CO_ASSERT(c.is_open());
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
+    proxy.hold_after('H');  // CopyOutResponse: the data and the statement's end wait behind it
+    std::stop_source stop;
+    auto h = tern::spawn(ctx, c.copy_in("COPY (SELECT generate_series(1, 10000000)) TO STDOUT"), stop.get_token());
+    for (int i = 0; i < 10000 && !proxy.holding(); ++i) co_await tern::sleep_for(1ms);
+    CO_ASSERT(proxy.holding());
+    co_await tern::sleep_for(20ms);
+    EXPECT_TRUE(h.done()) << "the caller waited for the statement's end";
+    stop.request_stop();
+    auto [ec, w] = co_await std::move(h);
+    EXPECT_EC(ec, pgl::error::not_in_copy);
+    std::vector<tern::join_handle<void>> others;
+    for (int i = 1; i <= 3; ++i) others.push_back(tern::spawn(ctx, expect_own_result(c, i)));
+    co_await tern::sleep_for(20ms);
+    EXPECT_FALSE(others.front().done()) << "a query went ahead of the statement's end";
+    proxy.release();
+    for (auto& o : others) co_await std::move(o);
+    EXPECT_TRUE(c.is_open()) << c.error_message();
+    EXPECT_GE(c.stats().cancels_sent, 1u);
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 4"), 4);
   }(proxy, ctx), 60s);
 }
 

@@ -3,10 +3,12 @@
 // and the statement's result (CommandComplete, ReadyForQuery) in one write, so a client cannot be caught between
 // them against the real server alone.
 //
-// It listens on a Unix socket of its own (dir()/.s.PGSQL.<port>, so that libpq reaches it with host=dir() and the
-// server's port), accepts one connection, and forwards both ways on a thread of its own with blocking sockets.
-// What the server sends is cut into the protocol's messages (a type byte, then a length that counts itself); once
-// hold_after(type) is armed, the message of that type goes through and everything after it waits until release().
+// It listens on a Unix socket of its own (in a directory of its own, named .s.PGSQL.<the server's port>, so that
+// libpq reaches it with conninfo()) and forwards both ways on a thread of its own with blocking sockets. The first
+// connection is the one watched: what the server sends on it is cut into the protocol's messages (a type byte, then
+// a length that counts itself), and once hold_after(type) is armed, the message of that type goes through and
+// everything after it waits until release(). Later connections (cancel requests, which libpq sends to the address
+// it connected to) are forwarded as they are.
 #pragma once
 
 #include <poll.h>
@@ -22,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace tern_test::pg {
 
@@ -42,6 +45,7 @@ class pg_proxy {
     stop_.store(true);
     ::shutdown(listener_, SHUT_RDWR);
     thread_.join();
+    for (std::thread& t : others_) t.join();
     ::close(listener_);
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -108,20 +112,51 @@ class pg_proxy {
     return ok;
   }
 
+  int connect_server() const {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const sockaddr_un a = address(server_path_);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  // A later connection, forwarded as it is both ways until either end closes it.
+  void pass_through(int client) {
+    const int server = connect_server();
+    char buf[4096];
+    while (server >= 0 && !stop_.load()) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(fds, 2, 5) < 0) break;
+      bool open = true;
+      for (int i = 0; i < 2 && open; ++i) {
+        if (fds[i].revents == 0) continue;
+        const ssize_t n = ::recv(fds[i].fd, buf, sizeof buf, 0);
+        open = n > 0 && send_all(fds[1 - i].fd, buf, static_cast<std::size_t>(n));
+      }
+      if (!open) break;
+    }
+    if (server >= 0) ::close(server);
+    ::close(client);
+  }
+
   void serve() {
     const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) return;
-    const int server = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const sockaddr_un a = address(server_path_);
-    if (::connect(server, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
-      ::close(server);
+    const int server = connect_server();
+    if (server < 0) {
       ::close(client);
       return;
     }
     char buf[65536];
     while (!stop_.load()) {
-      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
-      if (::poll(fds, 2, 5) < 0) break;
+      pollfd fds[3] = {{client, POLLIN, 0}, {server, POLLIN, 0}, {listener_, POLLIN, 0}};
+      if (::poll(fds, 3, 5) < 0) break;
+      if (fds[2].revents != 0) {
+        const int other = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (other >= 0) others_.emplace_back([this, other] { pass_through(other); });
+      }
       if (fds[0].revents != 0) {
         const ssize_t n = ::recv(client, buf, sizeof buf, 0);
         if (n <= 0 || !send_all(server, buf, static_cast<std::size_t>(n))) break;
@@ -147,6 +182,7 @@ class pg_proxy {
   std::string server_path_;
   int listener_ = -1;
   std::thread thread_;
+  std::vector<std::thread> others_;  // the later connections' (the proxy's thread only, until it is joined)
   std::atomic<bool> stop_{false};
   std::atomic<char> hold_type_{0};
   std::atomic<bool> released_{false};
