@@ -27,6 +27,16 @@ bool parse_integer(std::string_view s, std::int64_t& out) noexcept {
     if (s.size() == 1) return false;
   }
   std::uint64_t v = 0;
+  if (s.size() - i <= 18) {
+    // Up to 18 digits cannot overflow: no bound test per digit (lengths and counts are one to a few digits).
+    for (; i < s.size(); ++i) {
+      const unsigned d = static_cast<unsigned char>(s[i]) - '0';
+      if (d > 9) return false;
+      v = v * 10 + d;
+    }
+    out = negative ? static_cast<std::int64_t>(0 - v) : static_cast<std::int64_t>(v);
+    return true;
+  }
   const std::uint64_t bound = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
   for (; i < s.size(); ++i) {
     const unsigned d = static_cast<unsigned char>(s[i]) - '0';

@@ -119,6 +119,13 @@ concept integer_value = std::integral<T> && !std::same_as<T, bool> && !std::same
                         !std::same_as<T, char8_t> && !std::same_as<T, char16_t> && !std::same_as<T, char32_t> &&
                         !std::same_as<T, wchar_t>;
 
+// Copies text into out. The value never aliases out (it is a view of the connection's input), so the copy needs
+// neither assign()'s overlap test nor, while it fits, a reallocation: clear() and append() reuse the capacity.
+inline void assign_text(std::string& out, std::string_view text) {
+  out.clear();
+  out.append(text.data(), text.size());
+}
+
 // Every adapter: start(out) before a value's first node; feed(out, node, err) for each of its nodes (never an
 // attribute's), true when the value is complete. After an error, the caller stops feeding.
 template <>
@@ -132,7 +139,7 @@ struct adapter<std::string> {
       case resp::type::verbatim_string:
       case resp::type::integer:
       case resp::type::double_type:
-      case resp::type::big_number: out.assign(n.value); break;
+      case resp::type::big_number: assign_text(out, n.value); break;
       case resp::type::null: err.set(error::null_value); break;
       default: err.set(error::unexpected_type); break;
     }
