@@ -121,7 +121,9 @@ void parser::value_done() noexcept {
   }
 }
 
-parser::result parser::scalar(resp::type t, std::size_t consumed, std::string_view text) noexcept {
+// Inline in next(): the result is built where next() returns it, not copied out of a call.
+[[gnu::always_inline]] inline parser::result parser::scalar(resp::type t, std::size_t consumed,
+                                                            std::string_view text) noexcept {
   result r;
   r.what = status::node;
   r.consumed = consumed;
@@ -174,13 +176,16 @@ parser::result parser::next(const char* data, std::size_t size) {
   // The line: the type byte, then up to CR LF, looked for only as far as max_line allows. Most lines are a few
   // bytes ("$32", ":1", "+OK"): a short scan finds their CR before a call to memchr would have started.
   const std::size_t window = std::min(size - 1, limits_.max_line + 1);
+  // The scan notes a bare LF on its way, so that a short simple string needs no second pass.
   const char* cr = nullptr;
+  bool lf = false;
   const std::size_t near = std::min<std::size_t>(window, 16);
   for (std::size_t i = 1; i <= near; ++i) {
     if (data[i] == '\r') {
       cr = data + i;
       break;
     }
+    lf |= data[i] == '\n';
   }
   if (cr == nullptr && window > near) cr = static_cast<const char*>(std::memchr(data + 1 + near, '\r', window - near));
   if (cr == nullptr) {
@@ -205,7 +210,9 @@ parser::result parser::next(const char* data, std::size_t size) {
   switch (kind) {
     case '+':
     case '-':
-      if (std::memchr(line.data(), '\n', line.size()) != nullptr) return fail(error::protocol_error);
+      if (cr <= data + near ? lf : std::memchr(line.data(), '\n', line.size()) != nullptr) {
+        return fail(error::protocol_error);
+      }
       return scalar(kind == '+' ? type::simple_string : type::simple_error, header, line);
     case ':': {
       std::int64_t v;

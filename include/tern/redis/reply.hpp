@@ -93,6 +93,12 @@ struct conversion_error {
   std::error_code ec;
   std::string message;
   bool failed() const noexcept { return static_cast<bool>(ec); }
+  // Forgets an error (a request formatted again). Tested first: assigning a fresh error_code and string costs a
+  // call and a string move on every command, where there is almost never anything to forget.
+  void clear() noexcept {
+    if (ec) ec.clear();
+    if (!message.empty()) message.clear();
+  }
   void set(error e) {
     if (!ec) ec = make_error_code(e);
   }
@@ -368,7 +374,7 @@ template <class T>
 class converter {
  public:
   void start(T& out) {
-    err_ = {};
+    err_.clear();
     done_ = false;
     adapter_.start(out);
   }
@@ -491,7 +497,7 @@ template <>
 class converter<reply> {
  public:
   void start(reply& out) {
-    err_ = {};
+    err_.clear();
     adapter_.start(out);
   }
   void feed(reply& out, const resp::node& n) { adapter_.feed(out, n, err_); }
