@@ -46,10 +46,6 @@ struct pipeline_access {
 
 namespace {
 
-// A success, built once: a default std::error_code calls system_category() (out of line in libstdc++), and a
-// command's submission and completion would each build one.
-const std::error_code no_error{};
-
 constexpr std::size_t input_initial = 16 * 1024;
 constexpr std::size_t input_min_free = 4 * 1024;
 // Buffers grown past this by a large value are given back once they are empty again.

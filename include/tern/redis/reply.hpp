@@ -88,9 +88,13 @@ class reply;
 
 namespace detail {
 
+// A success, built once: a default std::error_code calls system_category() (out of line in libstdc++), and every
+// command would build several. Copied only by requests and conversions, which run after static initialisation.
+inline const std::error_code no_error{};
+
 // Where a conversion reports its first error; later nodes of the reply are then not looked at.
 struct conversion_error {
-  std::error_code ec;
+  std::error_code ec = no_error;
   std::string message;
   bool failed() const noexcept { return static_cast<bool>(ec); }
   // Forgets an error (a request formatted again). Tested first: assigning a fresh error_code and string costs a
