@@ -88,10 +88,6 @@ class reply;
 
 namespace detail {
 
-// A success, built once: a default std::error_code calls system_category() (out of line in libstdc++), and every
-// command would build several. Copied only by requests and conversions, which run after static initialisation.
-inline const std::error_code no_error{};
-
 // Where a conversion reports its first error; later nodes of the reply are then not looked at.
 struct conversion_error {
   std::error_code ec = no_error;
