@@ -919,6 +919,15 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
                     {"asio/callbacks", "io_uring", two_threads_on_io_uring},
                     {"asio/coroutines", "io_uring", two_threads_on_io_uring}};
     plan("tls/throughput", tls);
+    // redis/*: the client process alone (redis-server is exec'd, so callgrind does not follow it). One task is a
+    // round trip per command; 256 tasks pipeline on the one connection. The warm-up connects and fills the pools.
+    instruction_plan redis_pipeline{"command", sweep("tasks", {1, 256}), 32 * K, 8 * K};
+    redis_pipeline.excluded = {
+        {"raw/redis-benchmark", "",
+         "a program of its own, run for a fixed count of requests: it opens no instruction window, and the worker "
+         "that runs it is not that process (its per-command count, from two request counts' difference, is in "
+         "docs/benchmarks.md)"}};
+    plan("redis/pipeline", redis_pipeline);
 }
 
 std::vector<scenario_def> build_scenarios() {

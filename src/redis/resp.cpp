@@ -27,6 +27,16 @@ bool parse_integer(std::string_view s, std::int64_t& out) noexcept {
     if (s.size() == 1) return false;
   }
   std::uint64_t v = 0;
+  if (s.size() - i <= 18) {
+    // Up to 18 digits cannot overflow: no bound test per digit (lengths and counts are one to a few digits).
+    for (; i < s.size(); ++i) {
+      const unsigned d = static_cast<unsigned char>(s[i]) - '0';
+      if (d > 9) return false;
+      v = v * 10 + d;
+    }
+    out = negative ? static_cast<std::int64_t>(0 - v) : static_cast<std::int64_t>(v);
+    return true;
+  }
   const std::uint64_t bound = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
   for (; i < s.size(); ++i) {
     const unsigned d = static_cast<unsigned char>(s[i]) - '0';
@@ -111,7 +121,9 @@ void parser::value_done() noexcept {
   }
 }
 
-parser::result parser::scalar(resp::type t, std::size_t consumed, std::string_view text) noexcept {
+// Inline in next(): the result is built where next() returns it, not copied out of a call.
+[[gnu::always_inline]] inline parser::result parser::scalar(resp::type t, std::size_t consumed,
+                                                            std::string_view text) noexcept {
   result r;
   r.what = status::node;
   r.consumed = consumed;
@@ -164,13 +176,16 @@ parser::result parser::next(const char* data, std::size_t size) {
   // The line: the type byte, then up to CR LF, looked for only as far as max_line allows. Most lines are a few
   // bytes ("$32", ":1", "+OK"): a short scan finds their CR before a call to memchr would have started.
   const std::size_t window = std::min(size - 1, limits_.max_line + 1);
+  // The scan notes a bare LF on its way, so that a short simple string needs no second pass.
   const char* cr = nullptr;
+  bool lf = false;
   const std::size_t near = std::min<std::size_t>(window, 16);
   for (std::size_t i = 1; i <= near; ++i) {
     if (data[i] == '\r') {
       cr = data + i;
       break;
     }
+    lf |= data[i] == '\n';
   }
   if (cr == nullptr && window > near) cr = static_cast<const char*>(std::memchr(data + 1 + near, '\r', window - near));
   if (cr == nullptr) {
@@ -195,7 +210,9 @@ parser::result parser::next(const char* data, std::size_t size) {
   switch (kind) {
     case '+':
     case '-':
-      if (std::memchr(line.data(), '\n', line.size()) != nullptr) return fail(error::protocol_error);
+      if (cr <= data + near ? lf : std::memchr(line.data(), '\n', line.size()) != nullptr) {
+        return fail(error::protocol_error);
+      }
       return scalar(kind == '+' ? type::simple_string : type::simple_error, header, line);
     case ':': {
       std::int64_t v;

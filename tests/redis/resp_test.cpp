@@ -1,7 +1,9 @@
 // The RESP3 parser (tern/redis/resp.hpp) on its own: every type, the same nodes however the bytes are split, reply
-// boundaries and attributes, the limits, and malformed input refused.
+// boundaries and attributes, the limits, and malformed input refused. And the other direction: how a command's
+// arguments are formatted (tern/redis/request.hpp).
 #include "support.hpp"
 
+#include <tern/redis/request.hpp>
 #include <tern/redis/resp.hpp>
 
 #include <string>
@@ -209,6 +211,43 @@ TEST(resp_parser, integers_cover_the_whole_range) {
                                                "0 integer '-9223372036854775808' =-9223372036854775808", "|",
                                                "0 integer '+7' =7", "|"}));
   EXPECT_EQ(parse(":9223372036854775808\r\n").ec, error::protocol_error);
+  // 18 digits and fewer take a path without the overflow test; 19 and more the checked one.
+  const transcript edge = parse(":999999999999999999\r\n:-999999999999999999\r\n:1000000000000000000\r\n");
+  EXPECT_FALSE(edge.ec);
+  EXPECT_EQ(edge.lines, (std::vector<std::string>{"0 integer '999999999999999999' =999999999999999999", "|",
+                                                  "0 integer '-999999999999999999' =-999999999999999999", "|",
+                                                  "0 integer '1000000000000000000' =1000000000000000000", "|"}));
+  EXPECT_EQ(parse(":12345678901234567x\r\n").ec, error::protocol_error);
+  EXPECT_EQ(parse("$1x\r\nab\r\n").ec, error::protocol_error);
+}
+
+// The bulk string a text argument becomes.
+std::string bulk(std::string_view s) { return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n"; }
+
+std::string formatted(const tern::redis::detail::output_buffer& out) { return std::string(out.data(), out.size()); }
+
+TEST(request_format, every_argument_length_is_copied_whole) {
+  // Short arguments are copied without memcpy, in overlapping pieces whose sizes depend on the length: each
+  // length up to past the largest piece, with bytes that differ at every position.
+  for (std::size_t k = 0; k <= 70; ++k) {
+    for (std::size_t v = 0; v <= 70; v += (v < 40 ? 1 : 7)) {
+      std::string key(k, ' ');
+      std::string value(v, ' ');
+      for (std::size_t i = 0; i < k; ++i) key[i] = static_cast<char>('a' + i % 26);
+      for (std::size_t i = 0; i < v; ++i) value[i] = static_cast<char>('A' + (i * 7) % 26);
+      tern::redis::detail::output_buffer out;
+      tern::redis::detail::write_command(out, "SET", key, std::string_view(value));
+      ASSERT_EQ(formatted(out), "*3\r\n" + bulk("SET") + bulk(key) + bulk(value)) << k << " " << v;
+    }
+  }
+}
+
+TEST(request_format, a_character_array_ends_at_its_nul_or_its_size) {
+  const char unterminated[3] = {'G', 'E', 'T'};  // no NUL: its three characters, nothing past them
+  const char padded[8] = "DEL";                    // a NUL before its end: the text before it
+  tern::redis::detail::output_buffer out;
+  tern::redis::detail::write_command(out, unterminated, padded, "");
+  EXPECT_EQ(formatted(out), "*3\r\n" + bulk("GET") + bulk("DEL") + bulk(""));
 }
 
 }  // namespace

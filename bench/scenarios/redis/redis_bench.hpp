@@ -83,7 +83,9 @@ inline double process_cpu_seconds() {
 }
 
 // Operations through the phases: the rate (`rate_metric`) and this process's CPU time per operation
-// (`cpu_metric`). tick() is called once per completed operation; the clock is read every few.
+// (`cpu_metric`). tick() is called once per completed operation; the clock is read every few. In instruction
+// mode (tern-bench --instructions) the process is the client alone: redis-server runs natively, outside
+// callgrind (it is exec'd, and callgrind does not follow exec), so the window holds the client's instructions.
 class op_meter {
 public:
     op_meter(session& s, std::string rate_metric, std::string cpu_metric)
@@ -95,12 +97,20 @@ public:
     }
     bool done() const { return clock_.done(); }
 
-    // One operation done. False once every phase is over: the caller starts no new operation.
+    // One operation done. False once every phase is over: the caller starts no new operation. In instruction
+    // mode a phase ends after its count of operations, and the measured one closes the window at its last (the
+    // point between two completions, with the same commands in flight as when it opened).
     bool tick() {
         if (clock_.done()) return false;
-        if (++ops_ % 16 != 0) return true;
+        ++ops_;
+        if (clock_.counted()) {
+            if (ops_ < clock_.target()) return true;
+            clock_.close_window(static_cast<double>(ops_));
+        } else if (ops_ % 16 != 0) {
+            return true;
+        }
         const auto now = bench_clock::now();
-        if (!clock_.over(now)) return true;
+        if (!clock_.counted() && !clock_.over(now)) return true;
         const double secs = clock_.seconds(now);
         const double cpu = process_cpu_seconds();
         const double n = static_cast<double>(ops_);

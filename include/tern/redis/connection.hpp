@@ -144,6 +144,8 @@ class [[nodiscard]] command_op final : public request_op {
   auto await_resume() {
     if (outcome_) return value_.finish(outcome_, {});
     conversion_error& e = converter_.error();
+    // Success hands over an empty message built here, not the moved one (whose move copies its bytes by a call).
+    if (!e.failed()) return value_.finish(outcome_, {});
     return value_.finish(e.ec, std::move(e.message));
   }
 

@@ -87,6 +87,11 @@ class condition_category_impl final : public std::error_category {
 };
 extern const error_category_impl error_category_instance;
 extern const condition_category_impl condition_category_instance;
+
+// A success, built once: a default std::error_code calls system_category() (out of line in libstdc++), and every
+// command would build several. Copied only by requests, conversions and parses, which run after static
+// initialisation.
+inline const std::error_code no_error{};
 }  // namespace detail
 
 // The "tern.redis" category.

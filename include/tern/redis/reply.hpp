@@ -90,9 +90,15 @@ namespace detail {
 
 // Where a conversion reports its first error; later nodes of the reply are then not looked at.
 struct conversion_error {
-  std::error_code ec;
+  std::error_code ec = no_error;
   std::string message;
   bool failed() const noexcept { return static_cast<bool>(ec); }
+  // Forgets an error (a request formatted again). Tested first: assigning a fresh error_code and string costs a
+  // call and a string move on every command, where there is almost never anything to forget.
+  void clear() noexcept {
+    if (ec) ec.clear();
+    if (!message.empty()) message.clear();
+  }
   void set(error e) {
     if (!ec) ec = make_error_code(e);
   }
@@ -119,6 +125,13 @@ concept integer_value = std::integral<T> && !std::same_as<T, bool> && !std::same
                         !std::same_as<T, char8_t> && !std::same_as<T, char16_t> && !std::same_as<T, char32_t> &&
                         !std::same_as<T, wchar_t>;
 
+// Copies text into out. The value never aliases out (it is a view of the connection's input), so the copy needs
+// neither assign()'s overlap test nor, while it fits, a reallocation: clear() and append() reuse the capacity.
+inline void assign_text(std::string& out, std::string_view text) {
+  out.clear();
+  out.append(text.data(), text.size());
+}
+
 // Every adapter: start(out) before a value's first node; feed(out, node, err) for each of its nodes (never an
 // attribute's), true when the value is complete. After an error, the caller stops feeding.
 template <>
@@ -132,7 +145,7 @@ struct adapter<std::string> {
       case resp::type::verbatim_string:
       case resp::type::integer:
       case resp::type::double_type:
-      case resp::type::big_number: out.assign(n.value); break;
+      case resp::type::big_number: assign_text(out, n.value); break;
       case resp::type::null: err.set(error::null_value); break;
       default: err.set(error::unexpected_type); break;
     }
@@ -361,7 +374,7 @@ template <class T>
 class converter {
  public:
   void start(T& out) {
-    err_ = {};
+    err_.clear();
     done_ = false;
     adapter_.start(out);
   }
@@ -484,7 +497,7 @@ template <>
 class converter<reply> {
  public:
   void start(reply& out) {
-    err_ = {};
+    err_.clear();
     adapter_.start(out);
   }
   void feed(reply& out, const resp::node& n) { adapter_.feed(out, n, err_); }

@@ -95,7 +95,7 @@ class parser {
     status what = status::need_more;
     std::size_t consumed = 0;
     std::size_t need = 0;  // need_more: bytes (from the input's start) the next node takes, or 0 if not known
-    std::error_code ec;
+    std::error_code ec = redis::detail::no_error;
     resp::node n;
   };
 

@@ -135,7 +135,7 @@ class request_op : public request_slot {
     self->resume_on(*self->caller_);
   }
 
-  std::error_code outcome_;  // how the request ended as far as the connection is concerned
+  std::error_code outcome_ = no_error;  // how the request ended as far as the connection is concerned
 
  private:
   static constexpr std::uint8_t done_bit = 1;    // finished on the connection's loop
