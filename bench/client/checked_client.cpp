@@ -3,7 +3,7 @@
 // sockets, no runtime: a request, then its whole answer read and checked, then the next, so that every server is
 // driven the same way by the same code, in lockstep, and its instruction count holds only its own work.
 //
-//   tern-bench-client --port P --protocol http_get|http_ping|ws|ws_raw --requests N [--size S]
+//   tern-bench-client --port P --protocol http_get|http_ping|ws|ws_raw|h2_ping|h2_upload --requests N [--size S]
 //
 // http_get: http/minimal's GET / (41 bytes); the answer must be 200, Content-Length 13, Content-Type text/plain,
 // the body "Hello, World!", and the connection kept open (except after the last answer, where the server may
@@ -12,10 +12,15 @@
 // opening handshake (the RFC's example key, whose Sec-WebSocket-Accept is checked), then N binary messages of S
 // bytes (ws_message.hpp's bytes), each masked with a fresh key, each echo checked (binary, unmasked, reassembled
 // from its fragments, the size and every byte), then the close handshake (1000); ws_raw: the same without the
-// opening handshake (the raw/epoll floor has none). Nothing may arrive that was not
-// asked for. Prints "tern-bench-client answers=N" and exits 0, or prints the failure on stderr, sends SIGTERM to
+// opening handshake (the raw/epoll floor has none). h2_ping: http_ping's POST over HTTP/2 with prior knowledge
+// (nghttp2's client session on the same blocking socket), one stream at a time, each answer checked as http_ping's;
+// h2_upload: POSTs of S bytes to /upload (h2_upload.hpp), the answer's size, head and tail checked. Nothing may
+// arrive that was not asked for. Prints "tern-bench-client answers=N" and exits 0, or prints the failure on stderr, sends SIGTERM to
 // its parent (the server being counted, which would otherwise wait for requests that never come) and exits 1.
+#include "../scenarios/http2/h2_upload.hpp"
 #include "../scenarios/ws/ws_message.hpp"
+
+#include <nghttp2/nghttp2.h>
 
 #include <arpa/inet.h>
 #include <signal.h>
@@ -24,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -104,6 +110,15 @@ public:
         std::string out = in_.substr(0, n);
         in_.erase(0, n);
         return out;
+    }
+
+    // Some bytes from the socket (what is buffered first); fails at the end of the stream.
+    std::size_t read_some(char* out, std::size_t n) {
+        if (in_.empty()) fill(1);
+        const std::size_t k = std::min(n, in_.size());
+        std::memcpy(out, in_.data(), k);
+        in_.erase(0, k);
+        return k;
     }
 
     // Nothing may be left over after an answer: the server sends only what was asked for.
@@ -301,6 +316,146 @@ void ws_echo(connection& c, std::uint16_t port, std::uint64_t requests, std::siz
         fail("the server closed with another code than 1000");
 }
 
+
+// HTTP/2 with prior knowledge on the blocking connection: nghttp2's client session, one request at a time.
+class h2_client {
+public:
+    h2_client(connection& c, std::uint16_t port) : c_(c), authority_("127.0.0.1:" + std::to_string(port)) {
+        nghttp2_session_callbacks* cb = nullptr;
+        nghttp2_session_callbacks_new(&cb);
+        nghttp2_session_callbacks_set_on_header_callback(
+            cb, [](nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
+                   const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void* user) -> int {
+                auto& self = *static_cast<h2_client*>(user);
+                if (frame->hd.stream_id != self.stream_) return 0;
+                const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+                const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+                if (n == ":status") self.status_ = std::atoi(std::string(v).c_str());
+                else if (n == "content-type") self.content_type_ = v;
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+            cb, [](nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data, std::size_t len,
+                   void* user) -> int {
+                auto& self = *static_cast<h2_client*>(user);
+                if (id == self.stream_) self.body_.append(reinterpret_cast<const char*>(data), len);
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_stream_close_callback(
+            cb, [](nghttp2_session*, std::int32_t id, std::uint32_t error, void* user) -> int {
+                auto& self = *static_cast<h2_client*>(user);
+                if (id != self.stream_) return 0;
+                self.closed_ = true;
+                self.error_ = error;
+                return 0;
+            });
+        const int rv = nghttp2_session_client_new(&session_, cb, this);
+        nghttp2_session_callbacks_del(cb);
+        if (rv != 0) fail("nghttp2_session_client_new failed");
+        nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    }
+    ~h2_client() { nghttp2_session_del(session_); }
+    h2_client(const h2_client&) = delete;
+    h2_client& operator=(const h2_client&) = delete;
+
+    struct answer {
+        int status = 0;
+        std::string content_type;
+        std::string body;
+    };
+
+    // POSTs `body` to `path` and waits for the whole answer, which must end its stream without an error.
+    answer post(const char* path, std::string_view type, std::string_view body) {
+        const std::string length = std::to_string(body.size());
+        auto nv = [](std::string_view name, std::string_view value) {
+            return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+                              reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                              value.size(), NGHTTP2_NV_FLAG_NONE};
+        };
+        const nghttp2_nv head[] = {nv(":method", "POST"),      nv(":scheme", "http"),
+                                   nv(":authority", authority_), nv(":path", path),
+                                   nv("content-type", type),   nv("content-length", length)};
+        out_ = body;
+        nghttp2_data_provider provider{};
+        provider.read_callback = [](nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
+                                    std::uint32_t* flags, nghttp2_data_source*, void* user) -> ssize_t {
+            auto& self = *static_cast<h2_client*>(user);
+            const std::size_t n = std::min(length, self.out_.size());
+            std::memcpy(buf, self.out_.data(), n);
+            self.out_.remove_prefix(n);
+            if (self.out_.empty()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+            return static_cast<ssize_t>(n);
+        };
+        status_ = 0;
+        content_type_.clear();
+        body_.clear();
+        closed_ = false;
+        stream_ = -1;
+        stream_ = nghttp2_submit_request(session_, nullptr, head, 6, &provider, nullptr);
+        if (stream_ < 0) fail("nghttp2_submit_request failed");
+        while (!closed_) {
+            flush();
+            if (closed_) break;
+            char buf[65536];
+            const std::size_t n = c_.read_some(buf, sizeof buf);
+            if (nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(buf), n) < 0)
+                fail("the server's frames are not HTTP/2");
+        }
+        flush();  // the WINDOW_UPDATEs the answer calls for
+        if (error_ != 0) fail("the stream was reset, error " + std::to_string(error_));
+        return {status_, content_type_, body_};
+    }
+
+private:
+    void flush() {
+        std::string gathered;
+        for (;;) {
+            const std::uint8_t* data = nullptr;
+            const ssize_t n = nghttp2_session_mem_send(session_, &data);
+            if (n < 0) fail("nghttp2_session_mem_send failed");
+            if (n == 0) break;
+            gathered.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+        }
+        if (!gathered.empty()) c_.send_all(gathered);
+    }
+
+    connection& c_;
+    std::string authority_;
+    nghttp2_session* session_ = nullptr;
+    std::int32_t stream_ = -1;
+    std::string_view out_;
+    int status_ = 0;
+    std::string content_type_;
+    std::string body_;
+    bool closed_ = false;
+    std::uint32_t error_ = 0;
+};
+
+void h2_ping(connection& c, std::uint16_t port, std::uint64_t requests) {
+    h2_client h2(c, port);
+    for (std::uint64_t i = 0; i < requests; ++i) {
+        const std::uint64_t sequence = 10000000 + i;
+        const std::string body = "{\"sequence\": " + std::to_string(sequence) + "}";
+        const h2_client::answer a = h2.post("/ping", "application/json", body);
+        if (a.status != 200) fail("status " + std::to_string(a.status));
+        if (!iequals(a.content_type.substr(0, 16), "application/json")) fail("Content-Type '" + a.content_type + "'");
+        if (a.body != "{\"sequence\":" + std::to_string(sequence) + "}") fail("body '" + a.body + "'");
+    }
+}
+
+void h2_upload(connection& c, std::uint16_t port, std::uint64_t requests, std::size_t size) {
+    using namespace tern_bench::h2;
+    if (size < 2 * upload_stamp) fail("an upload of at least " + std::to_string(2 * upload_stamp) + " bytes");
+    h2_client h2(c, port);
+    std::string body = make_upload(size);
+    for (std::uint64_t i = 0; i < requests; ++i) {
+        stamp_upload(body, 10000000 + i);
+        const h2_client::answer a = h2.post(upload_path, "application/octet-stream", body);
+        if (a.status != 200) fail("status " + std::to_string(a.status));
+        if (a.body != upload_answer(body)) fail("body '" + a.body + "'");
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -332,8 +487,12 @@ int main(int argc, char** argv) {
             http_ping(c, port, requests);
         else if (protocol == "ws" || protocol == "ws_raw")
             ws_echo(c, port, requests, size, protocol == "ws");
+        else if (protocol == "h2_ping")
+            h2_ping(c, port, requests);
+        else if (protocol == "h2_upload")
+            h2_upload(c, port, requests, size);
         else
-            fail("unknown protocol '" + protocol + "' (http_get, http_ping, ws, ws_raw)");
+            fail("unknown protocol '" + protocol + "' (http_get, http_ping, ws, ws_raw, h2_ping, h2_upload)");
         std::printf("tern-bench-client answers=%llu\n", static_cast<unsigned long long>(requests));
         return 0;
     } catch (const std::exception& e) {

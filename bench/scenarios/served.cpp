@@ -37,6 +37,8 @@ const char* protocol_name(protocol p) {
         case protocol::http_ping: return "http_ping";
         case protocol::ws: return "ws";
         case protocol::ws_raw: return "ws_raw";
+        case protocol::h2_ping: return "h2_ping";
+        case protocol::h2_upload: return "h2_upload";
     }
     return "?";
 }

@@ -1,4 +1,4 @@
-// The server scenarios' instruction counts (http/minimal, http/ping_json, ws/echo under tern-bench
+// The server scenarios' instruction counts (http/minimal, http/ping_json, ws/echo, http2/ping_json under tern-bench
 // --instructions): the worker is the server, counted under callgrind, and tern-bench-client drives it from a
 // process of its own, which callgrind does not follow (it runs natively, on CPU 1). A scenario's instruction mode:
 //   1. starts its server (one thread, listening on an ephemeral port of 127.0.0.1), whose handler calls
@@ -43,6 +43,8 @@ enum class protocol {
     http_ping,  // http/ping_json's POST /ping
     ws,         // a WebSocket echo, after the opening handshake
     ws_raw,     // the same frames without the handshake (the raw/epoll floor has none)
+    h2_ping,    // http2/ping_json's POST /ping over h2c with prior knowledge, one stream at a time
+    h2_upload,  // its POST /upload of `size` bytes (http2/h2_upload.hpp)
 };
 
 // tern-bench-client driving the server on 127.0.0.1:port through the session's instruction window. `size` is a
