@@ -762,10 +762,19 @@ void server_connection::remember(std::int32_t id) noexcept {
   max_seen_ = id;
 }
 
+// The ring holds identifiers in increasing order from its oldest slot (remember takes only higher ones), so a
+// binary search finds one: every stream's close looks itself up here, and a scan of the whole ring cost more than
+// the rest of the close.
 server_connection::past_stream* server_connection::recall(std::int32_t id) noexcept {
   const std::size_t n = std::min(history_count_, history_size);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (history_[i].id == id) return &history_[i];
+  const std::size_t oldest = history_count_ > history_size ? history_count_ % history_size : 0;
+  std::size_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    past_stream& p = history_[(oldest + mid) % history_size];
+    if (p.id == id) return &p;
+    if (p.id < id) lo = mid + 1;
+    else hi = mid;
   }
   return nullptr;
 }
