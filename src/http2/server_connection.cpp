@@ -481,8 +481,13 @@ void server_connection::send_goaway(std::uint32_t code) {
 // The peer's bytes, to nghttp2. A DATA frame for a stream nghttp2 no longer holds is dropped by nghttp2 without a
 // callback, so the frames are followed here (their headers only): the bytes before such a frame go in first, and
 // the stream is judged once they have been processed (frame_on_gone_stream), as on_begin_frame judges HEADERS.
+// Most DATA frames cannot be for such a stream: one whose HEADERS came in the bytes not yet delivered (a request's
+// HEADERS and DATA arrive in one read), or one nghttp2 holds now, when those bytes close no stream (no RST_STREAM,
+// no END_STREAM, no GOAWAY). Those go in with the rest, in one mem_recv, not one per frame.
 bool server_connection::feed(const char* data, std::size_t n) {
   std::size_t start = 0, i = 0;
+  scanner_.opened = 0;
+  scanner_.closing = false;
   while (i < n) {
     frame_scanner& f = scanner_;
     if (f.skip != 0) {
@@ -499,10 +504,18 @@ bool server_connection::feed(const char* data, std::size_t n) {
     const std::int32_t id = static_cast<std::int32_t>(
         ((std::uint32_t{f.header[5]} & 0x7f) << 24) | (std::uint32_t{f.header[6]} << 16) |
         (std::uint32_t{f.header[7]} << 8) | f.header[8]);
-    if (f.header[3] != NGHTTP2_DATA || (id & 1) == 0) continue;
+    const std::uint8_t type = f.header[3];
+    const bool ends = (type == NGHTTP2_DATA || type == NGHTTP2_HEADERS) && (f.header[4] & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (type == NGHTTP2_HEADERS && id > std::max(max_seen_, f.opened)) f.opened = id;
+    const bool held = type == NGHTTP2_DATA && (id & 1) != 0 && !f.closing &&
+                      (id == f.opened || nghttp2_session_find_stream(session_.get(), id) != nullptr);
+    f.closing = f.closing || ends || type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY;
+    if (type != NGHTTP2_DATA || (id & 1) == 0 || held) continue;
     const std::size_t header_start = i >= start + sizeof f.header ? i - sizeof f.header : start;
     if (!deliver(data + start, header_start - start)) return false;
     start = header_start;
+    f.opened = 0;
+    f.closing = ends;
     if (id <= max_seen_ && nghttp2_session_find_stream(session_.get(), id) == nullptr) {
       frame_on_gone_stream(id, NGHTTP2_DATA);
     }

@@ -323,6 +323,10 @@ class server_connection final : public http::stop_listener {
     std::uint8_t header[9];
     std::size_t have = 0;   // bytes of the current frame header
     std::size_t skip = 24;  // bytes to pass over: the magic, then each frame's payload
+    // Of the frames whose headers have been scanned and not yet delivered: the stream a HEADERS frame opens, and
+    // whether one may close a stream.
+    std::int32_t opened = 0;
+    bool closing = false;
   };
   frame_scanner scanner_;
 
