@@ -496,9 +496,14 @@ bool server_connection::feed(const char* data, std::size_t n) {
       i += k;
       continue;
     }
-    f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
-    if (f.have < sizeof f.header) continue;
-    f.have = 0;
+    if (f.have == 0 && n - i >= sizeof f.header) {
+      std::memcpy(f.header, data + i, sizeof f.header);  // a whole frame header at once (the usual case)
+      i += sizeof f.header;
+    } else {
+      f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
+      if (f.have < sizeof f.header) continue;
+      f.have = 0;
+    }
     f.skip = (std::size_t{f.header[0]} << 16) | (std::size_t{f.header[1]} << 8) | f.header[2];
     note_header_block(f.header[3], f.header[4]);
     const std::int32_t id = static_cast<std::int32_t>(
