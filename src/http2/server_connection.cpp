@@ -1287,7 +1287,7 @@ clock::time_point server_connection::body_deadline(const server_stream& s) const
 void server_connection::send_continue(server_stream& s) {
   if (!s.expect_continue_ || s.responded_) return;
   s.expect_continue_ = false;
-  const nghttp2_nv status = make_nv(":status", 7, "100", 3);
+  const nghttp2_nv status = make_static_nv(":status", "100", 3);
   (void)nghttp2_submit_headers(session_.get(), NGHTTP2_FLAG_NONE, s.id_, nullptr, &status, 1, nullptr);
   wake_writer();
 }
@@ -1336,17 +1336,17 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
     return std::string_view(put(std::string_view(digits, size)), size);
   };
   const std::string_view code = put_number(static_cast<std::uint64_t>(status));
-  nva_.push_back(make_nv(":status", 7, code.data(), code.size()));
+  nva_.push_back(make_static_nv(":status", code.data(), code.size()));
   if (!hopts_.server_name.empty() && !f.contains("server")) {
-    nva_.push_back(make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size()));
+    nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
   }
   if (hopts_.date && !f.contains("date")) {
     const std::string_view now = http::date_now();
-    nva_.push_back(make_nv("date", 4, now.data(), now.size()));
+    nva_.push_back(make_static_nv("date", now.data(), now.size()));
   }
   if (length && !bodiless_status(status)) {
     const std::string_view n = put_number(*length);
-    nva_.push_back(make_nv("content-length", 14, n.data(), n.size()));
+    nva_.push_back(make_static_nv("content-length", n.data(), n.size()));
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
