@@ -289,7 +289,7 @@ struct callbacks {
   static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     const std::uint8_t type = frame->hd.type;
-    if (type == NGHTTP2_DATA) c.data_sent_at_ = clock::now();
+    if (type == NGHTTP2_DATA) c.data_sent_at_ = c.stamp();
     if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
       // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
       server_stream* s = stream(session, frame->hd.stream_id);
@@ -557,7 +557,7 @@ std::optional<clock::time_point> server_connection::read_deadline() const noexce
 // from its first frame. Every frame header passes here, so the block's end is seen whatever nghttp2 made of it.
 void server_connection::note_header_block(std::uint8_t type, std::uint8_t flags) noexcept {
   if ((type == NGHTTP2_HEADERS || type == NGHTTP2_CONTINUATION) && (flags & NGHTTP2_FLAG_END_HEADERS) == 0) {
-    if (type == NGHTTP2_HEADERS) header_block_at_ = clock::now();
+    if (type == NGHTTP2_HEADERS) header_block_at_ = stamp();
   } else {
     header_block_at_ = clock::time_point{};
   }
@@ -858,7 +858,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.prev_ != nullptr) s.prev_->next_ = s.next_;
   else live_ = s.next_;
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
-  if (--live_count_ == 0) idle_since_ = clock::now();
+  if (--live_count_ == 0) idle_since_ = stamp();
   if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
@@ -953,7 +953,7 @@ void server_connection::finish_head(server_stream& s) {
 }
 
 void server_connection::start_handler(server_stream& s) {
-  s.body_start_ = clock::now();
+  s.body_start_ = stamp();
   s.running_ = true;
   ++handlers_;
   tasks_.add();

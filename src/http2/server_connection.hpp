@@ -216,6 +216,12 @@ class server_connection final : public http::stop_listener {
   void wake_writer() noexcept { write_wanted_.set(); }
   void end_connection() noexcept;
   bool charge(std::size_t cost) noexcept;
+  // The time a deadline starts from (a stream's start, the last DATA sent, the moment the connection went idle):
+  // the loop's deadline clock, a counter read where it is usable, not a clock read per request; at most a few
+  // microseconds late, which deadlines of seconds do not notice.
+  clock::time_point stamp() noexcept {
+    return clock::time_point(std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(ctx_.deadline_now_ns())));
+  }
 
   // Streams.
   server_stream* open_stream(std::int32_t id);
