@@ -4,6 +4,7 @@
 // driven the same way by the same code, in lockstep, and its instruction count holds only its own work.
 //
 //   tern-bench-client --port P --protocol http_get|http_ping|ws|ws_raw|h2_ping|h2_upload --requests N [--size S]
+//                     [--streams M]
 //
 // http_get: http/minimal's GET / (41 bytes); the answer must be 200, Content-Length 13, Content-Type text/plain,
 // the body "Hello, World!", and the connection kept open (except after the last answer, where the server may
@@ -13,7 +14,8 @@
 // bytes (ws_message.hpp's bytes), each masked with a fresh key, each echo checked (binary, unmasked, reassembled
 // from its fragments, the size and every byte), then the close handshake (1000); ws_raw: the same without the
 // opening handshake (the raw/epoll floor has none). h2_ping: http_ping's POST over HTTP/2 with prior knowledge
-// (nghttp2's client session on the same blocking socket), one stream at a time, each answer checked as http_ping's;
+// (nghttp2's client session on the same blocking socket), M streams in flight (a new request as soon as one is
+// answered; 1 by default), each answer checked as http_ping's;
 // h2_upload: POSTs of S bytes to /upload (h2_upload.hpp), the answer's size, head and tail checked. Nothing may
 // arrive that was not asked for. Prints "tern-bench-client answers=N" and exits 0, or prints the failure on stderr, sends SIGTERM to
 // its parent (the server being counted, which would otherwise wait for requests that never come) and exits 1.
@@ -35,10 +37,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -317,36 +321,45 @@ void ws_echo(connection& c, std::uint16_t port, std::uint64_t requests, std::siz
 }
 
 
-// HTTP/2 with prior knowledge on the blocking connection: nghttp2's client session, one request at a time.
+// HTTP/2 with prior knowledge on the blocking connection: nghttp2's client session, up to `streams` requests in
+// flight (a new one as soon as one is answered), every answer checked as it completes.
 class h2_client {
 public:
+    // The request for a sequence number: its path, content type and body; the answer it must get.
+    struct exchange {
+        const char* path = "";
+        std::string_view type;
+        std::string body;
+        std::string expected_type;  // a prefix of the answer's Content-Type
+        std::string expected_body;
+    };
+    using make_exchange = std::function<void(std::uint64_t sequence, exchange& x)>;
+
     h2_client(connection& c, std::uint16_t port) : c_(c), authority_("127.0.0.1:" + std::to_string(port)) {
         nghttp2_session_callbacks* cb = nullptr;
         nghttp2_session_callbacks_new(&cb);
         nghttp2_session_callbacks_set_on_header_callback(
-            cb, [](nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
-                   const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void* user) -> int {
-                auto& self = *static_cast<h2_client*>(user);
-                if (frame->hd.stream_id != self.stream_) return 0;
+            cb, [](nghttp2_session* session, const nghttp2_frame* frame, const std::uint8_t* name,
+                   std::size_t namelen, const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void*) -> int {
+                auto* x = static_cast<stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+                if (x == nullptr) return 0;
                 const std::string_view n(reinterpret_cast<const char*>(name), namelen);
                 const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-                if (n == ":status") self.status_ = std::atoi(std::string(v).c_str());
-                else if (n == "content-type") self.content_type_ = v;
+                if (n == ":status") x->status = std::atoi(std::string(v).c_str());
+                else if (n == "content-type") x->content_type = v;
                 return 0;
             });
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
-            cb, [](nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data, std::size_t len,
-                   void* user) -> int {
-                auto& self = *static_cast<h2_client*>(user);
-                if (id == self.stream_) self.body_.append(reinterpret_cast<const char*>(data), len);
+            cb, [](nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data, std::size_t len,
+                   void*) -> int {
+                auto* x = static_cast<stream*>(nghttp2_session_get_stream_user_data(session, id));
+                if (x != nullptr) x->answer.append(reinterpret_cast<const char*>(data), len);
                 return 0;
             });
         nghttp2_session_callbacks_set_on_stream_close_callback(
-            cb, [](nghttp2_session*, std::int32_t id, std::uint32_t error, void* user) -> int {
-                auto& self = *static_cast<h2_client*>(user);
-                if (id != self.stream_) return 0;
-                self.closed_ = true;
-                self.error_ = error;
+            cb, [](nghttp2_session* session, std::int32_t id, std::uint32_t error, void* user) -> int {
+                auto* x = static_cast<stream*>(nghttp2_session_get_stream_user_data(session, id));
+                if (x != nullptr) static_cast<h2_client*>(user)->answered(*x, error);
                 return 0;
             });
         const int rv = nghttp2_session_client_new(&session_, cb, this);
@@ -358,55 +371,85 @@ public:
     h2_client(const h2_client&) = delete;
     h2_client& operator=(const h2_client&) = delete;
 
-    struct answer {
+    // Makes `requests` requests, `streams` at a time, and checks every answer.
+    void run(std::uint64_t requests, std::uint64_t streams, const make_exchange& make) {
+        std::vector<stream> slots(streams);
+        std::vector<stream*> idle;
+        for (auto& x : slots) idle.push_back(&x);
+        std::uint64_t next = 0;
+        while (answered_ < requests) {
+            while (!idle.empty() && next < requests) {
+                stream* x = idle.back();
+                idle.pop_back();
+                submit(*x, next++, make);
+            }
+            flush();
+            char buf[65536];
+            const std::size_t n = c_.read_some(buf, sizeof buf);
+            if (nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(buf), n) < 0)
+                fail(failure_.empty() ? std::string("the server's frames are not HTTP/2") : failure_);
+            for (auto& x : slots)
+                if (x.done) {
+                    x.done = false;
+                    idle.push_back(&x);
+                }
+        }
+        flush();  // the WINDOW_UPDATEs the answers call for
+    }
+
+private:
+    struct stream {
+        exchange x;
+        std::size_t sent = 0;
         int status = 0;
         std::string content_type;
-        std::string body;
+        std::string answer;
+        bool done = false;
     };
 
-    // POSTs `body` to `path` and waits for the whole answer, which must end its stream without an error.
-    answer post(const char* path, std::string_view type, std::string_view body) {
-        const std::string length = std::to_string(body.size());
+    void submit(stream& s, std::uint64_t sequence, const make_exchange& make) {
+        make(sequence, s.x);
+        s.sent = 0;
+        s.status = 0;
+        s.content_type.clear();
+        s.answer.clear();
+        length_ = std::to_string(s.x.body.size());
         auto nv = [](std::string_view name, std::string_view value) {
             return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
                               reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
                               value.size(), NGHTTP2_NV_FLAG_NONE};
         };
-        const nghttp2_nv head[] = {nv(":method", "POST"),      nv(":scheme", "http"),
-                                   nv(":authority", authority_), nv(":path", path),
-                                   nv("content-type", type),   nv("content-length", length)};
-        out_ = body;
+        const nghttp2_nv head[] = {nv(":method", "POST"),         nv(":scheme", "http"),
+                                   nv(":authority", authority_),    nv(":path", s.x.path),
+                                   nv("content-type", s.x.type),    nv("content-length", length_)};
         nghttp2_data_provider provider{};
+        provider.source.ptr = &s;
         provider.read_callback = [](nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
-                                    std::uint32_t* flags, nghttp2_data_source*, void* user) -> ssize_t {
-            auto& self = *static_cast<h2_client*>(user);
-            const std::size_t n = std::min(length, self.out_.size());
-            std::memcpy(buf, self.out_.data(), n);
-            self.out_.remove_prefix(n);
-            if (self.out_.empty()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+                                    std::uint32_t* flags, nghttp2_data_source* source, void*) -> ssize_t {
+            auto& x = *static_cast<stream*>(source->ptr);
+            const std::size_t n = std::min(length, x.x.body.size() - x.sent);
+            std::memcpy(buf, x.x.body.data() + x.sent, n);
+            x.sent += n;
+            if (x.sent == x.x.body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
             return static_cast<ssize_t>(n);
         };
-        status_ = 0;
-        content_type_.clear();
-        body_.clear();
-        closed_ = false;
-        stream_ = -1;
-        stream_ = nghttp2_submit_request(session_, nullptr, head, 6, &provider, nullptr);
-        if (stream_ < 0) fail("nghttp2_submit_request failed");
-        while (!closed_) {
-            flush();
-            if (closed_) break;
-            char buf[65536];
-            const std::size_t n = c_.read_some(buf, sizeof buf);
-            if (nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(buf), n) < 0)
-                fail("the server's frames are not HTTP/2");
-        }
-        flush();  // the WINDOW_UPDATEs the answer calls for
-        if (error_ != 0) fail("the stream was reset, error " + std::to_string(error_));
-        return {status_, content_type_, body_};
+        if (nghttp2_submit_request(session_, nullptr, head, 6, &provider, &s) < 0) fail("nghttp2_submit_request failed");
     }
 
-private:
+    // Inside nghttp2's callback: a failure is kept and ends mem_recv (nothing may throw through nghttp2).
+    void answered(stream& s, std::uint32_t error) {
+        std::string why;
+        if (error != 0) why = "a stream was reset, error " + std::to_string(error);
+        else if (s.status != 200) why = "status " + std::to_string(s.status);
+        else if (!iequals(s.content_type.substr(0, s.x.expected_type.size()), s.x.expected_type))
+            why = "Content-Type '" + s.content_type + "'";
+        else if (s.answer != s.x.expected_body) why = "body '" + s.answer + "', expected '" + s.x.expected_body + "'";
+        if (!why.empty() && failure_.empty()) failure_ = why;
+        s.done = true;
+        ++answered_;
+        if (!failure_.empty()) nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+    }
+
     void flush() {
         std::string gathered;
         for (;;) {
@@ -416,44 +459,43 @@ private:
             if (n == 0) break;
             gathered.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
         }
+        if (!failure_.empty()) fail(failure_);
         if (!gathered.empty()) c_.send_all(gathered);
     }
 
     connection& c_;
     std::string authority_;
     nghttp2_session* session_ = nullptr;
-    std::int32_t stream_ = -1;
-    std::string_view out_;
-    int status_ = 0;
-    std::string content_type_;
-    std::string body_;
-    bool closed_ = false;
-    std::uint32_t error_ = 0;
+    std::string length_;
+    std::uint64_t answered_ = 0;
+    std::string failure_;
 };
 
-void h2_ping(connection& c, std::uint16_t port, std::uint64_t requests) {
+void h2_ping(connection& c, std::uint16_t port, std::uint64_t requests, std::uint64_t streams) {
     h2_client h2(c, port);
-    for (std::uint64_t i = 0; i < requests; ++i) {
+    h2.run(requests, streams, [](std::uint64_t i, h2_client::exchange& x) {
         const std::uint64_t sequence = 10000000 + i;
-        const std::string body = "{\"sequence\": " + std::to_string(sequence) + "}";
-        const h2_client::answer a = h2.post("/ping", "application/json", body);
-        if (a.status != 200) fail("status " + std::to_string(a.status));
-        if (!iequals(a.content_type.substr(0, 16), "application/json")) fail("Content-Type '" + a.content_type + "'");
-        if (a.body != "{\"sequence\":" + std::to_string(sequence) + "}") fail("body '" + a.body + "'");
-    }
+        x.path = "/ping";
+        x.type = "application/json";
+        x.body = "{\"sequence\": " + std::to_string(sequence) + "}";
+        x.expected_type = "application/json";
+        x.expected_body = "{\"sequence\":" + std::to_string(sequence) + "}";
+    });
 }
 
-void h2_upload(connection& c, std::uint16_t port, std::uint64_t requests, std::size_t size) {
+void h2_upload(connection& c, std::uint16_t port, std::uint64_t requests, std::uint64_t streams, std::size_t size) {
     using namespace tern_bench::h2;
     if (size < 2 * upload_stamp) fail("an upload of at least " + std::to_string(2 * upload_stamp) + " bytes");
     h2_client h2(c, port);
-    std::string body = make_upload(size);
-    for (std::uint64_t i = 0; i < requests; ++i) {
-        stamp_upload(body, 10000000 + i);
-        const h2_client::answer a = h2.post(upload_path, "application/octet-stream", body);
-        if (a.status != 200) fail("status " + std::to_string(a.status));
-        if (a.body != upload_answer(body)) fail("body '" + a.body + "'");
-    }
+    const std::string pattern = make_upload(size);
+    h2.run(requests, streams, [&](std::uint64_t i, h2_client::exchange& x) {
+        x.path = upload_path;
+        x.type = "application/octet-stream";
+        x.body = pattern;
+        stamp_upload(x.body, 10000000 + i);
+        x.expected_type = "text/plain";
+        x.expected_body = upload_answer(x.body);
+    });
 }
 
 }  // namespace
@@ -464,6 +506,7 @@ int main(int argc, char** argv) {
         std::string protocol;
         std::uint64_t requests = 0;
         std::size_t size = 64;
+        std::uint64_t streams = 1;
         for (int i = 1; i + 1 < argc; i += 2) {
             std::string_view a = argv[i];
             const char* v = argv[i + 1];
@@ -475,11 +518,13 @@ int main(int argc, char** argv) {
                 requests = std::strtoull(v, nullptr, 10);
             else if (a == "--size")
                 size = std::strtoull(v, nullptr, 10);
+            else if (a == "--streams")
+                streams = std::strtoull(v, nullptr, 10);
             else
                 fail("unknown argument " + std::string(a));
         }
         if (argc % 2 == 0) fail("arguments come in pairs: --port P --protocol NAME --requests N [--size S]");
-        if (port == 0 || requests == 0) fail("--port and --requests are needed");
+        if (port == 0 || requests == 0 || streams == 0) fail("--port and --requests are needed, --streams at least 1");
         connection c(port);
         if (protocol == "http_get")
             http_get(c, port, requests);
@@ -488,9 +533,9 @@ int main(int argc, char** argv) {
         else if (protocol == "ws" || protocol == "ws_raw")
             ws_echo(c, port, requests, size, protocol == "ws");
         else if (protocol == "h2_ping")
-            h2_ping(c, port, requests);
+            h2_ping(c, port, requests, streams);
         else if (protocol == "h2_upload")
-            h2_upload(c, port, requests, size);
+            h2_upload(c, port, requests, streams, size);
         else
             fail("unknown protocol '" + protocol + "' (http_get, http_ping, ws, ws_raw, h2_ping, h2_upload)");
         std::printf("tern-bench-client answers=%llu\n", static_cast<unsigned long long>(requests));

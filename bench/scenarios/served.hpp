@@ -48,11 +48,12 @@ enum class protocol {
 };
 
 // tern-bench-client driving the server on 127.0.0.1:port through the session's instruction window. `size` is a
-// WebSocket message's size; `last` (may be empty) runs on the server's thread, inside the handler of the last
+// WebSocket message's size or an upload's; `streams` the HTTP/2 requests kept in flight; `last` (may be empty) runs on the server's thread, inside the handler of the last
 // request, after the window has closed.
 class client {
 public:
-    client(session& s, std::uint16_t port, protocol p, std::size_t size = 0, std::function<void()> last = {});
+    client(session& s, std::uint16_t port, protocol p, std::size_t size = 0, std::function<void()> last = {},
+           std::uint64_t streams = 1);
     // A client not finished (the server failed) is killed.
     ~client();
     client(const client&) = delete;

@@ -195,13 +195,13 @@ long long bytes_size(std::string_view target) {
 // Instruction mode: the server on its own thread, driven over one connection by tern-bench-client (../served.hpp)
 // while this thread waits for the client, which an epoll server allows (an io_uring one does not).
 void count_ping(session& s, ping::server_start start) {
-    if (s.param_int("conns") != 1 || s.param_int("streams") != 1)
-        throw bench_failure("http2/ping_json's instructions are counted with conns=1 and streams=1");
+    if (s.param_int("conns") != 1 || s.param_int("streams") < 1)
+        throw bench_failure("http2/ping_json's instructions are counted with conns=1");
     const std::int64_t body = s.request().params.count("body") ? s.param_int("body") : 0;
     pin_to_cpu(server_cpu);
     std::unique_ptr<ping::server> srv = start(s, 1);
     served::client client(s, srv->port(), body > 0 ? served::protocol::h2_upload : served::protocol::h2_ping,
-                          static_cast<std::size_t>(body));
+                          static_cast<std::size_t>(body), {}, static_cast<std::uint64_t>(s.param_int("streams")));
     client.finish();
     srv->stop();
     const ping::server_stats st = srv->stats();

@@ -6,8 +6,8 @@
 // POST /upload (h2_upload.hpp) is a whole-body route: the body arrives in the stream's body buffer.
 //
 // Instruction mode (tern-bench --instructions) counts the server alone, on the worker's own thread (../served.hpp
-// says why no harness thread runs beside an io_uring loop), driven over one connection by tern-bench-client: POST
-// /ping, or POST /upload with `body` bytes. The last request starts a graceful shutdown (GOAWAY); run() returns
+// says why no harness thread runs beside an io_uring loop), driven over one connection by tern-bench-client with
+// `streams` requests in flight: POST /ping, or POST /upload with `body` bytes. The last request starts a graceful shutdown (GOAWAY); run() returns
 // once the connection has ended.
 #include "h2_load.hpp"
 #include "h2_upload.hpp"
@@ -55,8 +55,8 @@ http::server_options h2_options() {
 }
 
 void count_ping(session& s) {
-    if (s.param_int("conns") != 1 || s.param_int("streams") != 1)
-        throw bench_failure("http2/ping_json's instructions are counted with conns=1 and streams=1");
+    if (s.param_int("conns") != 1 || s.param_int("streams") < 1)
+        throw bench_failure("http2/ping_json's instructions are counted with conns=1");
     const std::int64_t body = s.request().params.count("body") ? s.param_int("body") : 0;
     pin_to_cpu(0);
     tern::io_context ctx(options_for(s));
@@ -66,7 +66,8 @@ void count_ping(session& s) {
     expect_ok(server.listen(tern::net::endpoint::loopback_v4(0)), "listen");
     served::client client(s, server.local_endpoint().value.port(),
                           body > 0 ? served::protocol::h2_upload : served::protocol::h2_ping,
-                          static_cast<std::size_t>(body), [&server] { server.stop(); });
+                          static_cast<std::size_t>(body), [&server] { server.stop(); },
+                          static_cast<std::uint64_t>(s.param_int("streams")));
     ctx.block_on(server.run());
     client.finish();
     if (service.refused() != 0) throw bench_failure("the server refused " + std::to_string(service.refused()) + " requests");
