@@ -295,6 +295,7 @@ class server_connection final : public http::stop_listener {
   std::size_t queued_out_ = 0;      // streamed response bytes queued by every stream, not yet taken by nghttp2
   std::size_t whole_out_ = 0;       // whole responses' body bytes not yet taken by nghttp2 (a stall bound applies)
   std::size_t held_bodies_ = 0;     // whole bodies' bytes consumed and held by the streams (read_whole)
+  std::size_t accumulating_ = 0;    // the streams whose accumulating_ is set (read_whole waits)
   server_stream* line_first_ = nullptr;  // the whole bodies still arriving, oldest first: room goes to the first
   server_stream* line_last_ = nullptr;
   std::size_t parked_bytes_ = 0;    // every stream's parked_, within parked_cap() (park)
