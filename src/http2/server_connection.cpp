@@ -482,12 +482,14 @@ void server_connection::send_goaway(std::uint32_t code) {
 // callback, so the frames are followed here (their headers only): the bytes before such a frame go in first, and
 // the stream is judged once they have been processed (frame_on_gone_stream), as on_begin_frame judges HEADERS.
 // Most DATA frames cannot be for such a stream: one whose HEADERS came in the bytes not yet delivered (a request's
-// HEADERS and DATA arrive in one read), or one nghttp2 holds now, when those bytes close no stream (no RST_STREAM,
-// no END_STREAM, no GOAWAY). Those go in with the rest, in one mem_recv, not one per frame.
+// HEADERS and DATA arrive in one read), or one nghttp2 holds now, when those bytes cannot close it (no RST_STREAM,
+// no GOAWAY, no END_STREAM of its own: nothing else closes a stream inside mem_recv, the server's own ends being
+// sent by mem_send). Those go in with the rest, in one mem_recv, not one per frame.
 bool server_connection::feed(const char* data, std::size_t n) {
   std::size_t start = 0, i = 0;
   scanner_.opened = 0;
   scanner_.closing = false;
+  scanner_.ended_count = 0;
   while (i < n) {
     frame_scanner& f = scanner_;
     if (f.skip != 0) {
@@ -512,15 +514,18 @@ bool server_connection::feed(const char* data, std::size_t n) {
     const std::uint8_t type = f.header[3];
     const bool ends = (type == NGHTTP2_DATA || type == NGHTTP2_HEADERS) && (f.header[4] & NGHTTP2_FLAG_END_STREAM) != 0;
     if (type == NGHTTP2_HEADERS && id > std::max(max_seen_, f.opened)) f.opened = id;
-    const bool held = type == NGHTTP2_DATA && (id & 1) != 0 && !f.closing &&
+    const bool held = type == NGHTTP2_DATA && (id & 1) != 0 && !f.closing && !f.ended(id) &&
                       (id == f.opened || nghttp2_session_find_stream(session_.get(), id) != nullptr);
-    f.closing = f.closing || ends || type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY;
+    if (type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY) f.closing = true;
+    if (ends) f.end(id);
     if (type != NGHTTP2_DATA || (id & 1) == 0 || held) continue;
     const std::size_t header_start = i >= start + sizeof f.header ? i - sizeof f.header : start;
     if (!deliver(data + start, header_start - start)) return false;
     start = header_start;
     f.opened = 0;
-    f.closing = ends;
+    f.closing = false;
+    f.ended_count = 0;
+    if (ends) f.end(id);
     if (id <= max_seen_ && nghttp2_session_find_stream(session_.get(), id) == nullptr) {
       frame_on_gone_stream(id, NGHTTP2_DATA);
     }

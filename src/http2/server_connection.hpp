@@ -330,10 +330,23 @@ class server_connection final : public http::stop_listener {
     std::uint8_t header[9];
     std::size_t have = 0;   // bytes of the current frame header
     std::size_t skip = 24;  // bytes to pass over: the magic, then each frame's payload
-    // Of the frames whose headers have been scanned and not yet delivered: the stream a HEADERS frame opens, and
-    // whether one may close a stream.
+    // Of the frames whose headers have been scanned and not yet delivered: the stream a HEADERS frame opens,
+    // whether one may close any stream (RST_STREAM, GOAWAY), and the streams they end (END_STREAM; past eight,
+    // any stream may be closing).
     std::int32_t opened = 0;
     bool closing = false;
+    std::array<std::int32_t, 8> ended_ids{};
+    std::size_t ended_count = 0;
+    bool ended(std::int32_t id) const noexcept {
+      for (std::size_t k = 0; k < ended_count; ++k) {
+        if (ended_ids[k] == id) return true;
+      }
+      return false;
+    }
+    void end(std::int32_t id) noexcept {
+      if (ended_count < ended_ids.size()) ended_ids[ended_count++] = id;
+      else closing = true;
+    }
   };
   frame_scanner scanner_;
 
