@@ -433,7 +433,8 @@ private:
             if (x.sent == x.x.body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
             return static_cast<ssize_t>(n);
         };
-        if (nghttp2_submit_request(session_, nullptr, head, 6, &provider, &s) < 0) fail("nghttp2_submit_request failed");
+        if (nghttp2_submit_request(session_, nullptr, head, 6, &provider, &s) < 0)
+            fail("nghttp2_submit_request failed");
     }
 
     // Inside nghttp2's callback: a failure is kept and ends mem_recv (nothing may throw through nghttp2).

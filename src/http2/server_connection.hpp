@@ -220,7 +220,8 @@ class server_connection final : public http::stop_listener {
   // the loop's deadline clock, a counter read where it is usable, not a clock read per request; at most a few
   // microseconds late, which deadlines of seconds do not notice.
   clock::time_point stamp() noexcept {
-    return clock::time_point(std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(ctx_.deadline_now_ns())));
+    const std::chrono::nanoseconds ns(ctx_.deadline_now_ns());
+    return clock::time_point(std::chrono::duration_cast<clock::duration>(ns));
   }
 
   // Streams.

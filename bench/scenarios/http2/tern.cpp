@@ -7,8 +7,8 @@
 //
 // Instruction mode (tern-bench --instructions) counts the server alone, on the worker's own thread (../served.hpp
 // says why no harness thread runs beside an io_uring loop), driven over one connection by tern-bench-client with
-// `streams` requests in flight: POST /ping, or POST /upload with `body` bytes. The last request starts a graceful shutdown (GOAWAY); run() returns
-// once the connection has ended.
+// `streams` requests in flight: POST /ping, or POST /upload with `body` bytes. The last request starts a graceful
+// shutdown (GOAWAY); run() returns once the connection has ended.
 #include "h2_load.hpp"
 #include "h2_upload.hpp"
 #include "../served.hpp"
@@ -70,7 +70,8 @@ void count_ping(session& s) {
                           static_cast<std::uint64_t>(s.param_int("streams")));
     ctx.block_on(server.run());
     client.finish();
-    if (service.refused() != 0) throw bench_failure("the server refused " + std::to_string(service.refused()) + " requests");
+    if (service.refused() != 0)
+        throw bench_failure("the server refused " + std::to_string(service.refused()) + " requests");
 }
 
 std::unique_ptr<ping::server> start_h2_server(session& s, int threads) {
