@@ -3,7 +3,8 @@
 // sockets, no runtime: a request, then its whole answer read and checked, then the next, so that every server is
 // driven the same way by the same code, in lockstep, and its instruction count holds only its own work.
 //
-//   tern-bench-client --port P --protocol http_get|http_ping|ws|ws_raw --requests N [--size S]
+//   tern-bench-client --port P --protocol http_get|http_ping|ws|ws_raw|h2_ping|h2_upload --requests N [--size S]
+//                     [--streams M]
 //
 // http_get: http/minimal's GET / (41 bytes); the answer must be 200, Content-Length 13, Content-Type text/plain,
 // the body "Hello, World!", and the connection kept open (except after the last answer, where the server may
@@ -12,10 +13,16 @@
 // opening handshake (the RFC's example key, whose Sec-WebSocket-Accept is checked), then N binary messages of S
 // bytes (ws_message.hpp's bytes), each masked with a fresh key, each echo checked (binary, unmasked, reassembled
 // from its fragments, the size and every byte), then the close handshake (1000); ws_raw: the same without the
-// opening handshake (the raw/epoll floor has none). Nothing may arrive that was not
-// asked for. Prints "tern-bench-client answers=N" and exits 0, or prints the failure on stderr, sends SIGTERM to
+// opening handshake (the raw/epoll floor has none). h2_ping: http_ping's POST over HTTP/2 with prior knowledge
+// (nghttp2's client session on the same blocking socket), M streams in flight (a new request as soon as one is
+// answered; 1 by default), each answer checked as http_ping's;
+// h2_upload: POSTs of S bytes to /upload (h2_upload.hpp), the answer's size, head and tail checked. Nothing may
+// arrive that was not asked for. Prints "tern-bench-client answers=N" and exits 0, or prints the failure on stderr, sends SIGTERM to
 // its parent (the server being counted, which would otherwise wait for requests that never come) and exits 1.
+#include "../scenarios/http2/h2_upload.hpp"
 #include "../scenarios/ws/ws_message.hpp"
+
+#include <nghttp2/nghttp2.h>
 
 #include <arpa/inet.h>
 #include <signal.h>
@@ -24,15 +31,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -104,6 +114,15 @@ public:
         std::string out = in_.substr(0, n);
         in_.erase(0, n);
         return out;
+    }
+
+    // Some bytes from the socket (what is buffered first); fails at the end of the stream.
+    std::size_t read_some(char* out, std::size_t n) {
+        if (in_.empty()) fill(1);
+        const std::size_t k = std::min(n, in_.size());
+        std::memcpy(out, in_.data(), k);
+        in_.erase(0, k);
+        return k;
     }
 
     // Nothing may be left over after an answer: the server sends only what was asked for.
@@ -301,6 +320,185 @@ void ws_echo(connection& c, std::uint16_t port, std::uint64_t requests, std::siz
         fail("the server closed with another code than 1000");
 }
 
+
+// HTTP/2 with prior knowledge on the blocking connection: nghttp2's client session, up to `streams` requests in
+// flight (a new one as soon as one is answered), every answer checked as it completes.
+class h2_client {
+public:
+    // The request for a sequence number: its path, content type and body; the answer it must get.
+    struct exchange {
+        const char* path = "";
+        std::string_view type;
+        std::string body;
+        std::string expected_type;  // a prefix of the answer's Content-Type
+        std::string expected_body;
+    };
+    using make_exchange = std::function<void(std::uint64_t sequence, exchange& x)>;
+
+    h2_client(connection& c, std::uint16_t port) : c_(c), authority_("127.0.0.1:" + std::to_string(port)) {
+        nghttp2_session_callbacks* cb = nullptr;
+        nghttp2_session_callbacks_new(&cb);
+        nghttp2_session_callbacks_set_on_header_callback(
+            cb, [](nghttp2_session* session, const nghttp2_frame* frame, const std::uint8_t* name,
+                   std::size_t namelen, const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void*) -> int {
+                auto* x = static_cast<stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+                if (x == nullptr) return 0;
+                const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+                const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+                if (n == ":status") x->status = std::atoi(std::string(v).c_str());
+                else if (n == "content-type") x->content_type = v;
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+            cb, [](nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data, std::size_t len,
+                   void*) -> int {
+                auto* x = static_cast<stream*>(nghttp2_session_get_stream_user_data(session, id));
+                if (x != nullptr) x->answer.append(reinterpret_cast<const char*>(data), len);
+                return 0;
+            });
+        nghttp2_session_callbacks_set_on_stream_close_callback(
+            cb, [](nghttp2_session* session, std::int32_t id, std::uint32_t error, void* user) -> int {
+                auto* x = static_cast<stream*>(nghttp2_session_get_stream_user_data(session, id));
+                if (x != nullptr) static_cast<h2_client*>(user)->answered(*x, error);
+                return 0;
+            });
+        const int rv = nghttp2_session_client_new(&session_, cb, this);
+        nghttp2_session_callbacks_del(cb);
+        if (rv != 0) fail("nghttp2_session_client_new failed");
+        nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    }
+    ~h2_client() { nghttp2_session_del(session_); }
+    h2_client(const h2_client&) = delete;
+    h2_client& operator=(const h2_client&) = delete;
+
+    // Makes `requests` requests, `streams` at a time, and checks every answer.
+    void run(std::uint64_t requests, std::uint64_t streams, const make_exchange& make) {
+        std::vector<stream> slots(streams);
+        std::vector<stream*> idle;
+        for (auto& x : slots) idle.push_back(&x);
+        std::uint64_t next = 0;
+        while (answered_ < requests) {
+            while (!idle.empty() && next < requests) {
+                stream* x = idle.back();
+                idle.pop_back();
+                submit(*x, next++, make);
+            }
+            flush();
+            char buf[65536];
+            const std::size_t n = c_.read_some(buf, sizeof buf);
+            if (nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(buf), n) < 0)
+                fail(failure_.empty() ? std::string("the server's frames are not HTTP/2") : failure_);
+            for (auto& x : slots)
+                if (x.done) {
+                    x.done = false;
+                    idle.push_back(&x);
+                }
+        }
+        flush();  // the WINDOW_UPDATEs the answers call for
+    }
+
+private:
+    struct stream {
+        exchange x;
+        std::size_t sent = 0;
+        int status = 0;
+        std::string content_type;
+        std::string answer;
+        bool done = false;
+    };
+
+    void submit(stream& s, std::uint64_t sequence, const make_exchange& make) {
+        make(sequence, s.x);
+        s.sent = 0;
+        s.status = 0;
+        s.content_type.clear();
+        s.answer.clear();
+        length_ = std::to_string(s.x.body.size());
+        auto nv = [](std::string_view name, std::string_view value) {
+            return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+                              reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                              value.size(), NGHTTP2_NV_FLAG_NONE};
+        };
+        const nghttp2_nv head[] = {nv(":method", "POST"),         nv(":scheme", "http"),
+                                   nv(":authority", authority_),    nv(":path", s.x.path),
+                                   nv("content-type", s.x.type),    nv("content-length", length_)};
+        nghttp2_data_provider provider{};
+        provider.source.ptr = &s;
+        provider.read_callback = [](nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
+                                    std::uint32_t* flags, nghttp2_data_source* source, void*) -> ssize_t {
+            auto& x = *static_cast<stream*>(source->ptr);
+            const std::size_t n = std::min(length, x.x.body.size() - x.sent);
+            std::memcpy(buf, x.x.body.data() + x.sent, n);
+            x.sent += n;
+            if (x.sent == x.x.body.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+            return static_cast<ssize_t>(n);
+        };
+        if (nghttp2_submit_request(session_, nullptr, head, 6, &provider, &s) < 0)
+            fail("nghttp2_submit_request failed");
+    }
+
+    // Inside nghttp2's callback: a failure is kept and ends mem_recv (nothing may throw through nghttp2).
+    void answered(stream& s, std::uint32_t error) {
+        std::string why;
+        if (error != 0) why = "a stream was reset, error " + std::to_string(error);
+        else if (s.status != 200) why = "status " + std::to_string(s.status);
+        else if (!iequals(s.content_type.substr(0, s.x.expected_type.size()), s.x.expected_type))
+            why = "Content-Type '" + s.content_type + "'";
+        else if (s.answer != s.x.expected_body) why = "body '" + s.answer + "', expected '" + s.x.expected_body + "'";
+        if (!why.empty() && failure_.empty()) failure_ = why;
+        s.done = true;
+        ++answered_;
+        if (!failure_.empty()) nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+    }
+
+    void flush() {
+        std::string gathered;
+        for (;;) {
+            const std::uint8_t* data = nullptr;
+            const ssize_t n = nghttp2_session_mem_send(session_, &data);
+            if (n < 0) fail("nghttp2_session_mem_send failed");
+            if (n == 0) break;
+            gathered.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+        }
+        if (!failure_.empty()) fail(failure_);
+        if (!gathered.empty()) c_.send_all(gathered);
+    }
+
+    connection& c_;
+    std::string authority_;
+    nghttp2_session* session_ = nullptr;
+    std::string length_;
+    std::uint64_t answered_ = 0;
+    std::string failure_;
+};
+
+void h2_ping(connection& c, std::uint16_t port, std::uint64_t requests, std::uint64_t streams) {
+    h2_client h2(c, port);
+    h2.run(requests, streams, [](std::uint64_t i, h2_client::exchange& x) {
+        const std::uint64_t sequence = 10000000 + i;
+        x.path = "/ping";
+        x.type = "application/json";
+        x.body = "{\"sequence\": " + std::to_string(sequence) + "}";
+        x.expected_type = "application/json";
+        x.expected_body = "{\"sequence\":" + std::to_string(sequence) + "}";
+    });
+}
+
+void h2_upload(connection& c, std::uint16_t port, std::uint64_t requests, std::uint64_t streams, std::size_t size) {
+    using namespace tern_bench::h2;
+    if (size < 2 * upload_stamp) fail("an upload of at least " + std::to_string(2 * upload_stamp) + " bytes");
+    h2_client h2(c, port);
+    const std::string pattern = make_upload(size);
+    h2.run(requests, streams, [&](std::uint64_t i, h2_client::exchange& x) {
+        x.path = upload_path;
+        x.type = "application/octet-stream";
+        x.body = pattern;
+        stamp_upload(x.body, 10000000 + i);
+        x.expected_type = "text/plain";
+        x.expected_body = upload_answer(x.body);
+    });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,6 +507,7 @@ int main(int argc, char** argv) {
         std::string protocol;
         std::uint64_t requests = 0;
         std::size_t size = 64;
+        std::uint64_t streams = 1;
         for (int i = 1; i + 1 < argc; i += 2) {
             std::string_view a = argv[i];
             const char* v = argv[i + 1];
@@ -320,11 +519,13 @@ int main(int argc, char** argv) {
                 requests = std::strtoull(v, nullptr, 10);
             else if (a == "--size")
                 size = std::strtoull(v, nullptr, 10);
+            else if (a == "--streams")
+                streams = std::strtoull(v, nullptr, 10);
             else
                 fail("unknown argument " + std::string(a));
         }
         if (argc % 2 == 0) fail("arguments come in pairs: --port P --protocol NAME --requests N [--size S]");
-        if (port == 0 || requests == 0) fail("--port and --requests are needed");
+        if (port == 0 || requests == 0 || streams == 0) fail("--port and --requests are needed, --streams at least 1");
         connection c(port);
         if (protocol == "http_get")
             http_get(c, port, requests);
@@ -332,8 +533,12 @@ int main(int argc, char** argv) {
             http_ping(c, port, requests);
         else if (protocol == "ws" || protocol == "ws_raw")
             ws_echo(c, port, requests, size, protocol == "ws");
+        else if (protocol == "h2_ping")
+            h2_ping(c, port, requests, streams);
+        else if (protocol == "h2_upload")
+            h2_upload(c, port, requests, streams, size);
         else
-            fail("unknown protocol '" + protocol + "' (http_get, http_ping, ws, ws_raw)");
+            fail("unknown protocol '" + protocol + "' (http_get, http_ping, ws, ws_raw, h2_ping, h2_upload)");
         std::printf("tern-bench-client answers=%llu\n", static_cast<unsigned long long>(requests));
         return 0;
     } catch (const std::exception& e) {

@@ -913,6 +913,16 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
     for (std::int64_t size : {64, 16384})
         ws_points.push_back({{"size", size}, {"conns", std::int64_t{1}}, {"threads", std::int64_t{1}}});
     plan("ws/echo", {"message", ws_points, served, served_warmup});
+    // http2/ping_json over one connection, one stream at a time and 100 in flight (the timed quick point's);
+    // `body` is the upload point (h2_upload.hpp): a 32 KiB request body, above the server's 16 KiB small body
+    // buffer. The HTTP/1.1 comparator is http/ping_json's.
+    auto h2_point = [](std::int64_t streams, std::int64_t body) {
+        param_list p{{"conns", std::int64_t{1}}, {"streams", streams}};
+        if (body != 0) p.push_back({"body", body});
+        return p;
+    };
+    plan("http2/ping_json", {"request", {h2_point(1, 0), h2_point(100, 0), h2_point(1, 32 * K), h2_point(100, 32 * K)},
+                             served, served_warmup, {"tern/io_uring", "tern/epoll", "raw/nghttp2"}});
     instruction_plan tls{"MiB", {{{"direction", std::string("one_way")}, {"size", 16 * K}}}, 32 * M, 4 * M};
     tls.openssl_apart = true;
     tls.excluded = {{"tern/io_uring", "", two_threads_on_io_uring},

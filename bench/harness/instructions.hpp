@@ -16,7 +16,7 @@
 // phase switch, a block_on around a fixed-work phase), tens to a few thousand instructions, a fraction of an
 // instruction per operation at the sizes measured.
 //
-// Server scenarios (http/minimal, http/ping_json, ws/echo) count on the server's side: the worker is the server,
+// Server scenarios (http/minimal, http/ping_json, ws/echo, http2/ping_json) count on the server's side: the worker is the server,
 // a client process (tern-bench-client, not under callgrind) drives it, and the server's handler calls
 // request_handled() once per request; the window opens at the warm-up's last request and closes `n` requests
 // later, so it holds exactly n request cycles of the server.

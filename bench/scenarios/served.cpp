@@ -37,13 +37,17 @@ const char* protocol_name(protocol p) {
         case protocol::http_ping: return "http_ping";
         case protocol::ws: return "ws";
         case protocol::ws_raw: return "ws_raw";
+        case protocol::h2_ping: return "h2_ping";
+        case protocol::h2_upload: return "h2_upload";
     }
     return "?";
 }
 
 }  // namespace
 
-client::client(session& s, std::uint16_t port, protocol p, std::size_t size, std::function<void()> last) : s_(s) {
+client::client(session& s, std::uint16_t port, protocol p, std::size_t size, std::function<void()> last,
+               std::uint64_t streams)
+    : s_(s) {
     const std::vector<phase> phases = s.phases();
     const std::uint64_t warmup = phases.front().ops;
     n_ = phases.back().ops;
@@ -57,6 +61,7 @@ client::client(session& s, std::uint16_t port, protocol p, std::size_t size, std
     std::vector<std::string> args = {exe, "--port", std::to_string(port), "--protocol", protocol_name(p),
                                      "--requests", std::to_string(total_)};
     if (size != 0) args.insert(args.end(), {"--size", std::to_string(size)});
+    if (streams != 1) args.insert(args.end(), {"--streams", std::to_string(streams)});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,6 +1,7 @@
-// The server scenarios' instruction counts (http/minimal, http/ping_json, ws/echo under tern-bench
-// --instructions): the worker is the server, counted under callgrind, and tern-bench-client drives it from a
-// process of its own, which callgrind does not follow (it runs natively, on CPU 1). A scenario's instruction mode:
+// The server scenarios' instruction counts (http/minimal, http/ping_json, ws/echo, http2/ping_json under
+// tern-bench --instructions): the worker is the server, counted under callgrind, and tern-bench-client drives it
+// from a process of its own, which callgrind does not follow (it runs natively, on CPU 1). A scenario's instruction
+// mode:
 //   1. starts its server (one thread, listening on an ephemeral port of 127.0.0.1), whose handler calls
 //      instructions::request_handled() once per request or message;
 //   2. makes a `client`, which arms the request window (the warm-up's count, then the measured one) and starts
@@ -43,14 +44,17 @@ enum class protocol {
     http_ping,  // http/ping_json's POST /ping
     ws,         // a WebSocket echo, after the opening handshake
     ws_raw,     // the same frames without the handshake (the raw/epoll floor has none)
+    h2_ping,    // http2/ping_json's POST /ping over h2c with prior knowledge, `streams` in flight
+    h2_upload,  // its POST /upload of `size` bytes (http2/h2_upload.hpp)
 };
 
 // tern-bench-client driving the server on 127.0.0.1:port through the session's instruction window. `size` is a
-// WebSocket message's size; `last` (may be empty) runs on the server's thread, inside the handler of the last
-// request, after the window has closed.
+// WebSocket message's size or an upload's; `streams` the HTTP/2 requests kept in flight; `last` (may be empty)
+// runs on the server's thread, inside the handler of the last request, after the window has closed.
 class client {
 public:
-    client(session& s, std::uint16_t port, protocol p, std::size_t size = 0, std::function<void()> last = {});
+    client(session& s, std::uint16_t port, protocol p, std::size_t size = 0, std::function<void()> last = {},
+           std::uint64_t streams = 1);
     // A client not finished (the server failed) is killed.
     ~client();
     client(const client&) = delete;

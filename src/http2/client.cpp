@@ -502,19 +502,19 @@ task<io_result<std::unique_ptr<http::client_stream>>> connection::open(http::met
   nva_.clear();
   const std::string_view name = http::to_string(m);
   const std::string_view scheme = secure_ ? "https" : "http";
-  nva_.push_back(make_nv(":method", 7, name.data(), name.size()));
-  nva_.push_back(make_nv(":scheme", 7, scheme.data(), scheme.size()));
-  nva_.push_back(make_nv(":authority", 10, authority_.data(), authority_.size()));
-  nva_.push_back(make_nv(":path", 5, target.data(), target.size()));
+  nva_.push_back(make_static_nv(":method", name.data(), name.size()));
+  nva_.push_back(make_static_nv(":scheme", scheme.data(), scheme.size()));
+  nva_.push_back(make_static_nv(":authority", authority_.data(), authority_.size()));
+  nva_.push_back(make_static_nv(":path", target.data(), target.size()));
   if (!user_agent_.empty() && !headers.contains("user-agent")) {
-    nva_.push_back(make_nv("user-agent", 10, user_agent_.data(), user_agent_.size()));
+    nva_.push_back(make_static_nv("user-agent", user_agent_.data(), user_agent_.size()));
   }
   if (body_length && (*body_length != 0 || sends_body(m))) {
     char digits[20];
     const auto end = std::to_chars(digits, digits + sizeof digits, *body_length).ptr;
     const char* at = nva_text_.data() + nva_text_.size();
     nva_text_.append(digits, static_cast<std::size_t>(end - digits));
-    nva_.push_back(make_nv("content-length", 14, at, static_cast<std::size_t>(end - digits)));
+    nva_.push_back(make_static_nv("content-length", at, static_cast<std::size_t>(end - digits)));
   }
   for (http::field f : headers) {
     if (dropped_in_h2(f.name)) continue;

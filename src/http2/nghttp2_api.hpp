@@ -101,10 +101,17 @@ inline void widen_connection_window(nghttp2_session* s, std::uint32_t window) no
 }
 
 // A field for nghttp2 (which copies it when submitted: the views need to live only through the submit call).
-inline nghttp2_nv make_nv(const char* name, std::size_t name_size, const char* value, std::size_t value_size) noexcept {
+inline nghttp2_nv make_nv(const char* name, std::size_t name_size, const char* value, std::size_t value_size,
+                         std::uint8_t flags = NGHTTP2_NV_FLAG_NONE) noexcept {
   return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name)),
-                    reinterpret_cast<std::uint8_t*>(const_cast<char*>(value)), name_size, value_size,
-                    NGHTTP2_NV_FLAG_NONE};
+                    reinterpret_cast<std::uint8_t*>(const_cast<char*>(value)), name_size, value_size, flags};
+}
+
+// A name that is a lowercase string literal: nghttp2 neither copies nor lowercases it (a copy and a pass over the
+// name per field of every response).
+template <std::size_t N>
+inline nghttp2_nv make_static_nv(const char (&name)[N], const char* value, std::size_t value_size) noexcept {
+  return make_nv(name, N - 1, value, value_size, NGHTTP2_NV_FLAG_NO_COPY_NAME);
 }
 
 }  // namespace tern::http2::detail

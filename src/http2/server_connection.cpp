@@ -289,7 +289,7 @@ struct callbacks {
   static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     const std::uint8_t type = frame->hd.type;
-    if (type == NGHTTP2_DATA) c.data_sent_at_ = clock::now();
+    if (type == NGHTTP2_DATA) c.data_sent_at_ = c.stamp();
     if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
       // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
       server_stream* s = stream(session, frame->hd.stream_id);
@@ -481,8 +481,15 @@ void server_connection::send_goaway(std::uint32_t code) {
 // The peer's bytes, to nghttp2. A DATA frame for a stream nghttp2 no longer holds is dropped by nghttp2 without a
 // callback, so the frames are followed here (their headers only): the bytes before such a frame go in first, and
 // the stream is judged once they have been processed (frame_on_gone_stream), as on_begin_frame judges HEADERS.
+// Most DATA frames cannot be for such a stream: one whose HEADERS came in the bytes not yet delivered (a request's
+// HEADERS and DATA arrive in one read), or one nghttp2 holds now, when those bytes cannot close it (no RST_STREAM,
+// no GOAWAY, no END_STREAM of its own: nothing else closes a stream inside mem_recv, the server's own ends being
+// sent by mem_send). Those go in with the rest, in one mem_recv, not one per frame.
 bool server_connection::feed(const char* data, std::size_t n) {
   std::size_t start = 0, i = 0;
+  scanner_.opened = 0;
+  scanner_.closing = false;
+  scanner_.ended_count = 0;
   while (i < n) {
     frame_scanner& f = scanner_;
     if (f.skip != 0) {
@@ -491,18 +498,34 @@ bool server_connection::feed(const char* data, std::size_t n) {
       i += k;
       continue;
     }
-    f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
-    if (f.have < sizeof f.header) continue;
-    f.have = 0;
+    if (f.have == 0 && n - i >= sizeof f.header) {
+      std::memcpy(f.header, data + i, sizeof f.header);  // a whole frame header at once (the usual case)
+      i += sizeof f.header;
+    } else {
+      f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
+      if (f.have < sizeof f.header) continue;
+      f.have = 0;
+    }
     f.skip = (std::size_t{f.header[0]} << 16) | (std::size_t{f.header[1]} << 8) | f.header[2];
     note_header_block(f.header[3], f.header[4]);
     const std::int32_t id = static_cast<std::int32_t>(
         ((std::uint32_t{f.header[5]} & 0x7f) << 24) | (std::uint32_t{f.header[6]} << 16) |
         (std::uint32_t{f.header[7]} << 8) | f.header[8]);
-    if (f.header[3] != NGHTTP2_DATA || (id & 1) == 0) continue;
+    const std::uint8_t type = f.header[3];
+    const bool ends = (type == NGHTTP2_DATA || type == NGHTTP2_HEADERS) && (f.header[4] & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (type == NGHTTP2_HEADERS && id > std::max(max_seen_, f.opened)) f.opened = id;
+    const bool held = type == NGHTTP2_DATA && (id & 1) != 0 && !f.closing && !f.ended(id) &&
+                      (id == f.opened || nghttp2_session_find_stream(session_.get(), id) != nullptr);
+    if (type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY) f.closing = true;
+    if (ends) f.end(id);
+    if (type != NGHTTP2_DATA || (id & 1) == 0 || held) continue;
     const std::size_t header_start = i >= start + sizeof f.header ? i - sizeof f.header : start;
     if (!deliver(data + start, header_start - start)) return false;
     start = header_start;
+    f.opened = 0;
+    f.closing = false;
+    f.ended_count = 0;
+    if (ends) f.end(id);
     if (id <= max_seen_ && nghttp2_session_find_stream(session_.get(), id) == nullptr) {
       frame_on_gone_stream(id, NGHTTP2_DATA);
     }
@@ -539,7 +562,7 @@ std::optional<clock::time_point> server_connection::read_deadline() const noexce
 // from its first frame. Every frame header passes here, so the block's end is seen whatever nghttp2 made of it.
 void server_connection::note_header_block(std::uint8_t type, std::uint8_t flags) noexcept {
   if ((type == NGHTTP2_HEADERS || type == NGHTTP2_CONTINUATION) && (flags & NGHTTP2_FLAG_END_HEADERS) == 0) {
-    if (type == NGHTTP2_HEADERS) header_block_at_ = clock::now();
+    if (type == NGHTTP2_HEADERS) header_block_at_ = stamp();
   } else {
     header_block_at_ = clock::time_point{};
   }
@@ -762,10 +785,19 @@ void server_connection::remember(std::int32_t id) noexcept {
   max_seen_ = id;
 }
 
+// The ring holds identifiers in increasing order from its oldest slot (remember takes only higher ones), so a
+// binary search finds one: every stream's close looks itself up here, and a scan of the whole ring cost more than
+// the rest of the close.
 server_connection::past_stream* server_connection::recall(std::int32_t id) noexcept {
   const std::size_t n = std::min(history_count_, history_size);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (history_[i].id == id) return &history_[i];
+  const std::size_t oldest = history_count_ > history_size ? history_count_ % history_size : 0;
+  std::size_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    past_stream& p = history_[(oldest + mid) % history_size];
+    if (p.id == id) return &p;
+    if (p.id < id) lo = mid + 1;
+    else hi = mid;
   }
   return nullptr;
 }
@@ -831,7 +863,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.prev_ != nullptr) s.prev_->next_ = s.next_;
   else live_ = s.next_;
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
-  if (--live_count_ == 0) idle_since_ = clock::now();
+  if (--live_count_ == 0) idle_since_ = stamp();
   if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
@@ -926,7 +958,7 @@ void server_connection::finish_head(server_stream& s) {
 }
 
 void server_connection::start_handler(server_stream& s) {
-  s.body_start_ = clock::now();
+  s.body_start_ = stamp();
   s.running_ = true;
   ++handlers_;
   tasks_.add();
@@ -1132,8 +1164,10 @@ task<std::error_code> server_connection::read_whole(server_stream& s, std::strin
     if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     send_continue(s);
     s.accumulating_ = true;
+    ++accumulating_;
     std::error_code ec = co_await with_deadline(s.input_.wait(), body_deadline(s));
     s.accumulating_ = false;
+    --accumulating_;
     if (ec) co_return ec == tern::error::timed_out ? make_error_code(http::error::body_timeout) : ec;
   }
   body = s.in_.view();
@@ -1245,7 +1279,10 @@ void server_connection::leave_line(server_stream& s) noexcept {
   if (was_first) wake_accumulating();
 }
 
+// Called as each whole body leaves the line and as each one's stream is recycled: with no body waiting (the usual
+// case) it does not walk every live stream, which cost a pass over 100 streams per request at 100 in flight.
 void server_connection::wake_accumulating() noexcept {
+  if (accumulating_ == 0) return;
   for (server_stream* x = live_; x != nullptr; x = x->next_) {
     if (x->accumulating_) x->input_.set();
   }
@@ -1260,7 +1297,7 @@ clock::time_point server_connection::body_deadline(const server_stream& s) const
 void server_connection::send_continue(server_stream& s) {
   if (!s.expect_continue_ || s.responded_) return;
   s.expect_continue_ = false;
-  const nghttp2_nv status = make_nv(":status", 7, "100", 3);
+  const nghttp2_nv status = make_static_nv(":status", "100", 3);
   (void)nghttp2_submit_headers(session_.get(), NGHTTP2_FLAG_NONE, s.id_, nullptr, &status, 1, nullptr);
   wake_writer();
 }
@@ -1309,17 +1346,17 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
     return std::string_view(put(std::string_view(digits, size)), size);
   };
   const std::string_view code = put_number(static_cast<std::uint64_t>(status));
-  nva_.push_back(make_nv(":status", 7, code.data(), code.size()));
+  nva_.push_back(make_static_nv(":status", code.data(), code.size()));
   if (!hopts_.server_name.empty() && !f.contains("server")) {
-    nva_.push_back(make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size()));
+    nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
   }
   if (hopts_.date && !f.contains("date")) {
     const std::string_view now = http::date_now();
-    nva_.push_back(make_nv("date", 4, now.data(), now.size()));
+    nva_.push_back(make_static_nv("date", now.data(), now.size()));
   }
   if (length && !bodiless_status(status)) {
     const std::string_view n = put_number(*length);
-    nva_.push_back(make_nv("content-length", 14, n.data(), n.size()));
+    nva_.push_back(make_static_nv("content-length", n.data(), n.size()));
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;

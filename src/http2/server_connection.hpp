@@ -216,6 +216,13 @@ class server_connection final : public http::stop_listener {
   void wake_writer() noexcept { write_wanted_.set(); }
   void end_connection() noexcept;
   bool charge(std::size_t cost) noexcept;
+  // The time a deadline starts from (a stream's start, the last DATA sent, the moment the connection went idle):
+  // the loop's deadline clock, a counter read where it is usable, not a clock read per request; at most a few
+  // microseconds late, which deadlines of seconds do not notice.
+  clock::time_point stamp() noexcept {
+    const std::chrono::nanoseconds ns(ctx_.deadline_now_ns());
+    return clock::time_point(std::chrono::duration_cast<clock::duration>(ns));
+  }
 
   // Streams.
   server_stream* open_stream(std::int32_t id);
@@ -289,6 +296,7 @@ class server_connection final : public http::stop_listener {
   std::size_t queued_out_ = 0;      // streamed response bytes queued by every stream, not yet taken by nghttp2
   std::size_t whole_out_ = 0;       // whole responses' body bytes not yet taken by nghttp2 (a stall bound applies)
   std::size_t held_bodies_ = 0;     // whole bodies' bytes consumed and held by the streams (read_whole)
+  std::size_t accumulating_ = 0;    // the streams whose accumulating_ is set (read_whole waits)
   server_stream* line_first_ = nullptr;  // the whole bodies still arriving, oldest first: room goes to the first
   server_stream* line_last_ = nullptr;
   std::size_t parked_bytes_ = 0;    // every stream's parked_, within parked_cap() (park)
@@ -323,6 +331,23 @@ class server_connection final : public http::stop_listener {
     std::uint8_t header[9];
     std::size_t have = 0;   // bytes of the current frame header
     std::size_t skip = 24;  // bytes to pass over: the magic, then each frame's payload
+    // Of the frames whose headers have been scanned and not yet delivered: the stream a HEADERS frame opens,
+    // whether one may close any stream (RST_STREAM, GOAWAY), and the streams they end (END_STREAM; past eight,
+    // any stream may be closing).
+    std::int32_t opened = 0;
+    bool closing = false;
+    std::array<std::int32_t, 8> ended_ids{};
+    std::size_t ended_count = 0;
+    bool ended(std::int32_t id) const noexcept {
+      for (std::size_t k = 0; k < ended_count; ++k) {
+        if (ended_ids[k] == id) return true;
+      }
+      return false;
+    }
+    void end(std::int32_t id) noexcept {
+      if (ended_count < ended_ids.size()) ended_ids[ended_count++] = id;
+      else closing = true;
+    }
   };
   frame_scanner scanner_;
 

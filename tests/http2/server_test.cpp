@@ -219,6 +219,36 @@ TEST_P(http2_server_test, rst_stream_cancels_that_handler_only) {
   EXPECT_EQ(c.answer(after).status, 200);
 }
 
+// DATA on a stream that has closed is judged by how it ended (RFC 9113 §5.1), from the server's history of the last
+// 128 streams, also once that ring has wrapped: after the peer's own reset, a stream error (the connection goes on);
+// after both ends closed it normally, a connection error (GOAWAY with STREAM_CLOSED).
+TEST_P(http2_server_test, data_on_a_closed_stream_is_judged_by_how_it_ended_after_the_history_wraps) {
+  h2_server srv(GetParam());
+  h2_client c(srv.s.port());
+  for (int i = 0; i < 150; ++i) {
+    const auto id = c.request("GET", "/hello");
+    ASSERT_TRUE(c.finish(id));
+    ASSERT_EQ(c.answer(id).status, 200);
+  }
+  const auto doomed = c.request("GET", "/forever");
+  c.run_for(50ms);
+  c.reset(doomed, NGHTTP2_CANCEL);
+  ASSERT_TRUE(c.run_until([&] { return srv.p.cancelled.load() == 1; }));
+  std::int32_t normal = 0;
+  for (int i = 0; i < 20; ++i) {
+    normal = c.request("GET", "/hello");
+    ASSERT_TRUE(c.finish(normal));
+  }
+  c.send_raw(h2_frame(NGHTTP2_DATA, 0, static_cast<std::uint32_t>(doomed), "x"));
+  const auto after = c.request("GET", "/hello");
+  ASSERT_TRUE(c.finish(after));
+  EXPECT_EQ(c.answer(after).status, 200);
+  EXPECT_FALSE(c.goaway());
+  c.send_raw(h2_frame(NGHTTP2_DATA, 0, static_cast<std::uint32_t>(normal - 2), "x"));
+  ASSERT_TRUE(c.run_until([&] { return c.goaway(); }));
+  EXPECT_EQ(c.goaway_code(), static_cast<std::uint32_t>(NGHTTP2_STREAM_CLOSED));
+}
+
 TEST_P(http2_server_test, settings_and_ping) {
   http2::server_options h2;
   h2.max_concurrent_streams = 7;

@@ -192,7 +192,25 @@ long long bytes_size(std::string_view target) {
     return static_cast<long long>(n);
 }
 
+// Instruction mode: the server on its own thread, driven over one connection by tern-bench-client (../served.hpp)
+// while this thread waits for the client, which an epoll server allows (an io_uring one does not).
+void count_ping(session& s, ping::server_start start) {
+    if (s.param_int("conns") != 1 || s.param_int("streams") < 1)
+        throw bench_failure("http2/ping_json's instructions are counted with conns=1");
+    const std::int64_t body = s.request().params.count("body") ? s.param_int("body") : 0;
+    pin_to_cpu(server_cpu);
+    std::unique_ptr<ping::server> srv = start(s, 1);
+    served::client client(s, srv->port(), body > 0 ? served::protocol::h2_upload : served::protocol::h2_ping,
+                          static_cast<std::size_t>(body), {}, static_cast<std::uint64_t>(s.param_int("streams")));
+    client.finish();
+    srv->stop();
+    const ping::server_stats st = srv->stats();
+    if (!st.failure.empty()) throw bench_failure("the server failed: " + st.failure);
+    if (st.refused != 0) throw bench_failure("the server refused " + std::to_string(st.refused) + " requests");
+}
+
 void run_ping(session& s, ping::server_start start) {
+    if (s.instructions()) return count_ping(s, start);
     const std::int64_t conns = s.param_int("conns");
     const std::int64_t streams = s.param_int("streams");
     if (conns < 1 || streams < 1) throw bench_failure("http2/ping_json needs conns >= 1 and streams >= 1");

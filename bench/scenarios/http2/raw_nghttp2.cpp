@@ -5,8 +5,11 @@
 // ping::service as every stack, /bytes/<n> from the shared pattern buffer. Output is gathered from
 // nghttp2_session_mem_send into a buffer of up to 64 KiB per write (as tern's server gathers it), kept only when
 // the socket will not take it all. The session's settings are tern::http2's defaults (100 concurrent streams,
-// 1 MiB stream window, 8 MiB connection window), so that both advertise the same windows to h2load.
+// 1 MiB stream window, 8 MiB connection window), so that both advertise the same windows to h2load. POST /upload
+// (h2_upload.hpp, instruction mode) gathers its body in the stream record's string, whose capacity the free list
+// keeps.
 #include "h2_load.hpp"
+#include "h2_upload.hpp"
 #include "../http/ping_service.hpp"
 #include "../registry.hpp"
 
@@ -41,6 +44,7 @@ struct stream_rec {
     std::string body;
     ping::answer answer;
     char length[24];
+    char upload[h2::upload_answer_size];
     const char* out = nullptr;
     std::size_t out_size = 0;
     std::size_t out_at = 0;
@@ -224,7 +228,12 @@ private:
 
     void respond(nghttp2_session* session, std::int32_t id, stream_rec& r) {
         const long long n = r.method == "GET" ? h2::bytes_size(r.path) : -1;
-        if (n >= 0) {
+        if (n < 0 && r.method == "POST" && r.path == h2::upload_path) {
+            r.out = r.upload;
+            r.out_size = h2::upload_answer(r.body, r.upload);
+            r.answer.status = 200;
+            instructions::request_handled();
+        } else if (n >= 0) {
             r.out = h2::body_bytes();
             r.out_size = static_cast<std::size_t>(n);
             r.answer.status = 200;
@@ -244,8 +253,9 @@ private:
                               NGHTTP2_NV_FLAG_NO_COPY_NAME};
         };
         const nghttp2_nv head[] = {nv(":status", status, 3), nv("content-length", r.length, static_cast<std::size_t>(len)),
-                                   nv("content-type", n >= 0 ? "application/octet-stream" : "application/json",
-                                      n >= 0 ? 24 : 16)};
+                                   r.out == r.upload ? nv("content-type", "text/plain", 10)
+                                   : nv("content-type", n >= 0 ? "application/octet-stream" : "application/json",
+                                        n >= 0 ? 24 : 16)};
         nghttp2_data_provider provider{};
         provider.source.ptr = &r;
         provider.read_callback = read_body;
@@ -294,7 +304,7 @@ private:
             callbacks_, [](nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
                            std::size_t len, void*) -> int {
                 auto* r = static_cast<stream_rec*>(nghttp2_session_get_stream_user_data(session, id));
-                if (r != nullptr && r->body.size() + len <= ping::max_body + 1)
+                if (r != nullptr && r->body.size() + len <= h2::max_upload + 1)
                     r->body.append(reinterpret_cast<const char*>(data), len);
                 return 0;
             });

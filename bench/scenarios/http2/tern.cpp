@@ -3,7 +3,15 @@
 // and service; GET /bytes/{n} writes its body from one static buffer through the response stream, so that the
 // body's bytes are not copied by the handler. The HTTP/1.1 comparator of http2/ping_json (tern/io_uring-http1) is
 // http/ping_json's own server under wrk with as many connections as the HTTP/2 point has requests in flight.
+// POST /upload (h2_upload.hpp) is a whole-body route: the body arrives in the stream's body buffer.
+//
+// Instruction mode (tern-bench --instructions) counts the server alone, on the worker's own thread (../served.hpp
+// says why no harness thread runs beside an io_uring loop), driven over one connection by tern-bench-client with
+// `streams` requests in flight: POST /ping, or POST /upload with `body` bytes. The last request starts a graceful
+// shutdown (GOAWAY); run() returns once the connection has ended.
 #include "h2_load.hpp"
+#include "h2_upload.hpp"
+#include "../served.hpp"
 #include "../http/tern_ping.hpp"
 #include "../registry.hpp"
 #include "../tern_setup.hpp"
@@ -31,13 +39,43 @@ http::router h2_routes(ping::service& service) {
                       if (co_await out.write(tern::const_buffer(h2::body_bytes(), size))) co_return;
                       (void)co_await out.finish();
                   });
+    routes.post(h2::upload_path, [](http::request& req) -> tern::task<http::response> {
+        char answer[h2::upload_answer_size];
+        const std::size_t n = h2::upload_answer(req.body(), answer);
+        instructions::request_handled();
+        co_return http::response(200, std::string(answer, n), "text/plain");
+    });
     return routes;
 }
 
-std::unique_ptr<ping::server> start_h2_server(session& s, int threads) {
+http::server_options h2_options() {
     http::server_options opts = ping_options();
     opts.http2 = tern::http2::server_protocol();
-    return start_tern_server(s, threads, h2_routes, opts);
+    return opts;
+}
+
+void count_ping(session& s) {
+    if (s.param_int("conns") != 1 || s.param_int("streams") < 1)
+        throw bench_failure("http2/ping_json's instructions are counted with conns=1");
+    const std::int64_t body = s.request().params.count("body") ? s.param_int("body") : 0;
+    pin_to_cpu(0);
+    tern::io_context ctx(options_for(s));
+    announce(s, ctx);
+    ping::service service;
+    http::server server(ctx, h2_routes(service), h2_options());
+    expect_ok(server.listen(tern::net::endpoint::loopback_v4(0)), "listen");
+    served::client client(s, server.local_endpoint().value.port(),
+                          body > 0 ? served::protocol::h2_upload : served::protocol::h2_ping,
+                          static_cast<std::size_t>(body), [&server] { server.stop(); },
+                          static_cast<std::uint64_t>(s.param_int("streams")));
+    ctx.block_on(server.run());
+    client.finish();
+    if (service.refused() != 0)
+        throw bench_failure("the server refused " + std::to_string(service.refused()) + " requests");
+}
+
+std::unique_ptr<ping::server> start_h2_server(session& s, int threads) {
+    return start_tern_server(s, threads, h2_routes, h2_options());
 }
 
 std::unique_ptr<ping::server> start_h1_server(session& s, int threads) {
@@ -49,6 +87,7 @@ std::unique_ptr<ping::server> start_h1_server(session& s, int threads) {
 void http2_ping_json(session& s) {
     if (s.request().impl == "tern/io_uring-http1")
         return ping::run_ping_json(s, start_h1_server, s.param_int("conns") * s.param_int("streams"), 1);
+    if (s.instructions()) return count_ping(s);
     h2::run_ping(s, start_h2_server);
 }
 
