@@ -51,7 +51,9 @@ TEST(error_category, every_code_has_its_message_and_its_equivalent) {
       const bool expected = row.equals && *row.equals == cond;
       EXPECT_EQ(ec == cond, expected) << "against " << std::make_error_code(cond).message();
     }
-    if (row.equals) EXPECT_EQ(ec.default_error_condition(), std::make_error_condition(*row.equals));
+    if (row.equals) {
+      EXPECT_EQ(ec.default_error_condition(), std::make_error_condition(*row.equals));
+    }
   }
 }
 

@@ -23,10 +23,14 @@ using tern::detail::io_op;
 std::vector<io_op*> pending_of(const descriptor& d) {
   std::vector<io_op*> ops;
   for (io_op* op = d.pending_head; op != nullptr; op = op->next_pending) {
-    if (!ops.empty()) EXPECT_EQ(op->prev_pending, ops.back());
+    if (!ops.empty()) {
+      EXPECT_EQ(op->prev_pending, ops.back());
+    }
     ops.push_back(op);
   }
-  if (!ops.empty()) EXPECT_EQ(d.pending_head->prev_pending, ops.back()) << "the head names the last operation";
+  if (!ops.empty()) {
+    EXPECT_EQ(d.pending_head->prev_pending, ops.back()) << "the head names the last operation";
+  }
   return ops;
 }
 

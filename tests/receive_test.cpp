@@ -510,7 +510,9 @@ TEST_P(bundle_test, interleaved_streams_through_a_dry_pool_arrive_whole) {
   }(small), 60s);
   // Under io_uring the kernel fills the ring ahead of the readers, so it runs dry; epoll takes a buffer per read
   // and each reader gives it back at once, which four of eight serve.
-  if (kind() == tern::backend_kind::io_uring) EXPECT_GT(small.metrics().receive_pool_dry, 0u);
+  if (kind() == tern::backend_kind::io_uring) {
+    EXPECT_GT(small.metrics().receive_pool_dry, 0u);
+  }
 }
 
 }  // namespace

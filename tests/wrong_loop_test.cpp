@@ -136,7 +136,9 @@ TEST_P(wrong_loop_test, sockets_handed_to_shared_tasks_never_hang) {
         rt.spawn(
               [](tcp_socket s, bool move_first, std::atomic<int>& ok, std::atomic<int>& refused,
                  std::atomic<int>& other, tern::sync::latch& done) -> tern::task<void> {
-                if (move_first) EXPECT_OK(s.move_to(*tern::io_context::current()));
+                if (move_first) {
+                  EXPECT_OK(s.move_to(*tern::io_context::current()));
+                }
                 char byte = 0;
                 auto [w_ec, w_n] = co_await s.write_all(tern::const_buffer("x"));
                 auto [r_ec, r_n] = w_ec ? tern::io_result<std::size_t>{w_ec, 0}
@@ -168,7 +170,9 @@ TEST_P(wrong_loop_test, sockets_handed_to_shared_tasks_never_hang) {
     }(rt, move_first, ok, refused, other));
     EXPECT_EQ(ok + refused, connections) << (move_first ? "moved first" : "used where they were made");
     EXPECT_EQ(other.load(), 0);
-    if (move_first) EXPECT_EQ(ok.load(), connections) << "a socket moved to the task's own loop always works";
+    if (move_first) {
+      EXPECT_EQ(ok.load(), connections) << "a socket moved to the task's own loop always works";
+    }
   }
 }
 

@@ -54,7 +54,9 @@ transcript parse(std::string_view input, std::size_t step = 0, const resp::limit
       break;
     }
     EXPECT_EQ(r.consumed, 0u);
-    if (r.need != 0) EXPECT_GT(r.need, buffer.size());
+    if (r.need != 0) {
+      EXPECT_GT(r.need, buffer.size());
+    }
     if (given == input.size()) break;
     const std::size_t n = step == 0 ? input.size() - given : std::min(step, input.size() - given);
     buffer.append(input.substr(given, n));
