@@ -347,6 +347,22 @@ TEST_P(pg_copy_test, finish_or_abort_from_another_loop_is_refused_and_the_writer
   }(*this, ctx));
 }
 
+// A connection through the proxy, with one exchange done (the proxy holds nothing back yet).
+tern::task<pgl::connection> connect_through(pg_proxy& proxy, tern::io_context& ctx) {
+  pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
+  if (c.is_open()) EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
+  co_return c;
+}
+
+// True once the proxy holds a message back (waiting up to 10 s), and 20 ms more have passed for what the client
+// does with the messages before it.
+tern::task<bool> held_back(pg_proxy& proxy) {
+  for (int i = 0; i < 10000 && !proxy.holding(); ++i) co_await tern::sleep_for(1ms);
+  if (!proxy.holding()) co_return false;
+  co_await tern::sleep_for(20ms);
+  co_return true;
+}
+
 // A reader given up in the one window the server never leaves open: the COPY's data has ended (CopyDone is in) and
 // read() waits for the statement's result, which a proxy holds back (the server sends both in one write). read()
 // ends with operation_canceled; the result is read and dropped by a task of its own once it comes, and other
@@ -354,9 +370,8 @@ TEST_P(pg_copy_test, finish_or_abort_from_another_loop_is_refused_and_the_writer
 TEST_P(pg_copy_test, a_reader_given_up_between_the_data_and_the_result_leaves_the_connection_in_step) {
   pg_proxy proxy(db().dir, db().port);
   run_bounded(ctx, [](pg_proxy& proxy, tern::io_context& ctx) -> tern::task<void> {
-    pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
+    pgl::connection c = co_await connect_through(proxy, ctx);
     CO_ASSERT(c.is_open());
-    EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
     proxy.hold_after('c');  // CopyDone
     auto [ec, r] = co_await c.copy_out("COPY (SELECT generate_series(1, 3)) TO STDOUT");
     CO_ASSERT_OK(ec);
@@ -367,9 +382,7 @@ TEST_P(pg_copy_test, a_reader_given_up_between_the_data_and_the_result_leaves_th
     }
     std::stop_source stop;
     auto last = tern::spawn(ctx, r.read(), stop.get_token());
-    for (int i = 0; i < 10000 && !proxy.holding(); ++i) co_await tern::sleep_for(1ms);
-    CO_ASSERT(proxy.holding());
-    co_await tern::sleep_for(20ms);  // the data's end is in: read() waits for the result
+    CO_ASSERT(co_await held_back(proxy));  // the data's end is in: read() waits for the result
     EXPECT_FALSE(last.done());
     stop.request_stop();
     auto [lec, piece] = co_await std::move(last);
@@ -401,15 +414,12 @@ TEST_P(pg_copy_test, a_reader_given_up_between_the_data_and_the_result_leaves_th
 TEST_P(pg_copy_test, a_copy_of_the_other_direction_answers_at_once_and_is_ended_behind_it) {
   pg_proxy proxy(db().dir, db().port);
   run_bounded(ctx, [](pg_proxy& proxy, tern::io_context& ctx) -> tern::task<void> {
-    pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
+    pgl::connection c = co_await connect_through(proxy, ctx);
     CO_ASSERT(c.is_open());
-    EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
     proxy.hold_after('H');  // CopyOutResponse: the data and the statement's end wait behind it
     std::stop_source stop;
     auto h = tern::spawn(ctx, c.copy_in("COPY (SELECT generate_series(1, 10000000)) TO STDOUT"), stop.get_token());
-    for (int i = 0; i < 10000 && !proxy.holding(); ++i) co_await tern::sleep_for(1ms);
-    CO_ASSERT(proxy.holding());
-    co_await tern::sleep_for(20ms);
+    CO_ASSERT(co_await held_back(proxy));
     EXPECT_TRUE(h.done()) << "the caller waited for the statement's end";
     stop.request_stop();
     auto [ec, w] = co_await std::move(h);
