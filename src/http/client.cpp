@@ -715,6 +715,8 @@ task<io_result<response>> client_state::send_request(std::shared_ptr<client_stat
 
 // ---- client ----
 
+client::client(io_context& ctx) : client(ctx, client_options()) {}
+
 client::client(io_context& ctx, client_options opts)
     : state_(std::make_shared<detail::client_state>(ctx, std::move(opts))) {}
 

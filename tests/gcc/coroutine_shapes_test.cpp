@@ -75,6 +75,23 @@ TEST_P(gcc_shapes_test, serve_with_options_answers_and_returns_at_shutdown) {
   EXPECT_FALSE(result.get());
 }
 
+// A client made for one request inside the awaiting expression: the options it leaves out must not be an aggregate
+// temporary of that expression (client_options holds strings and functions).
+TEST_P(gcc_shapes_test, a_client_made_in_the_awaiting_expression) {
+  tern::io_context ctx(options_for(GetParam()));
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<> {
+    http::server server(ctx, hello_routes());
+    CO_ASSERT_OK(server.listen(net::endpoint::loopback_v4(0)));
+    auto running = tern::spawn(ctx, server.run());
+    const std::string url = "http://" + server.local_endpoint().value.to_string() + "/hello";
+    auto [ec, r] = co_await http::client(ctx).get(url);
+    CO_ASSERT_OK(ec);
+    EXPECT_EQ(r.body, "hello\n");
+    server.stop();
+    EXPECT_FALSE(co_await std::move(running));
+  }(ctx));
+}
+
 // Operations whose arguments have defaults, awaited from a coroutine: resolve (service), connect (options).
 TEST_P(gcc_shapes_test, operations_with_defaulted_arguments_awaited_from_a_coroutine) {
   tern::io_context ctx(options_for(GetParam()));

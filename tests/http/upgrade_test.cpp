@@ -145,4 +145,71 @@ TEST_P(http_upgrade_test, run_returns_with_nothing_in_the_kernel_after_an_upgrad
   EXPECT_EQ(s.left_after_run(), "");
 }
 
+// An upgrade function that moves to another worker (runtime::switch_to) and ends there: its connection still leaves
+// its server on the server's loop. Connections upgrade and end away while others come and go on the server's
+// loop; every one is counted gone, the server goes on answering, and its shutdown returns.
+TEST_P(http_upgrade_test, an_upgrade_function_that_ends_on_another_worker) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  std::atomic<int> ended_away{0};
+  http::router routes = upgrade_routes();
+  routes.get("/shout-away", [&rt, &ended_away](http::request&) -> tern::task<http::response> {
+    http::response resp(http::status::switching_protocols);
+    resp.headers.set("Upgrade", "shout");
+    resp.upgrade = [&rt, &ended_away](http::upgraded_stream s) -> tern::task<void> {
+      const std::size_t home = rt.current_worker();
+      char buf[64];
+      auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf, sizeof buf));
+      if (!ec) {
+        std::transform(buf, buf + n, buf, [](char c) { return static_cast<char>(std::toupper(c)); });
+        (void)co_await s.write_all(tern::const_buffer(buf, n));
+      }
+      co_await rt.switch_to(1 - home);  // the stream, still open, is closed away when the function ends
+      if (rt.current_worker() != home) ++ended_away;
+    };
+    co_return resp;
+  });
+  http::server server(rt.worker(0), std::move(routes));
+  ASSERT_FALSE(server.listen(tern::net::endpoint::loopback_v4(0)));
+  const std::uint16_t port = server.local_endpoint().value.port();
+  auto running = rt.spawn_on(0, [](http::server& s) -> tern::task<std::error_code> { co_return co_await s.run(); },
+                             std::ref(server));
+  constexpr int rounds = 40;
+  std::thread plain([port] {
+    for (int i = 0; i < rounds; ++i) {
+      raw_client c(port);
+      c.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+      EXPECT_EQ(c.read_response().status, 200);
+    }
+  });
+  for (int i = 0; i < rounds; ++i) {
+    raw_client c(port);
+    c.send("GET /shout-away HTTP/1.1\r\nHost: x\r\nUpgrade: shout\r\nConnection: Upgrade\r\n\r\n");
+    ASSERT_EQ(c.read_response().status, 101);
+    c.send("away");
+    EXPECT_EQ(c.read_bytes(4), "AWAY");
+    EXPECT_TRUE(c.server_closed());
+  }
+  plain.join();
+  // Counted on the server's own loop: every connection, upgraded or not, has left it.
+  auto count = [](tern::runtime& rt, http::server& s) -> tern::task<std::size_t> {
+    co_await rt.switch_to(0);
+    for (int i = 0; i < 5000 && s.connections() != 0; ++i) co_await tern::sleep_for(1ms);
+    co_return s.connections();
+  };
+  EXPECT_EQ(rt.block_on(count(rt, server)), 0u);
+  EXPECT_EQ(ended_away.load(), rounds);
+  raw_client d(port);
+  d.send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(d.read_response().status, 200) << "the server goes on";
+  auto stop = [](tern::runtime& rt, http::server& s) -> tern::task<void> {
+    co_await rt.switch_to(0);
+    co_await s.shutdown(2s);
+  };
+  rt.block_on(stop(rt, server));
+  auto join = [](tern::join_handle<std::error_code> h) -> tern::task<std::error_code> {
+    co_return co_await std::move(h);
+  };
+  EXPECT_FALSE(rt.block_on(join(std::move(running))));
+}
+
 }  // namespace

@@ -8,6 +8,11 @@
 #include <tern/http/upgrade.hpp>
 #include <tern/ws/stream.hpp>
 
+#include <atomic>
+#include <future>
+#include <memory>
+#include <thread>
+
 namespace {
 
 using namespace tern_test;
@@ -119,6 +124,73 @@ TEST_P(http2_websocket_test, run_returns_with_nothing_in_the_kernel_after_an_htt
     ASSERT_TRUE(srv.stop(std::chrono::milliseconds(2000)));
     EXPECT_EQ(srv.left_after_run(), "");
   }
+}
+
+// An upgrade function that moves to another worker (runtime::switch_to) and ends there: its stream still ends on
+// the connection's loop (END_STREAM after the close frame, no reset), and the connection goes on serving.
+TEST_P(http2_websocket_test, an_upgrade_function_that_ends_on_another_worker_still_ends_its_stream) {
+  tern::runtime rt(runtime_options_for(GetParam(), 2));
+  std::atomic<int> ended_away{0};
+  auto routes = std::make_shared<http::router>(chat_routes());
+  routes->get("/chat-away", [&rt, &ended_away](http::request& req) -> tern::task<http::response> {
+    http::response resp(http::status::switching_protocols);
+    ws::accepted up(req.head(), resp.headers);
+    if (up.error()) co_return http::response(up.status());
+    resp.upgrade = [&rt, &ended_away,
+                    up = std::make_shared<ws::accepted>(std::move(up))](http::upgraded_stream s) -> tern::task<void> {
+      ws::stream<http::upgraded_stream> socket(std::move(s), std::move(*up));
+      const std::size_t home = rt.current_worker();
+      std::string message;
+      for (;;) {
+        auto [ec, type] = co_await socket.read(message);
+        if (ec) break;
+        if (co_await socket.write(type, message)) break;
+      }
+      co_await rt.switch_to(1 - home);
+      if (rt.current_worker() != home) ++ended_away;
+    };
+    co_return resp;
+  });
+  http::server_options opts = h2_server_options();
+  std::promise<tern::net::endpoint> listening;
+  std::thread server([&] {
+    const std::error_code ec = rt.block_on(http::serve(rt, routes, tern::net::endpoint::loopback_v4(0), opts,
+                                                       std::chrono::seconds(2),
+                                                       [&](const tern::net::endpoint& ep) { listening.set_value(ep); }));
+    EXPECT_FALSE(ec) << ec.message();
+  });
+  const std::uint16_t port = listening.get_future().get().port();
+  {
+    h2_client c(port);
+    c.ping();
+    EXPECT_TRUE(c.run_until([&] { return c.pings_acked() == 1; }));
+    for (int round = 0; round < 3; ++round) {
+      SCOPED_TRACE(round);
+      const auto id = c.request("CONNECT", "/chat-away", {{":protocol", "websocket"}, {"sec-websocket-version", "13"}},
+                                std::nullopt, true);
+      c.send_body(id, masked_frame(0x1, "hello"), false);
+      const std::string echo = std::string("\x81\x05", 2) + "hello";
+      if (!c.run_until([&] { return c.answer(id).body.size() >= echo.size(); })) {
+        ADD_FAILURE() << "no echo";
+        break;
+      }
+      EXPECT_EQ(c.answer(id).status, 200);
+      EXPECT_EQ(c.answer(id).body, echo);
+      c.send_body(id, masked_frame(0x8, "\x03\xe8"), true);
+      const bool ended = c.finish(id, std::chrono::seconds(5));
+      EXPECT_TRUE(ended) << "the stream of an upgrade function that ended away never ended";
+      if (!ended) break;
+      EXPECT_EQ(c.answer(id).close_code, 0u) << "ended by END_STREAM, not a reset";
+      EXPECT_EQ(c.answer(id).body.substr(echo.size(), 2), std::string("\x88\x02", 2));
+      const auto after = c.request("GET", "/hello");
+      EXPECT_TRUE(c.finish(after));
+      EXPECT_EQ(c.answer(after).body, "hello over 2.0\n");
+    }
+    EXPECT_FALSE(c.goaway());
+  }
+  EXPECT_EQ(ended_away.load(), 3);
+  EXPECT_TRUE(rt.shutdown(std::chrono::seconds(3)));
+  server.join();
 }
 
 }  // namespace

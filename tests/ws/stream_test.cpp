@@ -10,7 +10,9 @@
 #include <array>
 #include <atomic>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -866,6 +868,33 @@ TEST_P(ws_stream_test, a_read_is_cancelled_by_a_timeout) {
     std::string m;
     auto [ec, t] = co_await tern::with_timeout(p.client.read(m), 20ms);
     EXPECT_EC(ec, std::errc::timed_out);
+  }(ctx));
+}
+
+// A chat's readers stopped by a token, from another thread (a WebSocket read is a task, which with_stop takes as
+// with_timeout does): each read ends with operation_canceled, and the streams still carry a message after.
+TEST_P(ws_stream_test, reads_are_cancelled_by_a_stop_token_from_another_thread) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    ws_pair a = co_await ws_over_tcp(ctx);
+    ws_pair b = co_await ws_over_tcp(ctx);
+    std::stop_source stop;
+    auto reader = [](ws_tcp& s, std::stop_token token) -> tern::task<std::error_code> {
+      std::string m;
+      co_return (co_await tern::with_stop(s.read(m), token)).ec;
+    };
+    auto ra = tern::spawn(ctx, reader(a.server, stop.get_token()));
+    auto rb = tern::spawn(ctx, reader(b.server, stop.get_token()));
+    std::thread stopper([&stop] {
+      std::this_thread::sleep_for(20ms);
+      stop.request_stop();
+    });
+    const std::error_code ea = co_await std::move(ra);
+    const std::error_code eb = co_await std::move(rb);
+    stopper.join();
+    EXPECT_EC(ea, std::errc::operation_canceled);
+    EXPECT_EC(eb, std::errc::operation_canceled);
+    CO_ASSERT_OK(co_await a.client.write(ws::message_type::text, "still open"));
+    co_await expect_message(a.server, ws::message_type::text, "still open");
   }(ctx));
 }
 

@@ -145,7 +145,11 @@ class client_exchange {
 
 class client {
  public:
-  explicit client(io_context& ctx, client_options opts = {});
+  // Without opts: an overload, not a default argument, so that a client made inside an expression that co_awaits
+  // (co_await http::client(ctx).get(url)) holds no aggregate temporary of it, which g++ 12 destroys twice or
+  // relocates bitwise (docs/guide.md, "Compilers").
+  explicit client(io_context& ctx);
+  explicit client(io_context& ctx, client_options opts);
   client(const client&) = delete;
   client& operator=(const client&) = delete;
   // Closes the pooled connections. Requests still running and exchanges still alive go on (see above).

@@ -125,10 +125,19 @@ class connection {
   // Awaitable: connects with a libpq connection string ("host=... dbname=...") or URI ("postgresql://...");
   // io_result<connection>. On failure the error is connection_failed (or timed_out), and the connection returned
   // holds libpq's message (error_message()).
-  static task<io_result<connection>> connect(io_context& ctx, std::string conninfo, connect_options opts = {});
+  static task<io_result<connection>> connect(io_context& ctx, std::string conninfo, connect_options opts);
   // The same with libpq's keywords and values ({"host", "/tmp"}, {"dbname", "app"}, {"sslmode", "require"}).
   static task<io_result<connection>> connect(io_context& ctx, std::vector<std::pair<std::string, std::string>> params,
-                                             connect_options opts = {});
+                                             connect_options opts);
+  // Without options: overloads, not a default argument, since connect_options owns memory (on_notice) and g++ 12
+  // destroys twice such an aggregate made in an expression that co_awaits (docs/guide.md, "Compilers").
+  TERN_CORO_WRAPPER static task<io_result<connection>> connect(io_context& ctx, std::string conninfo) {
+    return connect(ctx, std::move(conninfo), connect_options());
+  }
+  TERN_CORO_WRAPPER static task<io_result<connection>> connect(
+      io_context& ctx, std::vector<std::pair<std::string, std::string>> params) {
+    return connect(ctx, std::move(params), connect_options());
+  }
 
   // Awaitable: runs sql with args as $1, $2, ...; io_result<result>. sql and args must outlive the co_await (as
   // anything in the awaited expression does).
