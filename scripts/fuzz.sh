@@ -169,7 +169,7 @@ $(final_stat average_exec_per_sec "$log") | $(status_field cov) | $(status_field
     local t line block
     # The rows already on the page, for the targets this run left alone.
     while IFS= read -r line; do
-      t=$(sed -n 's/^| \([a-z_]*\) | .*/\1/p' <<<"$line")
+      t=$(sed -n 's/^| \([a-z0-9_]*\) | .*/\1/p' <<<"$line")
       if [[ -n $t && $t != target && -z ${doc_rows[$t]+set} && -d tests/fuzz/corpus/$t ]]; then doc_rows[$t]=$line; fi
     done < <(doc_block_lines "$page" "$begin_marker" "$end_marker")
     block=$(mktemp)
