@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   clang-16 libc++-16-dev libc++abi-16-dev libclang-rt-16-dev lld-16
   llvm-16
   clang-19

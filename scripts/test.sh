@@ -9,10 +9,12 @@
 # two or three at a time (the test presets' "jobs"; TERN_TEST_JOBS=N overrides it), those that need the machine to
 # themselves alone (tests/CMakeLists.txt says how), while the next preset builds (below).
 # Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) build beside the last preset's tests, and run
-# briefly through scripts/fuzz.sh: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (60 by
+# briefly through scripts/fuzz.sh: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (30 by
 # default; 0 leaves the step out), two at a time, at nice 19 beside the reliability suite's quick run
 # (scripts/reliability.sh --quick; TERN_TEST_RELIABILITY=0 leaves it out). A crash, or a violated invariant, fails
-# the run.
+# the run. The release preset's benchmark (tern-bench and its workers) builds last, also at nice 19 beside the suite.
+# Compiled objects are kept between runs by ccache (installed by setup-deps.sh; TERN_TEST_CCACHE=0 builds without
+# it): a run after a change compiles what the change touched.
 # Each step prints its time as it ends, and a table of all of them comes at the end (also after a failure): wall
 # time, and the CPU time (user + system) of the step's processes, which says more than the wall time when other
 # work shares the machine.
@@ -89,6 +91,10 @@ print_table() {
     total_cpu=$((total_cpu + cpu))
   done
   printf '  %-34s %7s %7s\n' total "$((SECONDS - run_start))" "$total_cpu"
+  if [[ -n $ccache_log && -s $ccache_log ]]; then
+    echo "test.sh: ccache this run: $(CCACHE_STATSLOG=$ccache_log ccache --show-log-stats | grep -E '^ *(Hits|Misses):' |
+      tr -s ' ' | sed 's/^ //' | paste -sd ';' - | sed 's/;/; /g')"
+  fi
   rm -rf "$step_dir"
 }
 trap print_table EXIT
@@ -114,6 +120,22 @@ fi
 jobs=()
 if [[ -n ${TERN_TEST_JOBS:-} ]]; then jobs=(-j "$TERN_TEST_JOBS"); fi
 
+# ---- compiler cache ----------------------------------------------------------------------------------------------------
+# ccache keeps what the compilers made between runs, in its own cache (~/.cache/ccache unless CCACHE_DIR says
+# otherwise): a run after a change compiles only what the change touched (a whole run compiles for about 30 CPU
+# minutes). CMake takes the launcher from the environment when it first configures a build directory (every preset
+# of a fresh clone, and scripts/fuzz.sh's). Paths are hashed relative to the clone, so that two clones at different
+# places share objects; the precompiled headers of the tests hold their clone's absolute paths, so the objects that
+# use them are shared only by clones at the same place. The hits and misses of this run are printed at the end.
+bench_later=0
+ccache_log=""
+if [[ ${TERN_TEST_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null 2>&1; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true CCACHE_SLOPPINESS=pch_defines,time_macros
+  ccache_log="$step_dir/ccache.log"
+  export CCACHE_STATSLOG=$ccache_log
+fi
+
 # A preset's tests run while the next preset builds: the tests wait on sockets, timers and servers more than they
 # compute (a test run keeps about one of the two CPUs busy), and the build takes what they leave. The suite is
 # written for that: nothing in it is timed against the clock, and the cases that need the machine to themselves run
@@ -121,7 +143,16 @@ if [[ -n ${TERN_TEST_JOBS:-} ]]; then jobs=(-j "$TERN_TEST_JOBS"); fi
 for preset in "${presets[@]}"; do
   banner "tern tests: preset '${preset}'"
   step "configure $preset" cmake --preset "$preset"
-  step "build $preset" cmake --build --preset "$preset" -j2
+  build_args=(-j2)
+  if [[ $preset == release ]]; then
+    # Everything but the benchmark (bench/all: Asio, Beast and the other comparators, a third of this build), which
+    # no test runs: it builds at the end, where the reliability suite leaves the CPUs idle.
+    read -r -a targets <<<"$(sed -n 's/^build all: phony //p' "build/$preset/build.ninja")"
+    for t in "${targets[@]}"; do
+      if [[ $t == bench/all ]]; then bench_later=1; else build_args+=(--target "$t"); fi
+    done
+  fi
+  step "build $preset" cmake --build --preset "$preset" "${build_args[@]}"
   count=$(ctest --preset "$preset" -N | sed -n 's/^Total Tests: //p')
   echo "== preset '${preset}': ${count} tests"
   step_bg "test $preset ($count tests)" ctest --preset "$preset" "${jobs[@]}"
@@ -133,19 +164,30 @@ done
 # number of inputs, so it only fuzzes less). Beside a build at equal priority the suite's soak had failed (an echo
 # rate sample below a quarter of the median); at nice 19 the kernel gives the suite's processes the CPU whenever
 # they want it.
-# 60 s each: the seven targets two at a time take four minutes, within the suite's five, so the minute more each
-# (30 s before) costs no wall time.
-fuzz_seconds=${TERN_TEST_FUZZ_SECONDS:-60}
+# 30 s each, the seven targets two at a time: two minutes (the hour-long runs are scripts/fuzz.sh's, recorded in
+# docs/reliability.md).
+fuzz_seconds=${TERN_TEST_FUZZ_SECONDS:-30}
 if [[ $fuzz_seconds != 0 ]]; then
   banner "tern fuzz targets: build"
   step "fuzz build" bash scripts/fuzz.sh --build-only
 fi
 step_join
 
+# Beside the reliability suite, at nice 19, one after the other: the fuzzers, then the benchmark's build (left out of
+# the release build above; its compile is a check that no test waits for).
+late=() late_name=()
 if [[ $fuzz_seconds != 0 ]]; then
-  banner "tern fuzz targets: ${fuzz_seconds} s each, beside the reliability suite"
-  step_bg "fuzz (${fuzz_seconds} s each, nice 19)" \
-    nice -n 19 bash scripts/fuzz.sh --no-build --seconds "$fuzz_seconds" --jobs 2
+  late+=("bash scripts/fuzz.sh --no-build --seconds $fuzz_seconds --jobs 2")
+  late_name+=("fuzz (${fuzz_seconds} s each)")
+fi
+if ((bench_later)); then
+  late+=("cmake --build --preset release -j2 --target bench/all")
+  late_name+=("build tern-bench")
+fi
+if ((${#late[@]})); then
+  joined=$(IFS='+'; echo "${late_name[*]}")
+  banner "${joined//+/, then }: beside the reliability suite"
+  step_bg "${joined//+/ + }, nice 19" nice -n 19 bash -c "set -e; ${late[*]/%/;}"
 fi
 
 # The reliability suite's quick run (scripts/reliability.sh: packet loss through network namespaces, a slicing
