@@ -11,9 +11,11 @@
 
 #include <atomic>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace tern_test {
 
@@ -214,6 +216,43 @@ struct h2_server {
   server_thread s;
   h2_server(tern::backend_kind backend, http::server_options o = h2_server_options())
       : s(backend, test_routes(p), std::move(o)) {}
+};
+
+// http::serve on a runtime, whose handlers may move between its workers, from a thread of its own (a 2 s grace
+// period); port() once it listens. stop() shuts the runtime down: true if it stopped within 3 s.
+class runtime_server {
+ public:
+  runtime_server(tern::runtime& rt, std::shared_ptr<const http::router> routes, http::server_options opts)
+      : rt_(rt), routes_(std::move(routes)), opts_(std::move(opts)) {
+    auto ready = listening_.get_future();
+    thread_ = std::thread([this] {
+      const std::error_code ec = rt_.block_on(http::serve(rt_, routes_, tern::net::endpoint::loopback_v4(0), opts_,
+                                                          std::chrono::seconds(2),
+                                                          [this](const tern::net::endpoint& ep) { listening_.set_value(ep); }));
+      EXPECT_FALSE(ec) << ec.message();
+    });
+    port_ = ready.get().port();
+  }
+  runtime_server(const runtime_server&) = delete;
+  runtime_server& operator=(const runtime_server&) = delete;
+  ~runtime_server() {
+    if (thread_.joinable()) (void)stop();
+  }
+
+  std::uint16_t port() const { return port_; }
+  bool stop() {
+    const bool stopped = rt_.shutdown(std::chrono::seconds(3));
+    thread_.join();
+    return stopped;
+  }
+
+ private:
+  tern::runtime& rt_;
+  std::shared_ptr<const http::router> routes_;
+  http::server_options opts_;
+  std::promise<tern::net::endpoint> listening_;
+  std::thread thread_;
+  std::uint16_t port_ = 0;
 };
 
 }  // namespace tern_test

@@ -139,15 +139,8 @@ TEST_P(http2_real_peer_test, handlers_that_end_on_another_worker) {
                    (void)co_await out.finish();
                    co_await rt.switch_to(1 - home);  // and ends away
                  });
-  http::server_options opts = h2_server_options();
-  std::promise<tern::net::endpoint> listening;
-  std::thread server([&] {
-    const std::error_code ec = rt.block_on(http::serve(rt, routes, tern::net::endpoint::loopback_v4(0), opts,
-                                                       std::chrono::seconds(2),
-                                                       [&](const tern::net::endpoint& ep) { listening.set_value(ep); }));
-    EXPECT_FALSE(ec) << ec.message();
-  });
-  const std::uint16_t port = listening.get_future().get().port();
+  runtime_server server(rt, std::move(routes), h2_server_options());
+  const std::uint16_t port = server.port();
   {
     // Two rounds on one connection, each with 40 streams at once.
     h2_client c(port);
@@ -173,8 +166,7 @@ TEST_P(http2_real_peer_test, handlers_that_end_on_another_worker) {
       }
     }
   }  // the client leaves first: the shutdown has no connection to wait for
-  EXPECT_TRUE(rt.shutdown(std::chrono::seconds(3)));
-  server.join();
+  EXPECT_TRUE(server.stop());
 }
 
 }  // namespace

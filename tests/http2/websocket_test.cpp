@@ -151,15 +151,8 @@ TEST_P(http2_websocket_test, an_upgrade_function_that_ends_on_another_worker_sti
     };
     co_return resp;
   });
-  http::server_options opts = h2_server_options();
-  std::promise<tern::net::endpoint> listening;
-  std::thread server([&] {
-    const std::error_code ec = rt.block_on(http::serve(rt, routes, tern::net::endpoint::loopback_v4(0), opts,
-                                                       std::chrono::seconds(2),
-                                                       [&](const tern::net::endpoint& ep) { listening.set_value(ep); }));
-    EXPECT_FALSE(ec) << ec.message();
-  });
-  const std::uint16_t port = listening.get_future().get().port();
+  runtime_server server(rt, std::move(routes), h2_server_options());
+  const std::uint16_t port = server.port();
   {
     h2_client c(port);
     c.ping();
@@ -189,8 +182,7 @@ TEST_P(http2_websocket_test, an_upgrade_function_that_ends_on_another_worker_sti
     EXPECT_FALSE(c.goaway());
   }
   EXPECT_EQ(ended_away.load(), 3);
-  EXPECT_TRUE(rt.shutdown(std::chrono::seconds(3)));
-  server.join();
+  EXPECT_TRUE(server.stop());
 }
 
 }  // namespace
