@@ -461,7 +461,8 @@ class h2_client {
 };
 
 // A process that prints "port N" and serves until its standard input closes (the Python server, nghttpd's
-// wrapper).
+// wrapper). It leads a process group of its own, which the destructor ends whole: a shell's background child
+// (nghttpd) would otherwise outlive the shell that a signal ended before it could end the child itself.
 class peer_process {
  public:
   explicit peer_process(const std::string& command) {
@@ -470,6 +471,7 @@ class peer_process {
     EXPECT_EQ(::pipe(out), 0);
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::setpgid(0, 0);
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
       ::close(in[1]);
@@ -477,6 +479,7 @@ class peer_process {
       ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
+    ::setpgid(pid_, pid_);  // also here: whichever of the two runs first
     ::close(in[0]);
     ::close(out[1]);
     stdin_ = in[1];
@@ -489,7 +492,7 @@ class peer_process {
   }
   ~peer_process() {
     ::close(stdin_);
-    ::kill(pid_, SIGTERM);
+    ::kill(-pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
   }
   std::uint16_t port() const { return port_; }
