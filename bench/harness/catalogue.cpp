@@ -451,13 +451,18 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
                           "over loopback TCP), each a SET of its own key to a 32-byte value naming the task and the "
                           "iteration, then a GET whose reply must be that value; commands_per_s counts both, "
                           "client_cpu_us_per_command is the client process's CPU time (getrusage: user + system) over "
-                          "the phase per command. tern: tasks awaiting redis::connection::command_into on one "
+                          "the phase per command; server_cpu_us_per_command is redis-server's CPU time per command "
+                          "(/proc/<pid>/schedstat) and server_commands_per_read the commands each of its read() "
+                          "calls took in (/proc/<pid>/io), which is what its cost per command depends on. tern: "
+                          "tasks awaiting redis::connection::command_into on one "
                           "connection, pipelined by the connection; hiredis/libevent: chains of callbacks on "
                           "hiredis 0.14's async API (redisAsyncCommandArgv) with its libevent adapter; "
                           "raw/redis-benchmark: redis-benchmark -c 1 -P tasks -d 32 -t set,get, the server's own "
                           "reference client, which checks no reply: the floor the server allows",
                           {{"commands_per_s", "commands/s", better::higher},
-                           {"client_cpu_us_per_command", "us", better::lower}},
+                           {"client_cpu_us_per_command", "us", better::lower},
+                           {"server_cpu_us_per_command", "us", better::lower},
+                           {"server_commands_per_read", "commands", better::higher}},
                           sweep("tasks", {256}),
                           sweep("tasks", {1, 16, 256}),
                           true, true, clients, socket_quick_s};

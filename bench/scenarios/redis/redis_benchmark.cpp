@@ -4,7 +4,7 @@
 // count the replies (it checks none). It runs a fixed number of requests, so each phase runs it with the number its
 // rate in the previous phase takes to fill the phase's time; commands_per_s combines its SET and GET rates
 // (the same number of each: 2 / (1/set + 1/get)), client_cpu_us_per_command is its own CPU time (wait4) per
-// command.
+// command; the server's figures count the run's few set-up commands too.
 #include "../registry.hpp"
 #include "redis_bench.hpp"
 
@@ -53,6 +53,7 @@ void redis_pipeline_benchmark(session& s) {
             for (auto& a : args) command += (command.empty() ? "" : " ") + a;
             s.info("command", command);
         }
+        const redis_bench::server::usage before = srv.sample();
         const redis_bench::program_run run =
             redis_bench::run_pinned("/usr/bin/env", args, redis_bench::client_cpu, p.seconds * 20 + 30);
         if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0)
@@ -65,7 +66,9 @@ void redis_pipeline_benchmark(session& s) {
         rate = 2 / (1 / set->second + 1 / get->second);
         const double cpu = static_cast<double>(run.usage.ru_utime.tv_sec + run.usage.ru_stime.tv_sec) +
                            static_cast<double>(run.usage.ru_utime.tv_usec + run.usage.ru_stime.tv_usec) / 1e6;
-        s.report(p, {{"commands_per_s", rate}, {"client_cpu_us_per_command", cpu * 1e6 / (2.0 * requests)}});
+        metric_values values{{"commands_per_s", rate}, {"client_cpu_us_per_command", cpu * 1e6 / (2.0 * requests)}};
+        redis_bench::append_server_metrics(values, before, srv.sample(), 2.0 * static_cast<double>(requests));
+        s.report(p, values);
     }
 }
 
