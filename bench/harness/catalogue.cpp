@@ -458,7 +458,8 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
                           "connection, pipelined by the connection; hiredis/libevent: chains of callbacks on "
                           "hiredis 0.14's async API (redisAsyncCommandArgv) with its libevent adapter; "
                           "raw/redis-benchmark: redis-benchmark -c 1 -P tasks -d 32 -t set,get, the server's own "
-                          "reference client, which checks no reply: the floor the server allows",
+                          "reference client, which checks no reply: the floor the server allows; raw/redis-benchmark-keys: the "
+                          "same with -r tasks (keys drawn from as many as there are tasks, not one)",
                           {{"commands_per_s", "commands/s", better::higher},
                            {"client_cpu_us_per_command", "us", better::lower},
                            {"server_cpu_us_per_command", "us", better::lower},
@@ -467,6 +468,7 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
                           sweep("tasks", {1, 16, 256}),
                           true, true, clients, socket_quick_s};
     pipeline.impls.push_back("raw/redis-benchmark");
+    pipeline.impls.push_back("raw/redis-benchmark-keys");
     pipeline.comparators = {"hiredis/"};
     s.push_back(pipeline);
 
@@ -941,7 +943,8 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
         {"raw/redis-benchmark", "",
          "a program of its own, run for a fixed count of requests: it opens no instruction window, and the worker "
          "that runs it is not that process (its per-command count, from two request counts' difference, is in "
-         "docs/benchmarks.md)"}};
+         "docs/benchmarks.md)"},
+        {"raw/redis-benchmark-keys", "", "as raw/redis-benchmark"}};
     plan("redis/pipeline", redis_pipeline);
 }
 
@@ -1141,6 +1144,10 @@ std::vector<impl_def> build_impls() {
          {{"", "tern-bench-redis"}}},
         {"raw/redis-benchmark",
          "redis-benchmark (redis-tools) with -c 1 -P tasks: redis/pipeline's floor, the server's own pipelining client",
+         {{"", "tern-bench-redis"}}},
+        {"raw/redis-benchmark-keys",
+         "redis-benchmark as raw/redis-benchmark with -r tasks: its keys drawn from as many as there are tasks, as "
+         "the other clients' loops use, instead of one key",
          {{"", "tern-bench-redis"}}},
         {"raw/libpq_blocking",
          "libpq 15 (Debian libpq-dev) used directly: PQexecParams one query at a time, what most code does "
