@@ -454,12 +454,13 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
                           "the phase per command; server_cpu_us_per_command is redis-server's CPU time per command "
                           "(/proc/<pid>/schedstat) and server_commands_per_read the commands each of its read() "
                           "calls took in (/proc/<pid>/io), which is what its cost per command depends on. tern: "
-                          "tasks awaiting redis::connection::command_into on one "
-                          "connection, pipelined by the connection; hiredis/libevent: chains of callbacks on "
+                          "tasks awaiting redis::connection::command_into on one connection, pipelined by the "
+                          "connection; hiredis/libevent: chains of callbacks on "
                           "hiredis 0.14's async API (redisAsyncCommandArgv) with its libevent adapter; "
                           "raw/redis-benchmark: redis-benchmark -c 1 -P tasks -d 32 -t set,get, the server's own "
-                          "reference client, which checks no reply: the floor the server allows; raw/redis-benchmark-keys: the "
-                          "same with -r tasks (keys drawn from as many as there are tasks, not one)",
+                          "reference client, which checks no reply: the floor the server allows; "
+                          "raw/redis-benchmark-keys: the same with -r tasks (keys drawn from as many as there are "
+                          "tasks, not one)",
                           {{"commands_per_s", "commands/s", better::higher},
                            {"client_cpu_us_per_command", "us", better::lower},
                            {"server_cpu_us_per_command", "us", better::lower},

@@ -127,7 +127,7 @@ inline void append_server_metrics(metric_values& values, const server::usage& fr
 // callgrind (it is exec'd, and callgrind does not follow exec), so the window holds the client's instructions.
 class op_meter {
 public:
-    // With srv, redis/pipeline's server figures too (server_metrics).
+    // With srv, the server's figures too (append_server_metrics).
     op_meter(session& s, std::string rate_metric, std::string cpu_metric, const server* srv = nullptr)
         : clock_(s), rate_metric_(std::move(rate_metric)), cpu_metric_(std::move(cpu_metric)), srv_(srv) {}
 
