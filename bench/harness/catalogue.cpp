@@ -451,17 +451,25 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
                           "over loopback TCP), each a SET of its own key to a 32-byte value naming the task and the "
                           "iteration, then a GET whose reply must be that value; commands_per_s counts both, "
                           "client_cpu_us_per_command is the client process's CPU time (getrusage: user + system) over "
-                          "the phase per command. tern: tasks awaiting redis::connection::command_into on one "
-                          "connection, pipelined by the connection; hiredis/libevent: chains of callbacks on "
+                          "the phase per command; server_cpu_us_per_command is redis-server's CPU time per command "
+                          "(/proc/<pid>/schedstat) and server_commands_per_read the commands each of its read() "
+                          "calls took in (/proc/<pid>/io), which is what its cost per command depends on. tern: "
+                          "tasks awaiting redis::connection::command_into on one connection, pipelined by the "
+                          "connection; hiredis/libevent: chains of callbacks on "
                           "hiredis 0.14's async API (redisAsyncCommandArgv) with its libevent adapter; "
                           "raw/redis-benchmark: redis-benchmark -c 1 -P tasks -d 32 -t set,get, the server's own "
-                          "reference client, which checks no reply: the floor the server allows",
+                          "reference client, which checks no reply: the floor the server allows; "
+                          "raw/redis-benchmark-keys: the same with -r tasks (keys drawn from as many as there are "
+                          "tasks, not one)",
                           {{"commands_per_s", "commands/s", better::higher},
-                           {"client_cpu_us_per_command", "us", better::lower}},
+                           {"client_cpu_us_per_command", "us", better::lower},
+                           {"server_cpu_us_per_command", "us", better::lower},
+                           {"server_commands_per_read", "commands", better::higher}},
                           sweep("tasks", {256}),
                           sweep("tasks", {1, 16, 256}),
                           true, true, clients, socket_quick_s};
     pipeline.impls.push_back("raw/redis-benchmark");
+    pipeline.impls.push_back("raw/redis-benchmark-keys");
     pipeline.comparators = {"hiredis/"};
     s.push_back(pipeline);
 
@@ -936,7 +944,8 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
         {"raw/redis-benchmark", "",
          "a program of its own, run for a fixed count of requests: it opens no instruction window, and the worker "
          "that runs it is not that process (its per-command count, from two request counts' difference, is in "
-         "docs/benchmarks.md)"}};
+         "docs/benchmarks.md)"},
+        {"raw/redis-benchmark-keys", "", "as raw/redis-benchmark"}};
     plan("redis/pipeline", redis_pipeline);
 }
 
@@ -1136,6 +1145,10 @@ std::vector<impl_def> build_impls() {
          {{"", "tern-bench-redis"}}},
         {"raw/redis-benchmark",
          "redis-benchmark (redis-tools) with -c 1 -P tasks: redis/pipeline's floor, the server's own pipelining client",
+         {{"", "tern-bench-redis"}}},
+        {"raw/redis-benchmark-keys",
+         "redis-benchmark as raw/redis-benchmark with -r tasks: its keys drawn from as many as there are tasks, as "
+         "the other clients' loops use, instead of one key",
          {{"", "tern-bench-redis"}}},
         {"raw/libpq_blocking",
          "libpq 15 (Debian libpq-dev) used directly: PQexecParams one query at a time, what most code does "

@@ -135,6 +135,7 @@ void tls_handshake_crypto(session&);  // raw/crypto: the public-key work of a ha
 void tls_handshake_openssl(session&);  // raw/openssl: both ends over a BIO pair, no socket
 void tls_throughput_openssl(session&);  // raw/openssl: OpenSSL on non-blocking sockets, poll(), no runtime
 void redis_pipeline_benchmark(session&);  // raw/redis-benchmark (in tern-bench-redis): redis-benchmark -P
+void redis_pipeline_benchmark_keys(session&);  // raw/redis-benchmark-keys: the same with -r tasks (as many keys as tasks)
 void http2_ping_json_nghttp2(session&);  // raw/nghttp2: nghttp2's server session on an epoll loop, no runtime
 void http2_streams_nghttp2(session&);
 void pg_select_libpq_blocking(session&);  // in tern-bench-pg: PQexecParams one at a time

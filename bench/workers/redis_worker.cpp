@@ -13,6 +13,7 @@ constexpr std::array entries = {
     impl_entry{"redis/pipeline", "hiredis/libevent", hiredis_impl::redis_pipeline},
     impl_entry{"redis/pubsub", "hiredis/libevent", hiredis_impl::redis_pubsub},
     impl_entry{"redis/pipeline", "raw/redis-benchmark", raw_impl::redis_pipeline_benchmark},
+    impl_entry{"redis/pipeline", "raw/redis-benchmark-keys", raw_impl::redis_pipeline_benchmark_keys},
 };
 
 }  // namespace

@@ -1012,7 +1012,7 @@ void pipeline_op::deliver_exec(const resp::node& n) {
 // ---- connection -----------------------------------------------------------------------------------------------------
 
 connection::connection(io_context& ctx, redis::config cfg)
-    : state_(std::make_shared<detail::connection_state>(ctx, std::move(cfg))) {}
+    : ctx_(&ctx), state_(std::make_shared<detail::connection_state>(ctx, std::move(cfg))) {}
 
 connection::~connection() { close(); }
 

@@ -202,7 +202,7 @@ void redis_pipeline(session& s) {
     loop l;
     auto c = open(l, srv.port());
     const auto tasks = static_cast<std::uint64_t>(s.param_int("tasks"));
-    op_meter meter(s, "commands_per_s", "client_cpu_us_per_command");
+    op_meter meter(s, "commands_per_s", "client_cpu_us_per_command", &srv);
     int running = static_cast<int>(tasks);
     std::vector<chain> chains(tasks);
     meter.start();

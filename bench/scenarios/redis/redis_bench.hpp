@@ -21,8 +21,12 @@
 
 #include <sys/resource.h>
 #include <sys/types.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -45,8 +49,36 @@ public:
     std::uint16_t port() const noexcept { return port_; }
     // The server's CPU time so far (user + system), from /proc.
     double cpu_seconds() const;
+    // The server's CPU time (ns, /proc/<pid>/schedstat) and read() calls (/proc/<pid>/io's syscr) so far: over a
+    // phase, what each command cost the server and how many commands one of its reads took in.
+    struct usage {
+        double cpu_ns = 0;
+        double reads = 0;
+    };
+    usage sample() const {
+        // Plain reads into stack buffers: a phase's allocation count stays the client's.
+        usage u;
+        char text[1024];
+        if (read_proc("schedstat", text, sizeof text)) u.cpu_ns = std::strtod(text, nullptr);  // time on a CPU
+        if (read_proc("io", text, sizeof text)) {
+            if (const char* at = std::strstr(text, "syscr:")) u.reads = std::strtod(at + 6, nullptr);
+        }
+        return u;
+    }
 
 private:
+    bool read_proc(const char* name, char* out, std::size_t cap) const {
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/%d/%s", static_cast<int>(pid_), name);
+        const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return false;
+        const ssize_t n = ::read(fd, out, cap - 1);
+        ::close(fd);
+        if (n <= 0) return false;
+        out[n] = '\0';
+        return true;
+    }
+
     pid_t pid_ = -1;
     std::uint16_t port_ = 0;
     std::string dir_;
@@ -82,18 +114,27 @@ inline double process_cpu_seconds() {
     return s(r.ru_utime) + s(r.ru_stime);
 }
 
+// server_cpu_us_per_command and server_commands_per_read between two samples of the server, over n commands.
+inline void append_server_metrics(metric_values& values, const server::usage& from, const server::usage& to,
+                                  double n) {
+    values.emplace_back("server_cpu_us_per_command", (to.cpu_ns - from.cpu_ns) / 1e3 / n);
+    if (to.reads > from.reads) values.emplace_back("server_commands_per_read", n / (to.reads - from.reads));
+}
+
 // Operations through the phases: the rate (`rate_metric`) and this process's CPU time per operation
 // (`cpu_metric`). tick() is called once per completed operation; the clock is read every few. In instruction
 // mode (tern-bench --instructions) the process is the client alone: redis-server runs natively, outside
 // callgrind (it is exec'd, and callgrind does not follow exec), so the window holds the client's instructions.
 class op_meter {
 public:
-    op_meter(session& s, std::string rate_metric, std::string cpu_metric)
-        : clock_(s), rate_metric_(std::move(rate_metric)), cpu_metric_(std::move(cpu_metric)) {}
+    // With srv, the server's figures too (append_server_metrics).
+    op_meter(session& s, std::string rate_metric, std::string cpu_metric, const server* srv = nullptr)
+        : clock_(s), rate_metric_(std::move(rate_metric)), cpu_metric_(std::move(cpu_metric)), srv_(srv) {}
 
     void start() {
         clock_.start();
         cpu0_ = process_cpu_seconds();
+        if (srv_ != nullptr) srv0_ = srv_->sample();
     }
     bool done() const { return clock_.done(); }
 
@@ -114,7 +155,13 @@ public:
         const double secs = clock_.seconds(now);
         const double cpu = process_cpu_seconds();
         const double n = static_cast<double>(ops_);
-        const bool more = clock_.next(now, {{rate_metric_, n / secs}, {cpu_metric_, (cpu - cpu0_) * 1e6 / n}}, ops_);
+        metric_values values{{rate_metric_, n / secs}, {cpu_metric_, (cpu - cpu0_) * 1e6 / n}};
+        if (srv_ != nullptr && !clock_.counted()) {
+            const server::usage u = srv_->sample();
+            append_server_metrics(values, srv0_, u, n);
+            srv0_ = u;
+        }
+        const bool more = clock_.next(now, std::move(values), ops_);
         ops_ = 0;
         cpu0_ = cpu;
         return more;
@@ -126,6 +173,8 @@ private:
     std::string cpu_metric_;
     std::uint64_t ops_ = 0;
     double cpu0_ = 0;
+    const server* srv_;
+    server::usage srv0_;
 };
 
 // A program run to its end, pinned to a CPU, its output captured; its own CPU time and memory in usage.

@@ -4,7 +4,9 @@
 // count the replies (it checks none). It runs a fixed number of requests, so each phase runs it with the number its
 // rate in the previous phase takes to fill the phase's time; commands_per_s combines its SET and GET rates
 // (the same number of each: 2 / (1/set + 1/get)), client_cpu_us_per_command is its own CPU time (wait4) per
-// command.
+// command; the server's figures count the run's few set-up commands too. raw/redis-benchmark-keys adds -r tasks:
+// without it every SET and GET goes to one key, which the server finds in its cache each time; with it the keys
+// are drawn from as many as the other clients' tasks use, the same work for the server.
 #include "../registry.hpp"
 #include "redis_bench.hpp"
 
@@ -38,21 +40,26 @@ std::map<std::string, double> parse_csv(const std::string& out) {
 
 }  // namespace
 
-void redis_pipeline_benchmark(session& s) {
+namespace {
+
+// per_task_keys: -r tasks, keys drawn at random from as many as there are tasks (else its one key).
+void run_benchmark(session& s, bool per_task_keys) {
     redis_bench::server srv;
     redis_bench::announce(s, srv);
     const std::int64_t tasks = s.param_int("tasks");
     double rate = 20000.0 * static_cast<double>(std::min<std::int64_t>(tasks, 50));  // a first guess
     for (const phase& p : s.phases()) {
         const auto requests = static_cast<std::int64_t>(std::max(1000.0, rate * p.seconds / 2));
-        const std::vector<std::string> args = {"redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(srv.port()),
-                                               "-c", "1", "-P", std::to_string(tasks), "-n",
-                                               std::to_string(requests), "-d", "32", "-t", "set,get", "--csv"};
+        std::vector<std::string> args = {"redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(srv.port()),
+                                         "-c", "1", "-P", std::to_string(tasks), "-n",
+                                         std::to_string(requests), "-d", "32", "-t", "set,get", "--csv"};
+        if (per_task_keys) args.insert(args.end(), {"-r", std::to_string(tasks)});
         if (p.index == 0) {
             std::string command;
             for (auto& a : args) command += (command.empty() ? "" : " ") + a;
             s.info("command", command);
         }
+        const redis_bench::server::usage before = srv.sample();
         const redis_bench::program_run run =
             redis_bench::run_pinned("/usr/bin/env", args, redis_bench::client_cpu, p.seconds * 20 + 30);
         if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0)
@@ -65,8 +72,15 @@ void redis_pipeline_benchmark(session& s) {
         rate = 2 / (1 / set->second + 1 / get->second);
         const double cpu = static_cast<double>(run.usage.ru_utime.tv_sec + run.usage.ru_stime.tv_sec) +
                            static_cast<double>(run.usage.ru_utime.tv_usec + run.usage.ru_stime.tv_usec) / 1e6;
-        s.report(p, {{"commands_per_s", rate}, {"client_cpu_us_per_command", cpu * 1e6 / (2.0 * requests)}});
+        metric_values values{{"commands_per_s", rate}, {"client_cpu_us_per_command", cpu * 1e6 / (2.0 * requests)}};
+        redis_bench::append_server_metrics(values, before, srv.sample(), 2.0 * static_cast<double>(requests));
+        s.report(p, values);
     }
 }
+
+}  // namespace
+
+void redis_pipeline_benchmark(session& s) { run_benchmark(s, false); }
+void redis_pipeline_benchmark_keys(session& s) { run_benchmark(s, true); }
 
 }  // namespace tern_bench::raw_impl

@@ -60,7 +60,7 @@ tern::task<void> run_pipeline(tern::io_context& ctx, session& s, const redis_ben
     const auto tasks = static_cast<std::uint64_t>(s.param_int("tasks"));
     redis::connection conn(ctx, config_for(srv));
     check(co_await conn.connect(), "connect");
-    op_meter meter(s, "commands_per_s", "client_cpu_us_per_command");
+    op_meter meter(s, "commands_per_s", "client_cpu_us_per_command", &srv);
     meter.start();
     std::vector<tern::join_handle<void>> loops;
     for (std::uint64_t t = 0; t < tasks; ++t) loops.push_back(tern::spawn(ctx, set_get_loop(conn, t, meter)));

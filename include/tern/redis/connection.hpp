@@ -131,8 +131,8 @@ struct borrowed_value {
 template <class Value, class T, class... Args>
 class [[nodiscard]] command_op final : public request_op {
  public:
-  command_op(connection_state& s, bool idempotent_request, Value v, const Args&... args)
-      : request_op(s), value_(std::move(v)), args_(args...) {
+  command_op(io_context& home, connection_state& s, bool idempotent_request, Value v, const Args&... args)
+      : request_op(home, s), value_(std::move(v)), args_(args...) {
     ops = &table_;
     idempotent = idempotent_request;
     if (reserved(command_name(args...), subcommand_name(args...)) != reserved_kind::none) {
@@ -260,20 +260,20 @@ class connection {
   template <class T = reply, detail::argument... Args>
     requires(sizeof...(Args) > 0)
   auto command(const Args&... args) {
-    return detail::command_op<detail::owned_value<T>, T, Args...>(*state_, false, {}, args...);
+    return detail::command_op<detail::owned_value<T>, T, Args...>(*ctx_, *state_, false, {}, args...);
   }
   // The same, marked idempotent: sent again after a connection failure (see above) instead of connection_lost.
   template <class T = reply, detail::argument... Args>
     requires(sizeof...(Args) > 0)
   auto command(idempotent_t, const Args&... args) {
-    return detail::command_op<detail::owned_value<T>, T, Args...>(*state_, true, {}, args...);
+    return detail::command_op<detail::owned_value<T>, T, Args...>(*ctx_, *state_, true, {}, args...);
   }
   // Awaitable: a command whose reply is converted into out (a string's capacity is reused: no allocation for a
   // value that fits); yields result<void>. out must outlive the co_await.
   template <class T, detail::argument... Args>
     requires(sizeof...(Args) > 0)
   auto command_into(T& out, const Args&... args) {
-    return detail::command_op<detail::borrowed_value<T>, T, Args...>(*state_, false, {&out}, args...);
+    return detail::command_op<detail::borrowed_value<T>, T, Args...>(*ctx_, *state_, false, {&out}, args...);
   }
   // Awaitable: the commands of p (a transaction's in MULTI/EXEC) in one request; yields result<void>. Each
   // command's reply is then p.reply(i). p must outlive the co_await.
@@ -314,6 +314,7 @@ class connection {
   io_context& context() const noexcept;
 
  private:
+  io_context* ctx_;  // the connection's loop, known to its commands without a call
   std::shared_ptr<detail::connection_state> state_;
 };
 

@@ -77,6 +77,13 @@ class request_op : public request_slot {
     state = &s;
     if (io_context::current() != &home_loop(s)) keep_ = share(s);
   }
+  // The same, told the connection's loop (a command's hot path: no call to find it). Made by a thread inside that
+  // loop's run (even one nested in another loop's), nothing is held: the connection cannot go meanwhile, and
+  // await_suspend takes hold if the awaiting loop is another.
+  request_op(io_context& home, connection_state& s) noexcept {
+    state = &s;
+    if (!home.running_here()) keep_ = share(s);
+  }
   // Moved before it is awaited (into with_timeout, with_stop), never while suspended.
   request_op(request_op&& o) noexcept : request_slot(o), outcome_(o.outcome_), keep_(std::move(o.keep_)) {}
   request_op(const request_op&) = delete;
