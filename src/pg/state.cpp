@@ -295,8 +295,10 @@ void connection_state::take_notifications() noexcept {
 void connection_state::process_input() {
   if (processing) return;
   processing = true;
+  // Notifications are taken once per pass, before and after the results: PQnotifies parses the input each time
+  // it is called, which per result would cost as much again as PQisBusy.
+  take_notifications();
   for (;;) {
-    take_notifications();
     if (closed || broken || pipeline_off || slots.empty()) break;
     slot& h = slots.front();
     if (h.kind == slot_kind::query && h.op != nullptr && h.op->req_.single_row && h.op->pending_row_) break;
@@ -330,6 +332,7 @@ void connection_state::process_input() {
       break;
     }
   }
+  take_notifications();
   processing = false;
 }
 
