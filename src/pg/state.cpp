@@ -223,16 +223,20 @@ void connection_state::sync() {
 }
 
 void connection_state::schedule_flush() {
-  if (!flush_posted) {
-    flush_posted = true;
-    retain(this);
-    // Queued behind the tasks that are ready now, which may send more queries into the same batch.
-    ctx->post([this] {
-      flush_posted = false;
-      if (!closed && !broken) flush_now();
-      release(this);
-    });
+  if (flush_posted) {
+    // The send that posted the flush woke the driver for this batch's results, and the unsent queries keep a slot
+    // waiting until the flush: a later query of the batch changes nothing the driver waits for.
+    if (!driving) kick();
+    return;
   }
+  flush_posted = true;
+  retain(this);
+  // Queued behind the tasks that are ready now, which may send more queries into the same batch.
+  ctx->post([this] {
+    flush_posted = false;
+    if (!closed && !broken) flush_now();
+    release(this);
+  });
   kick();
 }
 
