@@ -932,7 +932,7 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
     plan("http2/ping_json", {"request", {h2_point(1, 0), h2_point(100, 0), h2_point(1, 32 * K), h2_point(100, 32 * K)},
                              served, served_warmup, {"tern/io_uring", "tern/epoll", "raw/nghttp2"}});
     instruction_plan tls{"MiB", {{{"direction", std::string("one_way")}, {"size", 16 * K}}}, 32 * M, 4 * M};
-    tls.openssl_apart = true;
+    tls.apart = instruction_plan::library::openssl;
     tls.excluded = {{"tern/io_uring", "", two_threads_on_io_uring},
                     {"asio/callbacks", "io_uring", two_threads_on_io_uring},
                     {"asio/coroutines", "io_uring", two_threads_on_io_uring}};
@@ -947,6 +947,13 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
          "docs/benchmarks.md)"},
         {"raw/redis-benchmark-keys", "", "as raw/redis-benchmark"}};
     plan("redis/pipeline", redis_pipeline);
+    // pg/select: the client process alone (pg_ctl starts the server, which callgrind does not follow), at the point
+    // of the targets, 256 tasks on one connection, against the floor; libpq's share apart, since every client
+    // spends it and what differs is the rest. The warm-up connects and fills the pools.
+    instruction_plan pg_select{"query", {{{"tasks", std::int64_t{256}}, {"conns", std::int64_t{1}}}}, 32 * K, 8 * K,
+                               {"tern/io_uring", "tern/epoll", "raw/libpq_pipeline"}};
+    pg_select.apart = instruction_plan::library::libpq;
+    plan("pg/select", pg_select);
 }
 
 std::vector<scenario_def> build_scenarios() {
@@ -1085,7 +1092,8 @@ std::vector<scenario_def> build_scenarios() {
         if (sc.instructions.points.empty()) continue;
         const std::string unit = "instr/" + sc.instructions.op;
         sc.instr_metrics.push_back({instr_per_op_name, unit, better::lower});
-        if (sc.instructions.openssl_apart) sc.instr_metrics.push_back({openssl_instr_per_op_name, unit, better::lower});
+        if (sc.instructions.apart != instruction_plan::library::none)
+            sc.instr_metrics.push_back({library_metric_name(sc.instructions.apart), unit, better::lower});
     }
     return s;
 }
@@ -1188,6 +1196,28 @@ const std::vector<scenario_def>& scenarios() {
 const std::vector<impl_def>& implementations() {
     static const std::vector<impl_def> all = build_impls();
     return all;
+}
+
+const char* library_metric_name(instruction_plan::library l) {
+    switch (l) {
+        case instruction_plan::library::openssl: return openssl_instr_per_op_name;
+        case instruction_plan::library::libpq: return libpq_instr_per_op_name;
+        default: return "";
+    }
+}
+
+instruction_plan::library library_of_metric(const std::string& metric) {
+    if (metric == openssl_instr_per_op_name) return instruction_plan::library::openssl;
+    if (metric == libpq_instr_per_op_name) return instruction_plan::library::libpq;
+    return instruction_plan::library::none;
+}
+
+const char* library_label(instruction_plan::library l) {
+    switch (l) {
+        case instruction_plan::library::openssl: return "OpenSSL";
+        case instruction_plan::library::libpq: return "libpq";
+        default: return "";
+    }
 }
 
 const scenario_def* find_scenario(std::string_view name) {

@@ -46,9 +46,11 @@ struct instruction_plan {
     std::int64_t ops = 0;
     std::int64_t warmup_ops = 0;
     std::vector<std::string> impls{};  // the implementations counted; empty: all of the scenario's
-    // Also report OpenSSL's share (the libssl and libcrypto objects in callgrind's per-object totals) as
-    // openssl_instr_per_op, so that what a TLS stack adds shows apart from the cipher's work.
-    bool openssl_apart = false;
+    // Also report one library's share (its objects in callgrind's per-object totals), so that what a stack adds
+    // shows apart from the library's own work: OpenSSL (libssl, libcrypto) as openssl_instr_per_op for TLS, libpq
+    // as libpq_instr_per_op for PostgreSQL.
+    enum class library { none, openssl, libpq };
+    library apart = library::none;
     // Implementation variants not counted, and why: impl id, config ("" for every one), the reason.
     struct exclusion {
         std::string impl;
@@ -60,6 +62,12 @@ struct instruction_plan {
 
 inline constexpr const char* instr_per_op_name = "instr_per_op";
 inline constexpr const char* openssl_instr_per_op_name = "openssl_instr_per_op";
+inline constexpr const char* libpq_instr_per_op_name = "libpq_instr_per_op";
+// The metric of a library's share, and the library a metric is the share of (none: not such a metric).
+const char* library_metric_name(instruction_plan::library l);
+instruction_plan::library library_of_metric(const std::string& metric);
+// The library's name as a report shows it: "OpenSSL", "libpq".
+const char* library_label(instruction_plan::library l);
 
 struct scenario_def {
     std::string name;      // "category/name"
@@ -90,7 +98,7 @@ struct scenario_def {
     // aggregate initialisers leave it out without -Wmissing-field-initializers.
     std::vector<std::string> comparators{};
     // What --instructions counts (no points: nothing), and the metrics it reports, made from it by the catalogue:
-    // instr_per_op, and openssl_instr_per_op where OpenSSL is shown apart.
+    // instr_per_op, and a library's share where one is shown apart.
     instruction_plan instructions{};
     std::vector<metric_def> instr_metrics{};
     // A fixed-work scenario's longest expected repetition in seconds, which sets its worker's time limit and the

@@ -132,10 +132,16 @@ one_run run_once(const instruction_point& p, const std::string& valgrind, const 
     return r;
 }
 
-bool is_openssl(const std::string& object) {
+// Whether callgrind's object (a path) is one of the library's shared objects.
+bool in_library(const std::string& object, instruction_plan::library l) {
     auto slash = object.rfind('/');
     std::string base = slash == std::string::npos ? object : object.substr(slash + 1);
-    return base.rfind("libssl.", 0) == 0 || base.rfind("libcrypto.", 0) == 0;
+    switch (l) {
+        case instruction_plan::library::openssl:
+            return base.rfind("libssl.", 0) == 0 || base.rfind("libcrypto.", 0) == 0;
+        case instruction_plan::library::libpq: return base.rfind("libpq.", 0) == 0;
+        default: return false;
+    }
 }
 
 }  // namespace
@@ -185,7 +191,8 @@ instruction_outcome run_instruction_point(const instruction_point& p, const std:
         out.error = std::string("mkdtemp: ") + std::strerror(errno);
         return out;
     }
-    std::vector<double> total, openssl;
+    const instruction_plan::library apart = p.scenario->instructions.apart;
+    std::vector<double> total, library;
     for (int i = 0; i < repeat && out.error.empty(); ++i) {
         const std::string file = keep_dir.empty() ? std::string(tmp) + "/callgrind.out" : keep_dir + "/" + kept_name(p, i);
         one_run r = run_once(p, valgrind, worker_dir, file);
@@ -195,10 +202,10 @@ instruction_outcome run_instruction_point(const instruction_point& p, const std:
             break;
         }
         total.push_back(static_cast<double>(r.counts.total) / r.ops);
-        std::uint64_t ssl = 0;
+        std::uint64_t in_lib = 0;
         for (auto& [object, n] : r.counts.by_object)
-            if (is_openssl(object)) ssl += n;
-        openssl.push_back(static_cast<double>(ssl) / r.ops);
+            if (in_library(object, apart)) in_lib += n;
+        library.push_back(static_cast<double>(in_lib) / r.ops);
     }
     ::rmdir(tmp);
     if (!out.error.empty()) return out;
@@ -209,7 +216,7 @@ instruction_outcome run_instruction_point(const instruction_point& p, const std:
         rec.config = p.variant.config;
         rec.impl = p.impl;
         rec.metric = &m;
-        rec.stats = summarize(m.name == openssl_instr_per_op_name ? openssl : total);
+        rec.stats = summarize(library_of_metric(m.name) != instruction_plan::library::none ? library : total);
         out.records.push_back(rec);
     }
     return out;
@@ -227,7 +234,8 @@ std::string instruction_method_text(const std::string& command, const std::strin
            "the server process alone, driven over one connection by tern-bench-client (a blocking client that checks every "
            "answer, not under callgrind): the window spans exactly n request cycles of the server. tls/throughput "
            "counts both ends of the connection per MiB of plaintext carried, and shows OpenSSL's part (libssl and "
-           "libcrypto) apart. Callgrind's virtual CPU has no AVX-512 and no vDSO: code that picks its path by CPU "
+           "libcrypto) apart; pg/select counts the client process alone (the server is not under callgrind) and "
+           "shows libpq's part apart. Callgrind's virtual CPU has no AVX-512 and no vDSO: code that picks its path by CPU "
            "features (OpenSSL, simdjson, memcpy) takes the AVX2 one, and a clock read is a system call. \"vs best\" "
            "is the comparator's count over tern's (> 1 = fewer instructions than the best comparator).\n";
 }

@@ -5,7 +5,8 @@
 // callgrind's instrumentation off, counts one measured phase of N operations (its meter opens and closes the
 // window, harness/instructions.hpp), and prints how many operations the window held; callgrind writes the
 // window's instructions to F at exit. instr_per_op = instructions / operations; where a scenario shows OpenSSL
-// apart, openssl_instr_per_op is the part that ran in libssl and libcrypto (callgrind's per-object self cost).
+// apart, openssl_instr_per_op is the part that ran in libssl and libcrypto (callgrind's per-object self cost), and
+// libpq_instr_per_op the part that ran in libpq where libpq is.
 // --repeat runs the point that many times: the counts are exact, so min and max differ only where the work itself
 // depends on timing (a server's loop turns, two threads interleaving).
 #pragma once

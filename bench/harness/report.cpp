@@ -371,10 +371,11 @@ std::string leading_section(const std::vector<comparison>& cmp) {
 
 bool is_instr(const record& r) { return r.metric->name == instr_per_op_name; }
 
-const record* openssl_of(const std::vector<record>& all, const record& r) {
+// The share of a library shown apart (OpenSSL, libpq) in the count r, if its scenario shows one.
+const record* library_share_of(const std::vector<record>& all, const record& r) {
     for (auto& o : all)
         if (o.scenario == r.scenario && o.point == r.point && o.impl == r.impl && o.config == r.config &&
-            o.metric->name == openssl_instr_per_op_name)
+            library_of_metric(o.metric->name) != instruction_plan::library::none)
             return &o;
     return nullptr;
 }
@@ -391,16 +392,16 @@ std::string runs_text(const record& r) {
 }
 
 // The instruction counts of the run, one row per scenario, point and implementation, in catalogue order.
-std::vector<row> instruction_rows(const std::vector<record>& all, bool with_openssl) {
+std::vector<row> instruction_rows(const std::vector<record>& all, bool with_library) {
     std::vector<row> rows;
     for (auto& s : scenarios())
         for (auto& r : all) {
             if (r.scenario != &s || !is_instr(r)) continue;
             const record* b = best_asio(all, r);
             row rw{s.name, to_display(r.point), impl_label(r), instr_text(r.stats.median), r.metric->unit};
-            if (with_openssl) {
-                const record* ssl = openssl_of(all, r);
-                rw.push_back(ssl ? instr_text(ssl->stats.median) : "");
+            if (with_library) {
+                const record* lib = library_share_of(all, r);
+                rw.push_back(lib ? instr_text(lib->stats.median) : "");
             }
             rw.push_back(b ? ratio_text(ratio_to(r, *b)) + " " + b->scenario->comparator_name() : "n/a");
             rw.push_back(runs_text(r));
@@ -409,27 +410,32 @@ std::vector<row> instruction_rows(const std::vector<record>& all, bool with_open
     return rows;
 }
 
-row instruction_header(bool with_openssl) {
+// The libraries shown apart in the run ("OpenSSL", "OpenSSL or libpq"); empty when none is.
+std::string libraries_apart(const std::vector<record>& all) {
+    std::string names;
+    for (auto l : {instruction_plan::library::openssl, instruction_plan::library::libpq})
+        if (std::any_of(all.begin(), all.end(), [&](auto& r) { return library_of_metric(r.metric->name) == l; }))
+            names += (names.empty() ? "" : " or ") + std::string(library_label(l));
+    return names;
+}
+
+row instruction_header(const std::string& libraries) {
     row h{"scenario", "params", "impl", "instructions", "per"};
-    if (with_openssl) h.push_back("of which OpenSSL");
+    if (!libraries.empty()) h.push_back("of which " + libraries);
     h.push_back("vs best comparator");
     h.push_back("runs");
     return h;
 }
 
-bool has_openssl(const std::vector<record>& all) {
-    return std::any_of(all.begin(), all.end(), [](auto& r) { return r.metric->name == openssl_instr_per_op_name; });
-}
-
 std::string instruction_section(const std::vector<record>& all) {
-    const bool ssl = has_openssl(all);
+    const std::string libs = libraries_apart(all);
     std::string out =
         "\n## Instructions per operation\n\nUser-space instructions per operation counted by callgrind in the "
         "measured window (the method above), for every implementation; \"vs best comparator\" is the best "
         "comparator's count over this row's (> 1: fewer instructions than the best comparator of the point, which "
         "is named: asio, or the scenario's own comparators); \"runs\" says whether repeated runs counted the same.\n\n";
-    out += md_header(instruction_header(ssl), {0, 1, 2, 4});
-    for (auto& rw : instruction_rows(all, ssl)) out += md_row(rw);
+    out += md_header(instruction_header(libs), {0, 1, 2, 4});
+    for (auto& rw : instruction_rows(all, !libs.empty())) out += md_row(rw);
     return out;
 }
 
@@ -457,9 +463,9 @@ std::string format_trailing_text(const std::vector<record>& all) {
 }
 
 std::string format_instruction_table(const std::vector<record>& all) {
-    const bool ssl = has_openssl(all);
-    std::vector<row> rows{instruction_header(ssl)};
-    for (auto& rw : instruction_rows(all, ssl)) rows.push_back(std::move(rw));
+    const std::string libs = libraries_apart(all);
+    std::vector<row> rows{instruction_header(libs)};
+    for (auto& rw : instruction_rows(all, !libs.empty())) rows.push_back(std::move(rw));
     if (rows.size() == 1) return {};
     std::vector<std::size_t> w(rows[0].size(), 0);
     for (auto& rw : rows)

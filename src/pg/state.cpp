@@ -223,16 +223,20 @@ void connection_state::sync() {
 }
 
 void connection_state::schedule_flush() {
-  if (!flush_posted) {
-    flush_posted = true;
-    retain(this);
-    // Queued behind the tasks that are ready now, which may send more queries into the same batch.
-    ctx->post([this] {
-      flush_posted = false;
-      if (!closed && !broken) flush_now();
-      release(this);
-    });
+  if (flush_posted) {
+    // The send that posted the flush woke the driver for this batch's results, and the unsent queries keep a slot
+    // waiting until the flush: a later query of the batch changes nothing the driver waits for.
+    if (!driving) kick();
+    return;
   }
+  flush_posted = true;
+  retain(this);
+  // Queued behind the tasks that are ready now, which may send more queries into the same batch.
+  ctx->post([this] {
+    flush_posted = false;
+    if (!closed && !broken) flush_now();
+    release(this);
+  });
   kick();
 }
 
@@ -295,8 +299,10 @@ void connection_state::take_notifications() noexcept {
 void connection_state::process_input() {
   if (processing) return;
   processing = true;
+  // Notifications are taken once per pass, before and after the results: PQnotifies parses the input each time
+  // it is called, which per result would cost as much again as PQisBusy.
+  take_notifications();
   for (;;) {
-    take_notifications();
     if (closed || broken || pipeline_off || slots.empty()) break;
     slot& h = slots.front();
     if (h.kind == slot_kind::query && h.op != nullptr && h.op->req_.single_row && h.op->pending_row_) break;
@@ -330,6 +336,7 @@ void connection_state::process_input() {
       break;
     }
   }
+  take_notifications();
   processing = false;
 }
 

@@ -337,4 +337,43 @@ TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
   }(*this, ctx), 60s);
 }
 
+// The text form of integers, read without a server: what PostgreSQL writes (an optional '-' and digits), the
+// extremes of int64, leading zeros, and everything else refused as bad_value, as std::from_chars would.
+TEST(pg_text_integers, read_exactly_as_from_chars_reads_them) {
+  auto read = [](std::string_view text, std::int64_t& out) {
+    pgl::detail::field_data f;
+    f.data = text.data();
+    f.length = static_cast<int>(text.size());
+    f.null = false;
+    return pgl::detail::decode_signed(f, std::numeric_limits<std::int64_t>::min(),
+                                      std::numeric_limits<std::int64_t>::max(), out);
+  };
+  const std::pair<std::string_view, std::int64_t> good[] = {
+      {"0", 0}, {"-0", 0}, {"7", 7}, {"-12", -12}, {"000123", 123}, {"-0000000000000000000000042", -42},
+      {"2147483648", 2147483648LL}, {"9223372036854775807", std::numeric_limits<std::int64_t>::max()},
+      {"-9223372036854775808", std::numeric_limits<std::int64_t>::min()}, {"999999999999999999", 999999999999999999LL},
+      {"12345678", 12345678}, {"-87654321", -87654321}, {"100000000", 100000000}, {"0012345678", 12345678},
+      {"1234567890123456", 1234567890123456LL}, {"99999999", 99999999}};
+  for (auto [text, want] : good) {
+    std::int64_t got = 1;
+    EXPECT_FALSE(read(text, got)) << text;
+    EXPECT_EQ(got, want) << text;
+  }
+  const std::string_view bad[] = {"", "-", "+1", " 1", "1 ", "1x", "--1", "0x10", "1.0",
+                                  "9223372036854775808", "-9223372036854775809", "18446744073709551616",
+                                  "99999999999999999999", "123456789012345678901234", "12345:78", "1234567/",
+                                  "/2345678", "1234567a9", "123456789012345a", "12345678-"};
+  for (std::string_view text : bad) {
+    std::int64_t got = 5;
+    EXPECT_EC(read(text, got), pgl::error::bad_value) << text;
+    EXPECT_EQ(got, 5) << text;
+  }
+  std::int32_t narrow = 0;
+  pgl::detail::field_data f;
+  f.data = "2147483648";
+  f.length = 10;
+  f.null = false;
+  EXPECT_EC(pgl::field_traits<std::int32_t>::decode(f, narrow), pgl::error::bad_value);
+}
+
 }  // namespace
