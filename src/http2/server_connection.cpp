@@ -487,9 +487,7 @@ void server_connection::send_goaway(std::uint32_t code) {
 // sent by mem_send). Those go in with the rest, in one mem_recv, not one per frame.
 bool server_connection::feed(const char* data, std::size_t n) {
   std::size_t start = 0, i = 0;
-  scanner_.opened = 0;
-  scanner_.closing = false;
-  scanner_.ended_count = 0;
+  scanner_.restart();
   while (i < n) {
     frame_scanner& f = scanner_;
     if (f.skip != 0) {
@@ -522,9 +520,7 @@ bool server_connection::feed(const char* data, std::size_t n) {
     const std::size_t header_start = i >= start + sizeof f.header ? i - sizeof f.header : start;
     if (!deliver(data + start, header_start - start)) return false;
     start = header_start;
-    f.opened = 0;
-    f.closing = false;
-    f.ended_count = 0;
+    f.restart();
     if (ends) f.end(id);
     if (id <= max_seen_ && nghttp2_session_find_stream(session_.get(), id) == nullptr) {
       frame_on_gone_stream(id, NGHTTP2_DATA);

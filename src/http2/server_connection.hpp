@@ -348,6 +348,12 @@ class server_connection final : public http::stop_listener {
       if (ended_count < ended_ids.size()) ended_ids[ended_count++] = id;
       else closing = true;
     }
+    // The bytes scanned so far have been delivered: nothing is pending any more.
+    void restart() noexcept {
+      opened = 0;
+      closing = false;
+      ended_count = 0;
+    }
   };
   frame_scanner scanner_;
 
