@@ -71,10 +71,17 @@ std::string_view view(nghttp2_rcbuf* b) noexcept {
 }
 
 // RFC 9113 §8.2.2: fields that are specific to an HTTP/1.1 connection are not sent; the length is the server's.
+// By length first: every field of every response passes here.
 bool dropped_in_h2(std::string_view name) noexcept {
-  return http::iequals(name, "connection") || http::iequals(name, "keep-alive") ||
-         http::iequals(name, "proxy-connection") || http::iequals(name, "transfer-encoding") ||
-         http::iequals(name, "upgrade") || http::iequals(name, "te") || http::iequals(name, "content-length");
+  switch (name.size()) {
+    case 2: return http::iequals(name, "te");
+    case 7: return http::iequals(name, "upgrade");
+    case 10: return http::iequals(name, "connection") || http::iequals(name, "keep-alive");
+    case 14: return http::iequals(name, "content-length");
+    case 16: return http::iequals(name, "proxy-connection");
+    case 17: return http::iequals(name, "transfer-encoding");
+    default: return false;
+  }
 }
 
 bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
@@ -1325,8 +1332,14 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
 // The response head, into nva_ (names lowercased, as HTTP/2 requires), and submitted.
 bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
                                     std::optional<std::uint64_t> length, bool with_body) {
+  // One pass over the handler's fields: the room their names take, and whether they set Server or Date.
   std::size_t need = 3 + 20;
-  for (http::field x : f) need += x.name.size();
+  bool has_server = false, has_date = false;
+  for (http::field x : f) {
+    need += x.name.size();
+    if (x.name.size() == 6) has_server = has_server || http::iequals(x.name, "server");
+    else if (x.name.size() == 4) has_date = has_date || http::iequals(x.name, "date");
+  }
   nva_text_.clear();
   nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
   nva_.clear();
@@ -1343,10 +1356,10 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   };
   const std::string_view code = put_number(static_cast<std::uint64_t>(status));
   nva_.push_back(make_static_nv(":status", code.data(), code.size()));
-  if (!hopts_.server_name.empty() && !f.contains("server")) {
+  if (!hopts_.server_name.empty() && !has_server) {
     nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
   }
-  if (hopts_.date && !f.contains("date")) {
+  if (hopts_.date && !has_date) {
     const std::string_view now = http::date_now();
     nva_.push_back(make_static_nv("date", now.data(), now.size()));
   }
@@ -1356,10 +1369,10 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
-    const char* name = put(x.name);
+    char* name = nva_text_.data() + nva_text_.size();
+    nva_text_.append(x.name);
     for (std::size_t i = 0; i < x.name.size(); ++i) {
-      char& c = nva_text_[static_cast<std::size_t>(name - nva_text_.data()) + i];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+      if (name[i] >= 'A' && name[i] <= 'Z') name[i] = static_cast<char>(name[i] + ('a' - 'A'));
     }
     nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
   }
