@@ -2,8 +2,8 @@
 // the connection's loop.
 //
 // - The reader reads from the socket (or the TLS transport) into one buffer and hands the bytes to
-//   nghttp2_session_mem_recv. The callbacks it triggers record what arrived into the streams (header fields as
-//   views into nghttp2's reference-counted buffers, DATA appended to the stream's input) and start a handler task
+//   nghttp2_session_mem_recv. The callbacks it triggers record what arrived into the streams (header fields
+//   copied or held by reference, header_text; DATA appended to the stream's input) and start a handler task
 //   for each request whose header section is complete. While the writer is stuck on a full output buffer (a peer
 //   that does not read), the reader reads no more, so what a peer sends cannot pile answers up in memory.
 // - The writer gathers frames with nghttp2_session_mem_send into one output buffer, only while it has room (so
@@ -146,26 +146,38 @@ struct callbacks {
     server_connection& c = conn(user);
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-      c.open_stream(frame->hd.stream_id);
+      c.header_stream_ = c.open_stream(frame->hd.stream_id);
     } else if (server_stream* s = stream(c.session_.get(), frame->hd.stream_id)) {
       s->in_trailers_ = true;
       s->header_bytes_ = 0;
+      c.header_stream_ = s;
     }
     return 0;
   }
 
   static int on_header(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
-                       nghttp2_rcbuf* value, std::uint8_t, void* user) {
+                       nghttp2_rcbuf* value, std::uint8_t flags, void* user) {
+    try {
+      return on_field(session, frame, name, value, flags, user);
+    } catch (...) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;  // out of memory: this connection ends (nothing throws through nghttp2)
+    }
+  }
+
+  static int on_field(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
+                      nghttp2_rcbuf* value, std::uint8_t, void* user) {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    server_stream* s = stream(session, frame->hd.stream_id);
+    server_connection& c = conn(user);
+    // The stream whose header block this is, as on_begin_headers found it (a lookup in nghttp2's map per field
+    // otherwise); looked up again if it has closed since.
+    server_stream* s = c.header_stream_;
+    if (s == nullptr || s->id_ != frame->hd.stream_id || s->closed_) s = stream(session, frame->hd.stream_id);
     if (s == nullptr) return 0;
-    const http::parser_limits& limits = conn(user).hopts_.limits;
-    const std::string_view n = view(name), v = view(value);
+    const http::parser_limits& limits = c.hopts_.limits;
+    std::string_view n = view(name), v = view(value);
     const auto hold = [&] {
-      nghttp2_rcbuf_incref(name);
-      nghttp2_rcbuf_incref(value);
-      s->held_.push_back(name);
-      s->held_.push_back(value);
+      n = s->text_.keep(name, n);
+      v = s->text_.keep(value, v);
     };
     // Sizes as an HTTP/1.1 head would count them ("name: value" and its CRLF), against the same limits.
     s->header_bytes_ += n.size() + v.size() + 4;
@@ -177,20 +189,15 @@ struct callbacks {
     }
     if (!n.empty() && n.front() == ':') {
       s->header_bytes_ -= n.size() + v.size() + 4;
-      if (n == ":method") {
-        s->head_.method_name = v;
-      } else if (n == ":path") {
-        s->head_.target = v;
-      } else if (n == ":authority") {
-        s->authority_ = v;
-      } else if (n == ":protocol") {
-        s->protocol_ = v;
-      } else {
-        return 0;  // :scheme: the connection's, whatever it says
-      }
+      std::string_view* to;
+      if (n == ":method") to = &s->head_.method_name;
+      else if (n == ":path") to = &s->head_.target;
+      else if (n == ":authority") to = &s->authority_;
+      else if (n == ":protocol") to = &s->protocol_;
+      else return 0;  // :scheme: the connection's, whatever it says
       s->pseudo_bytes_ += v.size();
       if (s->pseudo_bytes_ > limits.max_request_line && s->refused_ == 0) s->refused_ = http::status::uri_too_long;
-      hold();
+      *to = s->text_.keep(value, v);
       return 0;
     }
     if (s->header_bytes_ > limits.max_header_bytes || s->fields_.size() >= limits.max_headers) {
@@ -199,7 +206,7 @@ struct callbacks {
       // into megabytes): its stream is reset now, so that nghttp2 stops checking and handing over every field.
       if (s->header_bytes_ > 4 * limits.max_header_bytes + 4096 ||
           s->fields_.size() + s->dropped_ > 4 * limits.max_headers) {
-        (void)conn(user).charge(1);
+        (void)c.charge(1);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
       }
       ++s->dropped_;
@@ -778,6 +785,33 @@ void body_buffer::release() noexcept {
   capacity_ = 0;
 }
 
+// ---- header_text ----
+
+void header_text::grow() {
+  if (!first_) {
+    first_ = std::make_unique_for_overwrite<char[]>(block_size);
+    at_ = first_.get();
+  } else {
+    more_.push_back(std::make_unique_for_overwrite<char[]>(block_size));
+    at_ = more_.back().get();
+  }
+  left_ = block_size;
+}
+
+std::string_view header_text::hold(nghttp2_rcbuf* b, std::string_view text) {
+  held_.push_back(b);
+  nghttp2_rcbuf_incref(b);
+  return text;
+}
+
+void header_text::clear() noexcept {
+  for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
+  held_.clear();
+  more_.clear();
+  at_ = first_.get();
+  left_ = first_ ? block_size : 0;
+}
+
 // ---- the streams' history ----
 
 void server_connection::remember(std::int32_t id) noexcept {
@@ -867,6 +901,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   else live_ = s.next_;
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
+  if (header_stream_ == &s) header_stream_ = nullptr;
   if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
@@ -880,8 +915,7 @@ void server_connection::recycle(server_stream& s) noexcept {
 }
 
 void server_stream::release_fields() noexcept {
-  for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
-  held_.clear();
+  text_.clear();
   fields_.clear();
   trailers_.clear();
   trailer_list_ = {};
