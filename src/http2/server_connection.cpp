@@ -128,17 +128,16 @@ struct callbacks {
     return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(s, id));
   }
 
-  // Before nghttp2 looks at a frame: the streams the peer opens are remembered, and DATA or HEADERS for one that
+  // Before nghttp2 looks at a HEADERS frame: the streams the peer opens are remembered, and HEADERS for one that
   // nghttp2 has forgotten is judged by how it ended (nghttp2 keeps no closed streams here, and ignores such frames).
+  // DATA is judged by feed(), which splits mem_recv where a DATA frame may find its stream gone (nghttp2 1.52 calls
+  // this callback for DATA only when it holds the stream: a lookup here would find it every time).
   static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd, void* user) {
     server_connection& c = conn(user);
     const std::int32_t id = hd->stream_id;
-    if (id == 0 || (id & 1) == 0 || (hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS)) return 0;
-    if (hd->type == NGHTTP2_HEADERS && id > c.max_seen_) {
-      c.remember(id);
-      return 0;
-    }
-    if (id <= c.max_seen_ && nghttp2_session_find_stream(session, id) == nullptr) c.frame_on_gone_stream(id, hd->type);
+    if (hd->type != NGHTTP2_HEADERS || id == 0 || (id & 1) == 0) return 0;
+    if (id > c.max_seen_) c.remember(id);
+    else if (nghttp2_session_find_stream(session, id) == nullptr) c.frame_on_gone_stream(id, NGHTTP2_HEADERS);
     return 0;
   }
 
