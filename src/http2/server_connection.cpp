@@ -433,6 +433,8 @@ task<void> server_connection::run() {
   spawn(ctx_, read_loop(), reader_stop_.get_token()).detach();
   tasks_.add();
   spawn(ctx_, write_loop(), writer_stop_.get_token()).detach();
+  tasks_.add();
+  spawn(ctx_, idle_watch(), writer_stop_.get_token()).detach();
   co_await tasks_.wait();
   *listener_ = nullptr;
 }
@@ -577,15 +579,14 @@ void server_connection::note_header_block(std::uint8_t type, std::uint8_t flags)
   }
 }
 
-// The writer's: idle_timeout once no stream is open, a second for the answer to the shutdown notice's PING.
-// And while response bytes wait for the peer's windows, write_timeout after the last DATA frame: a peer that opens
-// no window for whole responses (whose handlers have ended, so no write of theirs waits and times out) would hold
-// their bodies and the connection for good.
+// The writer's: a second for the answer to the shutdown notice's PING, and while response bytes wait for the
+// peer's windows, write_timeout after the last DATA frame: a peer that opens no window for whole responses (whose
+// handlers have ended, so no write of theirs waits and times out) would hold their bodies and the connection for
+// good. idle_timeout is idle_watch's.
 std::optional<clock::time_point> server_connection::write_deadline() const noexcept {
   if (goaway_sent_) return std::nullopt;  // the session winds down; it ends when nghttp2 is done
   std::optional<clock::time_point> d;
   if (notice_sent_) d = notice_at_ + std::chrono::seconds(1);
-  else if (live_count_ == 0) d = idle_since_ + hopts_.idle_timeout;
   if (whole_out_ != 0) {
     const clock::time_point stall = data_sent_at_ + hopts_.write_timeout;
     if (!d || stall < *d) d = stall;
@@ -602,10 +603,31 @@ void server_connection::on_write_deadline() {
     (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_NO_ERROR);
     return;
   }
-  if (notice_sent_ ? now >= notice_at_ + std::chrono::seconds(1)
-                   : live_count_ == 0 && now >= idle_since_ + hopts_.idle_timeout) {
-    send_goaway(NGHTTP2_NO_ERROR);
+  if (notice_sent_ && now >= notice_at_ + std::chrono::seconds(1)) send_goaway(NGHTTP2_NO_ERROR);
+}
+
+// idle_timeout from the moment no stream is open, checked lazily: the watch sleeps until the earliest moment the
+// connection could be idle that long (idle_timeout after the last stream's end, or from now while streams are
+// open, since the next end comes later), and when it wakes too early it sleeps again until the deadline of the
+// moment. So the deadline is never late, and a busy connection arms one timer per idle_timeout instead of one per
+// wait of its writer (at one request in flight, two per request).
+task<void> server_connection::idle_watch() {
+  clock::time_point due = stamp() + hopts_.idle_timeout;
+  for (;;) {
+    if (co_await sleep_until(due)) break;  // the connection's end
+    if (goaway_sent_ || dead_) break;
+    if (notice_sent_ || live_count_ != 0) {
+      due = clock::now() + hopts_.idle_timeout;  // the shutdown has its own deadline; or not idle yet
+      continue;
+    }
+    due = idle_since_ + hopts_.idle_timeout;
+    if (clock::now() >= due) {
+      send_goaway(NGHTTP2_NO_ERROR);
+      wake_writer();
+      break;
+    }
   }
+  tasks_.done(ctx_);
 }
 
 // Reads until the peer ends the connection, a read fails, or the writer stops it. Once nghttp2 wants nothing more

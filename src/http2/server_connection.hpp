@@ -244,6 +244,7 @@ class server_connection final : public http::stop_listener {
   task<void> read_loop();
   task<void> write_loop();
   task<void> linger();
+  task<void> idle_watch();
   std::optional<clock::time_point> read_deadline() const noexcept;
   void note_header_block(std::uint8_t type, std::uint8_t flags) noexcept;
   std::optional<clock::time_point> write_deadline() const noexcept;
