@@ -434,7 +434,7 @@ task<void> server_connection::run() {
   tasks_.add();
   spawn(ctx_, write_loop(), writer_stop_.get_token()).detach();
   tasks_.add();
-  spawn(ctx_, idle_watch(), writer_stop_.get_token()).detach();
+  spawn(ctx_, watch(), writer_stop_.get_token()).detach();
   co_await tasks_.wait();
   *listener_ = nullptr;
 }
@@ -582,7 +582,7 @@ void server_connection::note_header_block(std::uint8_t type, std::uint8_t flags)
 // The writer's: a second for the answer to the shutdown notice's PING, and while response bytes wait for the
 // peer's windows, write_timeout after the last DATA frame: a peer that opens no window for whole responses (whose
 // handlers have ended, so no write of theirs waits and times out) would hold their bodies and the connection for
-// good. idle_timeout is idle_watch's.
+// good. idle_timeout is watch's.
 std::optional<clock::time_point> server_connection::write_deadline() const noexcept {
   if (goaway_sent_) return std::nullopt;  // the session winds down; it ends when nghttp2 is done
   std::optional<clock::time_point> d;
@@ -606,26 +606,34 @@ void server_connection::on_write_deadline() {
   if (notice_sent_ && now >= notice_at_ + std::chrono::seconds(1)) send_goaway(NGHTTP2_NO_ERROR);
 }
 
-// idle_timeout from the moment no stream is open, checked lazily: the watch sleeps until the earliest moment the
-// connection could be idle that long (idle_timeout after the last stream's end, or from now while streams are
-// open, since the next end comes later), and when it wakes too early it sleeps again until the deadline of the
-// moment. So the deadline is never late, and a busy connection arms one timer per idle_timeout instead of one per
-// wait of its writer (at one request in flight, two per request).
-task<void> server_connection::idle_watch() {
-  clock::time_point due = stamp() + hopts_.idle_timeout;
+// The connection's two deadlines that a busy connection would otherwise arm and cancel all the time, checked
+// lazily: idle_timeout from the moment no stream is open, and write_timeout on each write to the socket. The watch
+// sleeps until the earliest moment either could be due (idle_timeout after the last stream's end, or from now while
+// streams are open, since the next end comes later; write_timeout after the write in flight began, or from now),
+// and when it wakes too early it sleeps again until the deadlines of the moment, so neither is late; but at least
+// a millisecond later, so that a timeout of zero is polled, not spun on. A busy connection arms one timer per
+// timeout instead of two per request at one request in flight (the writer's wait for its doorbell and its write).
+// A write past its deadline is cancelled through the writer's stop token; the watch ends with the writer
+// (end_connection).
+task<void> server_connection::watch() {
+  clock::time_point due = stamp() + std::min(hopts_.idle_timeout, hopts_.write_timeout);
   for (;;) {
     if (co_await sleep_until(due)) break;  // the connection's end
-    if (goaway_sent_ || dead_) break;
-    if (notice_sent_ || live_count_ != 0) {
-      due = clock::now() + hopts_.idle_timeout;  // the shutdown has its own deadline; or not idle yet
-      continue;
-    }
-    due = idle_since_ + hopts_.idle_timeout;
-    if (clock::now() >= due) {
-      send_goaway(NGHTTP2_NO_ERROR);
-      wake_writer();
+    const clock::time_point now = clock::now();
+    if (writing_ && now - write_started_ >= hopts_.write_timeout) {
+      write_timed_out_ = true;
+      writer_stop_.request_stop();
       break;
     }
+    // No idle deadline once the session winds down (a GOAWAY sent, a shutdown's own deadline, a dead connection).
+    const bool idle_applies = !dead_ && !goaway_sent_ && !notice_sent_;
+    if (idle_applies && live_count_ == 0 && now - idle_since_ >= hopts_.idle_timeout) {
+      send_goaway(NGHTTP2_NO_ERROR);
+      wake_writer();
+    }
+    due = (writing_ ? write_started_ : now) + hopts_.write_timeout;
+    if (idle_applies) due = std::min(due, (live_count_ == 0 ? idle_since_ : now) + hopts_.idle_timeout);
+    due = std::max(due, now + std::chrono::milliseconds(1));  // a timeout of zero is polled, not spun on
   }
   tasks_.done(ctx_);
 }
@@ -700,10 +708,11 @@ task<void> server_connection::write_loop() {
       continue;
     }
     writing_ = true;
+    write_started_ = stamp();  // write_timeout from here (watch)
     const const_buffer out(output_.data(), output_.size());
     io_result<std::size_t> r;
-    if (secure_ != nullptr) r = co_await with_timeout(secure_->write_all(out), hopts_.write_timeout);
-    else r = co_await with_timeout(socket_.write_all(out), hopts_.write_timeout);
+    if (secure_ != nullptr) r = co_await secure_->write_all(out);
+    else r = co_await socket_.write_all(out);
     writing_ = false;
     output_.clear();
     written_.set();
@@ -711,7 +720,7 @@ task<void> server_connection::write_loop() {
       dead_ = true;  // a peer that takes nothing within the write timeout (or a broken connection)
       // Reset on close rather than left to the kernel to deliver what is queued: it would hold the buffers, and
       // the connection's end, for as long as the peer keeps its window shut.
-      if (r.ec == tern::error::timed_out) {
+      if (write_timed_out_) {
         (void)(secure_ != nullptr ? secure_->socket() : socket_).set_option(net::option::linger{true, std::chrono::seconds(0)});
       }
       break;

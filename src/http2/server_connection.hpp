@@ -244,7 +244,7 @@ class server_connection final : public http::stop_listener {
   task<void> read_loop();
   task<void> write_loop();
   task<void> linger();
-  task<void> idle_watch();
+  task<void> watch();
   std::optional<clock::time_point> read_deadline() const noexcept;
   void note_header_block(std::uint8_t type, std::uint8_t flags) noexcept;
   std::optional<clock::time_point> write_deadline() const noexcept;
@@ -415,6 +415,8 @@ class server_connection final : public http::stop_listener {
   bool dead_ = false;               // the connection failed or ended: nothing more is read, written or served
   bool flush_on_death_ = false;     // but the GOAWAY nghttp2 queued for a flood still goes out
   bool writing_ = false;            // a write to the socket is in flight
+  clock::time_point write_started_{};  // when (write_timeout, watch)
+  bool write_timed_out_ = false;    // watch cancelled it
 };
 
 }  // namespace tern::http2::detail
