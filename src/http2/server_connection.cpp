@@ -458,7 +458,7 @@ void server_connection::end_connection() noexcept {
 }
 
 // What a callback decided and could not do inside nghttp2's call: made now that mem_recv or mem_send has returned.
-void server_connection::after_session_calls() {
+void server_connection::make_deferred_calls() {
   nghttp2_session* session = session_.get();
   for (auto [id, code] : resets_) (void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, code);
   resets_.clear();

@@ -252,7 +252,11 @@ class server_connection final : public http::stop_listener {
   bool feed(const char* data, std::size_t n);
   bool deliver(const char* data, std::size_t n);
   void fill_output();
-  void after_session_calls();
+  // After every mem_recv and mem_send; usually with nothing to do (a shutdown sets stopping_ first).
+  void after_session_calls() {
+    if (!resets_.empty() || pending_consume_ != 0 || stopping_) make_deferred_calls();
+  }
+  void make_deferred_calls();
   void send_goaway(std::uint32_t code);
   void wake_writer() noexcept { write_wanted_.set(); }
   void end_connection() noexcept;
