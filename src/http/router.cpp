@@ -1,6 +1,7 @@
 // Routes by method and path, and the request's view of its target (see tern/http/router.hpp, request.hpp).
 #include "tern/http/router.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tern::http {
@@ -14,9 +15,11 @@ bool for_each_segment(std::string_view path, F&& f) {
   path.remove_prefix(1);
   if (path.empty()) return true;
   for (;;) {
-    const std::size_t slash = path.find('/');
+    // A loop rather than find(): segments are a few bytes, shorter than a call to memchr is worth.
+    std::size_t slash = 0;
+    while (slash < path.size() && path[slash] != '/') ++slash;
     if (!f(path.substr(0, slash))) return false;
-    if (slash == std::string_view::npos) return true;
+    if (slash == path.size()) return true;
     path.remove_prefix(slash + 1);
   }
 }
@@ -135,21 +138,21 @@ const router::route* router::match(request& req, int& status, std::string& allow
     }
     return false;
   };
+  // The method first: only the routes that may answer it are matched against the path; the others only when none
+  // does (a 405 or a 404).
   const route* best = nullptr;
   const route* best_get = nullptr;  // HEAD's fallback
-  bool other_methods = false;
   for (const route& r : routes_) {
-    if (!matches(r)) continue;
     if (r.method == req.method()) {
-      if (better(r, best)) best = &r;
+      if (matches(r) && better(r, best)) best = &r;
     } else if (r.method == method::get && req.method() == method::head) {
-      if (better(r, best_get)) best_get = &r;
-    } else {
-      other_methods = true;
+      if (matches(r) && better(r, best_get)) best_get = &r;
     }
   }
   if (best == nullptr) best = best_get;
   if (best == nullptr) {
+    // No route of this method matches: any that matches is one of another method.
+    const bool other_methods = std::any_of(routes_.begin(), routes_.end(), matches);
     status = other_methods ? status::method_not_allowed : status::not_found;
     allow.clear();
     for (const route& r : routes_) {

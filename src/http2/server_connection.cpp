@@ -2,8 +2,8 @@
 // the connection's loop.
 //
 // - The reader reads from the socket (or the TLS transport) into one buffer and hands the bytes to
-//   nghttp2_session_mem_recv. The callbacks it triggers record what arrived into the streams (header fields as
-//   views into nghttp2's reference-counted buffers, DATA appended to the stream's input) and start a handler task
+//   nghttp2_session_mem_recv. The callbacks it triggers record what arrived into the streams (header fields
+//   copied or held by reference, header_text; DATA appended to the stream's input) and start a handler task
 //   for each request whose header section is complete. While the writer is stuck on a full output buffer (a peer
 //   that does not read), the reader reads no more, so what a peer sends cannot pile answers up in memory.
 // - The writer gathers frames with nghttp2_session_mem_send into one output buffer, only while it has room (so
@@ -71,10 +71,17 @@ std::string_view view(nghttp2_rcbuf* b) noexcept {
 }
 
 // RFC 9113 §8.2.2: fields that are specific to an HTTP/1.1 connection are not sent; the length is the server's.
+// By length first: every field of every response passes here.
 bool dropped_in_h2(std::string_view name) noexcept {
-  return http::iequals(name, "connection") || http::iequals(name, "keep-alive") ||
-         http::iequals(name, "proxy-connection") || http::iequals(name, "transfer-encoding") ||
-         http::iequals(name, "upgrade") || http::iequals(name, "te") || http::iequals(name, "content-length");
+  switch (name.size()) {
+    case 2: return http::iequals(name, "te");
+    case 7: return http::iequals(name, "upgrade");
+    case 10: return http::iequals(name, "connection") || http::iequals(name, "keep-alive");
+    case 14: return http::iequals(name, "content-length");
+    case 16: return http::iequals(name, "proxy-connection");
+    case 17: return http::iequals(name, "transfer-encoding");
+    default: return false;
+  }
 }
 
 bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
@@ -121,17 +128,16 @@ struct callbacks {
     return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(s, id));
   }
 
-  // Before nghttp2 looks at a frame: the streams the peer opens are remembered, and DATA or HEADERS for one that
+  // Before nghttp2 looks at a HEADERS frame: the streams the peer opens are remembered, and HEADERS for one that
   // nghttp2 has forgotten is judged by how it ended (nghttp2 keeps no closed streams here, and ignores such frames).
+  // DATA is judged by feed(), which splits mem_recv where a DATA frame may find its stream gone (nghttp2 1.52 calls
+  // this callback for DATA only when it holds the stream: a lookup here would find it every time).
   static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd, void* user) {
     server_connection& c = conn(user);
     const std::int32_t id = hd->stream_id;
-    if (id == 0 || (id & 1) == 0 || (hd->type != NGHTTP2_DATA && hd->type != NGHTTP2_HEADERS)) return 0;
-    if (hd->type == NGHTTP2_HEADERS && id > c.max_seen_) {
-      c.remember(id);
-      return 0;
-    }
-    if (id <= c.max_seen_ && nghttp2_session_find_stream(session, id) == nullptr) c.frame_on_gone_stream(id, hd->type);
+    if (hd->type != NGHTTP2_HEADERS || id == 0 || (id & 1) == 0) return 0;
+    if (id > c.max_seen_) c.remember(id);
+    else if (nghttp2_session_find_stream(session, id) == nullptr) c.frame_on_gone_stream(id, NGHTTP2_HEADERS);
     return 0;
   }
 
@@ -139,26 +145,38 @@ struct callbacks {
     server_connection& c = conn(user);
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-      c.open_stream(frame->hd.stream_id);
+      c.header_stream_ = c.open_stream(frame->hd.stream_id);
     } else if (server_stream* s = stream(c.session_.get(), frame->hd.stream_id)) {
       s->in_trailers_ = true;
       s->header_bytes_ = 0;
+      c.header_stream_ = s;
     }
     return 0;
   }
 
   static int on_header(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
-                       nghttp2_rcbuf* value, std::uint8_t, void* user) {
+                       nghttp2_rcbuf* value, std::uint8_t flags, void* user) {
+    try {
+      return on_field(session, frame, name, value, flags, user);
+    } catch (...) {
+      return NGHTTP2_ERR_CALLBACK_FAILURE;  // out of memory: this connection ends (nothing throws through nghttp2)
+    }
+  }
+
+  static int on_field(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
+                      nghttp2_rcbuf* value, std::uint8_t, void* user) {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    server_stream* s = stream(session, frame->hd.stream_id);
+    server_connection& c = conn(user);
+    // The stream whose header block this is, as on_begin_headers found it (a lookup in nghttp2's map per field
+    // otherwise); looked up again if it has closed since.
+    server_stream* s = c.header_stream_;
+    if (s == nullptr || s->id_ != frame->hd.stream_id || s->closed_) s = stream(session, frame->hd.stream_id);
     if (s == nullptr) return 0;
-    const http::parser_limits& limits = conn(user).hopts_.limits;
-    const std::string_view n = view(name), v = view(value);
+    const http::parser_limits& limits = c.hopts_.limits;
+    std::string_view n = view(name), v = view(value);
     const auto hold = [&] {
-      nghttp2_rcbuf_incref(name);
-      nghttp2_rcbuf_incref(value);
-      s->held_.push_back(name);
-      s->held_.push_back(value);
+      n = s->text_.keep(name, n);
+      v = s->text_.keep(value, v);
     };
     // Sizes as an HTTP/1.1 head would count them ("name: value" and its CRLF), against the same limits.
     s->header_bytes_ += n.size() + v.size() + 4;
@@ -170,20 +188,15 @@ struct callbacks {
     }
     if (!n.empty() && n.front() == ':') {
       s->header_bytes_ -= n.size() + v.size() + 4;
-      if (n == ":method") {
-        s->head_.method_name = v;
-      } else if (n == ":path") {
-        s->head_.target = v;
-      } else if (n == ":authority") {
-        s->authority_ = v;
-      } else if (n == ":protocol") {
-        s->protocol_ = v;
-      } else {
-        return 0;  // :scheme: the connection's, whatever it says
-      }
+      std::string_view* to;
+      if (n == ":method") to = &s->head_.method_name;
+      else if (n == ":path") to = &s->head_.target;
+      else if (n == ":authority") to = &s->authority_;
+      else if (n == ":protocol") to = &s->protocol_;
+      else return 0;  // :scheme: the connection's, whatever it says
       s->pseudo_bytes_ += v.size();
       if (s->pseudo_bytes_ > limits.max_request_line && s->refused_ == 0) s->refused_ = http::status::uri_too_long;
-      hold();
+      *to = s->text_.keep(value, v);
       return 0;
     }
     if (s->header_bytes_ > limits.max_header_bytes || s->fields_.size() >= limits.max_headers) {
@@ -192,7 +205,7 @@ struct callbacks {
       // into megabytes): its stream is reset now, so that nghttp2 stops checking and handing over every field.
       if (s->header_bytes_ > 4 * limits.max_header_bytes + 4096 ||
           s->fields_.size() + s->dropped_ > 4 * limits.max_headers) {
-        (void)conn(user).charge(1);
+        (void)c.charge(1);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
       }
       ++s->dropped_;
@@ -420,6 +433,8 @@ task<void> server_connection::run() {
   spawn(ctx_, read_loop(), reader_stop_.get_token()).detach();
   tasks_.add();
   spawn(ctx_, write_loop(), writer_stop_.get_token()).detach();
+  tasks_.add();
+  spawn(ctx_, watch(), writer_stop_.get_token()).detach();
   co_await tasks_.wait();
   *listener_ = nullptr;
 }
@@ -443,7 +458,7 @@ void server_connection::end_connection() noexcept {
 }
 
 // What a callback decided and could not do inside nghttp2's call: made now that mem_recv or mem_send has returned.
-void server_connection::after_session_calls() {
+void server_connection::make_deferred_calls() {
   nghttp2_session* session = session_.get();
   for (auto [id, code] : resets_) (void)nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, code);
   resets_.clear();
@@ -487,9 +502,7 @@ void server_connection::send_goaway(std::uint32_t code) {
 // sent by mem_send). Those go in with the rest, in one mem_recv, not one per frame.
 bool server_connection::feed(const char* data, std::size_t n) {
   std::size_t start = 0, i = 0;
-  scanner_.opened = 0;
-  scanner_.closing = false;
-  scanner_.ended_count = 0;
+  scanner_.restart();
   while (i < n) {
     frame_scanner& f = scanner_;
     if (f.skip != 0) {
@@ -522,9 +535,7 @@ bool server_connection::feed(const char* data, std::size_t n) {
     const std::size_t header_start = i >= start + sizeof f.header ? i - sizeof f.header : start;
     if (!deliver(data + start, header_start - start)) return false;
     start = header_start;
-    f.opened = 0;
-    f.closing = false;
-    f.ended_count = 0;
+    f.restart();
     if (ends) f.end(id);
     if (id <= max_seen_ && nghttp2_session_find_stream(session_.get(), id) == nullptr) {
       frame_on_gone_stream(id, NGHTTP2_DATA);
@@ -568,15 +579,14 @@ void server_connection::note_header_block(std::uint8_t type, std::uint8_t flags)
   }
 }
 
-// The writer's: idle_timeout once no stream is open, a second for the answer to the shutdown notice's PING.
-// And while response bytes wait for the peer's windows, write_timeout after the last DATA frame: a peer that opens
-// no window for whole responses (whose handlers have ended, so no write of theirs waits and times out) would hold
-// their bodies and the connection for good.
+// The writer's: a second for the answer to the shutdown notice's PING, and while response bytes wait for the
+// peer's windows, write_timeout after the last DATA frame: a peer that opens no window for whole responses (whose
+// handlers have ended, so no write of theirs waits and times out) would hold their bodies and the connection for
+// good. idle_timeout is watch's.
 std::optional<clock::time_point> server_connection::write_deadline() const noexcept {
   if (goaway_sent_) return std::nullopt;  // the session winds down; it ends when nghttp2 is done
   std::optional<clock::time_point> d;
   if (notice_sent_) d = notice_at_ + std::chrono::seconds(1);
-  else if (live_count_ == 0) d = idle_since_ + hopts_.idle_timeout;
   if (whole_out_ != 0) {
     const clock::time_point stall = data_sent_at_ + hopts_.write_timeout;
     if (!d || stall < *d) d = stall;
@@ -593,10 +603,39 @@ void server_connection::on_write_deadline() {
     (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_NO_ERROR);
     return;
   }
-  if (notice_sent_ ? now >= notice_at_ + std::chrono::seconds(1)
-                   : live_count_ == 0 && now >= idle_since_ + hopts_.idle_timeout) {
-    send_goaway(NGHTTP2_NO_ERROR);
+  if (notice_sent_ && now >= notice_at_ + std::chrono::seconds(1)) send_goaway(NGHTTP2_NO_ERROR);
+}
+
+// The connection's two deadlines that a busy connection would otherwise arm and cancel all the time, checked
+// lazily: idle_timeout from the moment no stream is open, and write_timeout on each write to the socket. The watch
+// sleeps until the earliest moment either could be due (idle_timeout after the last stream's end, or from now while
+// streams are open, since the next end comes later; write_timeout after the write in flight began, or from now),
+// and when it wakes too early it sleeps again until the deadlines of the moment, so neither is late; but at least
+// a millisecond later, so that a timeout of zero is polled, not spun on. A busy connection arms one timer per
+// timeout instead of two per request at one request in flight (the writer's wait for its doorbell and its write).
+// A write past its deadline is cancelled through the writer's stop token; the watch ends with the writer
+// (end_connection).
+task<void> server_connection::watch() {
+  clock::time_point due = stamp() + std::min(hopts_.idle_timeout, hopts_.write_timeout);
+  for (;;) {
+    if (co_await sleep_until(due)) break;  // the connection's end
+    const clock::time_point now = clock::now();
+    if (writing_ && now - write_started_ >= hopts_.write_timeout) {
+      write_timed_out_ = true;
+      writer_stop_.request_stop();
+      break;
+    }
+    // No idle deadline once the session winds down (a GOAWAY sent, a shutdown's own deadline, a dead connection).
+    const bool idle_applies = !dead_ && !goaway_sent_ && !notice_sent_;
+    if (idle_applies && live_count_ == 0 && now - idle_since_ >= hopts_.idle_timeout) {
+      send_goaway(NGHTTP2_NO_ERROR);
+      wake_writer();
+    }
+    due = (writing_ ? write_started_ : now) + hopts_.write_timeout;
+    if (idle_applies) due = std::min(due, (live_count_ == 0 ? idle_since_ : now) + hopts_.idle_timeout);
+    due = std::max(due, now + std::chrono::milliseconds(1));  // a timeout of zero is polled, not spun on
   }
+  tasks_.done(ctx_);
 }
 
 // Reads until the peer ends the connection, a read fails, or the writer stops it. Once nghttp2 wants nothing more
@@ -649,6 +688,9 @@ void server_connection::fill_output() {
 
 task<void> server_connection::write_loop() {
   for (;;) {
+    // What rang the doorbell so far is gathered now: a ring left from before (a handler's answer that came while
+    // the writer was already on its way) would only cost another turn that finds nothing.
+    write_wanted_.reset();
     if (!dead_ || flush_on_death_) {
       after_session_calls();
       fill_output();
@@ -666,10 +708,11 @@ task<void> server_connection::write_loop() {
       continue;
     }
     writing_ = true;
+    write_started_ = stamp();  // write_timeout from here (watch)
     const const_buffer out(output_.data(), output_.size());
     io_result<std::size_t> r;
-    if (secure_ != nullptr) r = co_await with_timeout(secure_->write_all(out), hopts_.write_timeout);
-    else r = co_await with_timeout(socket_.write_all(out), hopts_.write_timeout);
+    if (secure_ != nullptr) r = co_await secure_->write_all(out);
+    else r = co_await socket_.write_all(out);
     writing_ = false;
     output_.clear();
     written_.set();
@@ -677,7 +720,7 @@ task<void> server_connection::write_loop() {
       dead_ = true;  // a peer that takes nothing within the write timeout (or a broken connection)
       // Reset on close rather than left to the kernel to deliver what is queued: it would hold the buffers, and
       // the connection's end, for as long as the peer keeps its window shut.
-      if (r.ec == tern::error::timed_out) {
+      if (write_timed_out_) {
         (void)(secure_ != nullptr ? secure_->socket() : socket_).set_option(net::option::linger{true, std::chrono::seconds(0)});
       }
       break;
@@ -775,6 +818,33 @@ void body_buffer::release() noexcept {
   capacity_ = 0;
 }
 
+// ---- header_text ----
+
+void header_text::grow() {
+  if (!first_) {
+    first_ = std::make_unique_for_overwrite<char[]>(block_size);
+    at_ = first_.get();
+  } else {
+    more_.push_back(std::make_unique_for_overwrite<char[]>(block_size));
+    at_ = more_.back().get();
+  }
+  left_ = block_size;
+}
+
+std::string_view header_text::hold(nghttp2_rcbuf* b, std::string_view text) {
+  held_.push_back(b);
+  nghttp2_rcbuf_incref(b);
+  return text;
+}
+
+void header_text::clear() noexcept {
+  for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
+  held_.clear();
+  more_.clear();
+  at_ = first_.get();
+  left_ = first_ ? block_size : 0;
+}
+
 // ---- the streams' history ----
 
 void server_connection::remember(std::int32_t id) noexcept {
@@ -864,6 +934,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   else live_ = s.next_;
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
+  if (header_stream_ == &s) header_stream_ = nullptr;
   if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
@@ -877,8 +948,7 @@ void server_connection::recycle(server_stream& s) noexcept {
 }
 
 void server_stream::release_fields() noexcept {
-  for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
-  held_.clear();
+  text_.clear();
   fields_.clear();
   trailers_.clear();
   trailer_list_ = {};
@@ -1329,8 +1399,14 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
 // The response head, into nva_ (names lowercased, as HTTP/2 requires), and submitted.
 bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
                                     std::optional<std::uint64_t> length, bool with_body) {
+  // One pass over the handler's fields: the room their names take, and whether they set Server or Date.
   std::size_t need = 3 + 20;
-  for (http::field x : f) need += x.name.size();
+  bool has_server = false, has_date = false;
+  for (http::field x : f) {
+    need += x.name.size();
+    if (x.name.size() == 6) has_server = has_server || http::iequals(x.name, "server");
+    else if (x.name.size() == 4) has_date = has_date || http::iequals(x.name, "date");
+  }
   nva_text_.clear();
   nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
   nva_.clear();
@@ -1347,10 +1423,10 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   };
   const std::string_view code = put_number(static_cast<std::uint64_t>(status));
   nva_.push_back(make_static_nv(":status", code.data(), code.size()));
-  if (!hopts_.server_name.empty() && !f.contains("server")) {
+  if (!hopts_.server_name.empty() && !has_server) {
     nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
   }
-  if (hopts_.date && !f.contains("date")) {
+  if (hopts_.date && !has_date) {
     const std::string_view now = http::date_now();
     nva_.push_back(make_static_nv("date", now.data(), now.size()));
   }
@@ -1360,10 +1436,10 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
-    const char* name = put(x.name);
+    char* name = nva_text_.data() + nva_text_.size();
+    nva_text_.append(x.name);
     for (std::size_t i = 0; i < x.name.size(); ++i) {
-      char& c = nva_text_[static_cast<std::size_t>(name - nva_text_.data()) + i];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+      if (name[i] >= 'A' && name[i] <= 'Z') name[i] = static_cast<char>(name[i] + ('a' - 'A'));
     }
     nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
   }

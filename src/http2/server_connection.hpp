@@ -5,6 +5,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -88,6 +89,45 @@ class body_buffer {
   std::size_t end_ = 0;
 };
 
+// The bytes of a request's header fields, kept until clear(). A short name or value (the usual ones: a path, an
+// authority, a content type) is copied into a block the stream keeps, which costs less than taking and releasing a
+// reference to nghttp2's buffer; a longer one is held by reference, so that a header block of many references to
+// one large dynamic-table entry (the HTTP/2 Bomb, CVE-2026-49975) costs the server a reference each, not a copy:
+// the copies of a request are bounded by its field limits times copied_max. nghttp2's static table needs neither.
+class header_text {
+ public:
+  static constexpr std::size_t block_size = 2048;
+  static constexpr std::size_t copied_max = 64;
+
+  header_text() = default;
+  header_text(const header_text&) = delete;
+  header_text& operator=(const header_text&) = delete;
+  ~header_text() { clear(); }
+
+  // text is b's bytes; the view returned stays valid until clear().
+  std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
+    if (nghttp2_rcbuf_is_static(b)) return text;
+    if (text.size() > copied_max) return hold(b, text);
+    if (text.size() > left_) grow();
+    char* at = at_;
+    std::memcpy(at, text.data(), text.size());
+    at_ += text.size();
+    left_ -= text.size();
+    return {at, text.size()};
+  }
+  void clear() noexcept;
+
+ private:
+  void grow();
+  std::string_view hold(nghttp2_rcbuf* b, std::string_view text);
+
+  std::unique_ptr<char[]> first_;
+  std::vector<std::unique_ptr<char[]>> more_;
+  std::vector<nghttp2_rcbuf*> held_;
+  char* at_ = nullptr;
+  std::size_t left_ = 0;
+};
+
 // A request stream: what its handler reads and writes through (body_reader, response_stream), and the state
 // nghttp2's callbacks fill. Streams are kept for reuse by their connection, so a warm connection's request takes
 // no allocation for them.
@@ -109,7 +149,7 @@ class server_stream final : public http::detail::exchange {
 
   std::size_t buffered() const noexcept { return in_.size(); }
   std::size_t queued() const noexcept { return out_.size() - out_taken_; }
-  // Drops the header fields' references and the state of the last request (the memory is kept).
+  // Drops the header fields and the state of the last request (the memory is kept).
   void release_fields() noexcept;
 
   server_connection* conn_;
@@ -118,9 +158,9 @@ class server_stream final : public http::detail::exchange {
   server_stream* next_ = nullptr;
   std::stop_source stop_;          // the handler's: requested when the stream closes under it
 
-  // The request: its pseudo-header fields and fields are views into nghttp2's reference-counted buffers, held
-  // until the stream is done (held_).
-  std::vector<nghttp2_rcbuf*> held_;
+  // The request: its pseudo-header fields and fields are views into text_ (its copies and the buffers of
+  // nghttp2's it holds), or into nghttp2's static table.
+  header_text text_;
   std::vector<http::field> fields_;
   std::vector<http::field> trailers_;
   http::field_list trailer_list_;
@@ -204,6 +244,7 @@ class server_connection final : public http::stop_listener {
   task<void> read_loop();
   task<void> write_loop();
   task<void> linger();
+  task<void> watch();
   std::optional<clock::time_point> read_deadline() const noexcept;
   void note_header_block(std::uint8_t type, std::uint8_t flags) noexcept;
   std::optional<clock::time_point> write_deadline() const noexcept;
@@ -211,7 +252,11 @@ class server_connection final : public http::stop_listener {
   bool feed(const char* data, std::size_t n);
   bool deliver(const char* data, std::size_t n);
   void fill_output();
-  void after_session_calls();
+  // After every mem_recv and mem_send; usually with nothing to do (a shutdown sets stopping_ first).
+  void after_session_calls() {
+    if (!resets_.empty() || pending_consume_ != 0 || stopping_) make_deferred_calls();
+  }
+  void make_deferred_calls();
   void send_goaway(std::uint32_t code);
   void wake_writer() noexcept { write_wanted_.set(); }
   void end_connection() noexcept;
@@ -287,6 +332,7 @@ class server_connection final : public http::stop_listener {
 
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses
   server_stream* spare_ = nullptr;  // streams kept for reuse
+  server_stream* header_stream_ = nullptr;  // the stream of the header block being received
   std::size_t spare_count_ = 0;
   std::size_t live_count_ = 0;
   std::size_t handlers_ = 0;        // handlers running (a closed stream's included, until it ends)
@@ -348,6 +394,12 @@ class server_connection final : public http::stop_listener {
       if (ended_count < ended_ids.size()) ended_ids[ended_count++] = id;
       else closing = true;
     }
+    // The bytes scanned so far have been delivered: nothing is pending any more.
+    void restart() noexcept {
+      opened = 0;
+      closing = false;
+      ended_count = 0;
+    }
   };
   frame_scanner scanner_;
 
@@ -367,6 +419,8 @@ class server_connection final : public http::stop_listener {
   bool dead_ = false;               // the connection failed or ended: nothing more is read, written or served
   bool flush_on_death_ = false;     // but the GOAWAY nghttp2 queued for a flood still goes out
   bool writing_ = false;            // a write to the socket is in flight
+  clock::time_point write_started_{};  // when (write_timeout, watch)
+  bool write_timed_out_ = false;    // watch cancelled it
 };
 
 }  // namespace tern::http2::detail

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tern/http/fields.hpp"
@@ -39,6 +40,41 @@ TEST(http_fields, lookups_order_and_duplicates) {
   EXPECT_TRUE(f.empty());
   EXPECT_TRUE(http::list_contains("keep-alive, Upgrade ,x", "upgrade"));
   EXPECT_FALSE(http::list_contains("keep-alive, upgraded", "upgrade"));
+}
+
+// Names are compared a word at a time: every length (the byte loop, the two half words, whole words with an
+// overlapping last one), a difference at every position, and the bytes next to the letters and above 0x7f, whose
+// case bit must not be folded, agree with a comparison byte by byte.
+TEST(http_fields, iequals_agrees_with_a_bytewise_comparison) {
+  const auto reference = [](std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    const auto lower = [](unsigned char c) { return c >= 'A' && c <= 'Z' ? c | 0x20 : c; };
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (lower(static_cast<unsigned char>(a[i])) != lower(static_cast<unsigned char>(b[i]))) return false;
+    }
+    return true;
+  };
+  const std::string pairs[][2] = {{"A", "a"}, {"Z", "z"}, {"@", "`"}, {"[", "{"}, {"\xc1", "\xe1"}, {"\xda", "\xfa"},
+                                  {"-", "-"}, {"q", "Q"}, {"0", "P"}, {"^", "~"}, {"\x80", "\xa0"}, {"x", "y"}};
+  int mismatches = 0, checked = 0;
+  for (std::size_t n = 1; n <= 20; ++n) {
+    for (std::size_t at = 0; at < n; ++at) {
+      for (const auto& p : pairs) {
+        std::string a(n, 'k'), b(n, 'K');
+        a[at] = p[0][0];
+        b[at] = p[1][0];
+        ++checked;
+        if (http::iequals(a, b) != reference(a, b)) ++mismatches;
+        if (http::iequals(b, a) != reference(b, a)) ++mismatches;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << checked;
+  EXPECT_TRUE(http::iequals("", ""));
+  EXPECT_TRUE(http::iequals("Content-Type", "content-type"));
+  EXPECT_FALSE(http::iequals("content-type", "content-typf"));
+  EXPECT_FALSE(http::iequals("content-type", "content-typ"));
+  EXPECT_TRUE(http::iequals("Transfer-Encoding", "TRANSFER-ENCODING"));
 }
 
 TEST(http_fields, spill_copy_move_and_aliasing) {

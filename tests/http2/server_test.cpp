@@ -412,6 +412,29 @@ TEST_P(http2_server_test, connection_timeouts) {
   EXPECT_TRUE(c.goaway());
 }
 
+// idle_timeout counts from the end of the last stream, however long the connection has been open: a peer that asks
+// every 150 ms keeps it for three idle timeouts, and it goes with a GOAWAY idle_timeout after its last answer, not
+// before (the deadline is checked lazily, re-armed when it fires early; it must neither fire at the first arming
+// nor be late by more than the timer's own delay).
+TEST_P(http2_server_test, the_idle_timeout_counts_from_the_last_stream) {
+  http::server_options o = h2_server_options();
+  o.idle_timeout = 400ms;
+  h2_server srv(GetParam(), std::move(o));
+  h2_client c(srv.s.port());
+  for (int i = 0; i < 8; ++i) {
+    const auto id = c.request("GET", "/hello");
+    ASSERT_TRUE(c.finish(id));
+    EXPECT_EQ(c.answer(id).status, 200);
+    c.run_for(150ms);
+    ASSERT_FALSE(c.closed()) << "closed after " << i + 1 << " requests";
+    ASSERT_FALSE(c.goaway());
+  }
+  const auto last = std::chrono::steady_clock::now() - 150ms;
+  ASSERT_TRUE(c.run_until([&] { return c.closed(); }, 5s));
+  EXPECT_TRUE(c.goaway());
+  EXPECT_GE(std::chrono::steady_clock::now() - last, 300ms);
+}
+
 TEST_P(http2_server_test, a_100_continue_is_sent_when_the_handler_reads) {
   h2_server srv(GetParam());
   h2_client c(srv.s.port());

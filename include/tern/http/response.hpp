@@ -35,7 +35,7 @@ struct response {
   // A response with a body, and its Content-Type.
   response(int s, std::string b, std::string_view content_type = "text/plain; charset=utf-8")
       : status(s), body(std::move(b)) {
-    headers.set("Content-Type", content_type);
+    headers.add("Content-Type", content_type);  // the first field: nothing to replace
   }
 
   // The reason phrase sent with the status.
