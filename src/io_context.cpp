@@ -688,7 +688,7 @@ void io_context::forget(detail::io_op& op) noexcept {
   if (d->closing && !d->has_pending()) free_descriptor(d);
 }
 
-detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
+detail::descriptor* io_context::open_descriptor(int fd, bool watched, bool tcp_stream) {
   detail::descriptor* d = nullptr;
   if (running_here()) {
     if (free_descriptors_ == nullptr) {
@@ -711,6 +711,7 @@ detail::descriptor* io_context::open_descriptor(int fd, bool watched) {
   d->close_item.run = &close_handed_over;
   d->close_item.discard = &close_handed_over;
   d->unpolled = !watched;
+  d->short_read_drains = tcp_stream;
   if (!watched) return d;
   try {
     backend_->attach(*d);

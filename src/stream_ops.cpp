@@ -12,7 +12,7 @@ namespace {
 std::error_code last_error() noexcept { return {errno, std::system_category()}; }
 }  // namespace
 
-io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode, bool watched) noexcept {
+io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode, bool watched, bool tcp_stream) noexcept {
   if (fix_mode) {
     const int flags = ::fcntl(fd, F_GETFL);
     const int wanted = ctx.backend() == backend_kind::epoll ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
@@ -23,7 +23,7 @@ io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode, bool watc
     }
   }
   try {
-    return {{}, ctx.open_descriptor(fd, watched)};
+    return {{}, ctx.open_descriptor(fd, watched, tcp_stream)};
   } catch (const std::system_error& e) {
     ::close(fd);
     return {e.code(), nullptr};

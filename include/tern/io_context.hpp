@@ -435,8 +435,10 @@ class io_context {
   }
   // Wraps fd for this loop. Any thread: off the loop's thread the descriptor is allocated afresh instead of taken
   // from the loop's free list, and the backend's registration (epoll_ctl) is thread-safe. watched false: a regular
-  // file, which the backend does not watch (its operations are file_ops).
-  detail::descriptor* open_descriptor(int fd, bool watched = true);
+  // file, which the backend does not watch (its operations are file_ops). tcp_stream: a TCP stream socket, whose
+  // short reads drain it (descriptor::short_read_drains), set before the backend watches it: a loop running on
+  // another thread may take its first edge at once.
+  detail::descriptor* open_descriptor(int fd, bool watched = true, bool tcp_stream = false);
   // Cancels d's pending operations and closes its fd. Any thread: from a thread that does not run the loop while
   // another does, or that is not the loop's own thread while d has work in the kernel (hand_over_needed), the
   // close is queued on the loop (d's own close_item) and happens there.

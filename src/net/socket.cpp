@@ -134,9 +134,9 @@ std::error_code basic_socket::open_socket(int family, int type, int protocol) {
   if (desc_ != nullptr) return std::make_error_code(std::errc::already_connected);
   const int fd = ::socket(family, type | SOCK_CLOEXEC | mode_flags(*ctx_), protocol);
   if (fd < 0) return last_error();
-  auto [ec, d] = detail::wrap_fd(*ctx_, fd, false);
+  const bool tcp_stream = type == SOCK_STREAM && (family == AF_INET || family == AF_INET6);
+  auto [ec, d] = detail::wrap_fd(*ctx_, fd, false, true, tcp_stream);  // from any thread: nothing written after
   desc_ = d;
-  if (d != nullptr) d->short_read_drains = type == SOCK_STREAM && (family == AF_INET || family == AF_INET6);
   return ec;
 }
 

@@ -131,6 +131,8 @@ class [[nodiscard]] transfer_awaiter {
 // Wraps fd (a new connection, or a socket handed over) in a descriptor of ctx, first putting it in the blocking
 // mode ctx's backend needs when `fix_mode`. Closes fd on failure. Any thread.
 // watched false: a regular file, which the backend does not watch (and whose blocking mode does not matter).
-io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode, bool watched = true) noexcept;
+// tcp_stream: see io_context::open_descriptor.
+io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode, bool watched = true,
+                               bool tcp_stream = false) noexcept;
 
 }  // namespace tern::detail
