@@ -106,6 +106,7 @@ class header_text {
 
   // text is b's bytes; the view returned stays valid until clear().
   std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
+    if (text.empty()) return {};  // nothing to copy (and no block yet to copy into: memcpy takes no null)
     if (nghttp2_rcbuf_is_static(b)) return text;
     if (text.size() > copied_max) return hold(b, text);
     if (text.size() > left_) grow();
