@@ -126,12 +126,15 @@ if [[ -n ${TERN_TEST_JOBS:-} ]]; then jobs=(-j "$TERN_TEST_JOBS"); fi
 # minutes). CMake takes the launcher from the environment when it first configures a build directory (every preset
 # of a fresh clone, and scripts/fuzz.sh's). Paths are hashed relative to the clone, so that two clones at different
 # places share objects; the precompiled headers of the tests hold their clone's absolute paths, so the objects that
-# use them are shared only by clones at the same place. The hits and misses of this run are printed at the end.
+# use them are shared only by clones at the same place. Depend mode: on a miss the compiler runs once and its
+# dependency file (-MD, which the build asks for anyway) keys the result, instead of a separate preprocessor run
+# first (a cold build of the core and tern::http under ASan: 45.4 CPU s instead of 50.3; without ccache 43.5). The
+# hits and misses of this run are printed at the end.
 bench_later=0
 ccache_log=""
 if [[ ${TERN_TEST_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null 2>&1; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
-  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true CCACHE_SLOPPINESS=pch_defines,time_macros
+  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true CCACHE_SLOPPINESS=pch_defines,time_macros CCACHE_DEPEND=true
   ccache_log="$step_dir/ccache.log"
   export CCACHE_STATSLOG=$ccache_log
 fi

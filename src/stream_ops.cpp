@@ -1,16 +1,14 @@
 // The completion side of read_exact/write_all (see tern/detail/stream_ops.hpp), and wrapping an fd for a loop.
 #include "tern/detail/stream_ops.hpp"
 
+#include "last_error.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
 #include <unistd.h>
 
 namespace tern::detail {
-
-namespace {
-std::error_code last_error() noexcept { return {errno, std::system_category()}; }
-}  // namespace
 
 io_result<descriptor*> wrap_fd(io_context& ctx, int fd, bool fix_mode, bool watched, bool tcp_stream) noexcept {
   if (fix_mode) {

@@ -2,6 +2,8 @@
 // the loop's backend, shutdown, available, and the completion side of descriptor passing.
 #include "tern/net/socket.hpp"
 
+#include "last_error.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
@@ -11,7 +13,7 @@
 namespace tern::net {
 
 namespace {
-std::error_code last_error() noexcept { return {errno, std::system_category()}; }
+using tern::detail::last_error;
 
 // Under epoll every fd is non-blocking (operations try the syscall first). Under io_uring fds stay blocking:
 // the ring polls internally, and a blocking fd keeps connect() inside the ring instead of answering EINPROGRESS.

@@ -2,6 +2,8 @@
 // the shared awaiters of socket_ops.hpp.
 #include "tern/net/unix.hpp"
 
+#include "last_error.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <sys/stat.h>
@@ -10,7 +12,7 @@
 namespace tern::net {
 
 namespace {
-std::error_code last_error() noexcept { return {errno, std::system_category()}; }
+using tern::detail::last_error;
 }  // namespace
 
 // ---- unix_endpoint ----

@@ -22,12 +22,6 @@ void fill_random(void* p, std::size_t n) noexcept {
   }
 }
 
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 }  // namespace
 
 core::core(bool server, const stream_options& opts) : server_(server), opts_(opts) {

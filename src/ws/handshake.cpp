@@ -72,12 +72,6 @@ bool iequal(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // 8..15 from a parameter's value (quoted or not); -1 if it is anything else.
 int window_bits(std::string_view v) noexcept {
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);

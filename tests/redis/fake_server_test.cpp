@@ -184,9 +184,10 @@ TEST_P(redis_fake_test, a_server_that_stops_answering_is_found_out_by_the_health
     auto [ec, v] = co_await conn.command<std::string>("ECHO", "heard");
     EXPECT_OK(ec);
     EXPECT_EQ(v, "heard");
-    // An idle healthy connection just pings (every other interval: a PONG is input).
+    // An idle healthy connection just pings (every other interval: a PONG is input). Two more pings take about
+    // 80 ms; waited for up to 5 s, since a loaded machine can leave the loop unscheduled for a while.
     const std::uint64_t pings = conn.stats().health_pings;
-    co_await tern::sleep_for(150ms);
+    for (int i = 0; i < 250 && conn.stats().health_pings < pings + 2; ++i) co_await tern::sleep_for(20ms);
     EXPECT_TRUE(conn.connected());
     EXPECT_GE(conn.stats().health_pings, pings + 2);
     EXPECT_EQ(conn.stats().connects, 2u);

@@ -12,6 +12,13 @@
 
 namespace tern::ws::detail {
 
+// Text without the spaces and tabs around it (a field value's or a parameter's optional whitespace).
+inline std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 // SHA-1 of data (FIPS 180-4).
 std::array<unsigned char, 20> sha1(const void* data, std::size_t size) noexcept;
 
