@@ -262,7 +262,7 @@ void row_wait::await_suspend(std::coroutine_handle<> h) noexcept {
 io_result<row> row_wait::await_resume() noexcept {
   waiting_ = false;
   query_op* op = rs_->op_.get();
-  if (ec_ || op == nullptr) return {ec_ ? ec_ : make_error_code(tern::error::eof), row(nullptr, 0)};
+  if (ec_ || op == nullptr) return {ec_ ? ec_ : make_error_code(tern::error::eof), row({}, 0)};
   if (op->pending_row_ != nullptr) {
     rs_->current_ = result(std::exchange(op->pending_row_, nullptr));
     // The row is taken: the connection may read on, and take the next row if libpq has it already.
@@ -271,13 +271,13 @@ io_result<row> row_wait::await_resume() noexcept {
       s->process_input();
       s->kick();
     }
-    return {{}, row(rs_->current_.native_handle(), 0)};
+    return {{}, rs_->current_[0]};
   }
   if (op->rows_ended_) {
-    if (pg_result* r = op->take_result()) rs_->final_ = result(r);
-    return {op->ec_ ? op->ec_ : make_error_code(tern::error::eof), row(nullptr, 0)};
+    if (detail::result_source r = op->take_result(); !r.empty()) rs_->final_ = result(r);
+    return {op->ec_ ? op->ec_ : make_error_code(tern::error::eof), row({}, 0)};
   }
-  return {refusal(op->s_), row(nullptr, 0)};
+  return {refusal(op->s_), row({}, 0)};
 }
 
 void row_wait::cancel() noexcept {

@@ -105,7 +105,7 @@ enum class outcome : std::uint8_t { none, ok, failed, aborted };
 
 struct slot {
   query_op* op = nullptr;       // null: nobody waits for it
-  PGresult* res = nullptr;      // its result, once in
+  result_source res;            // its result, once in
   prepared_entry* prepared = nullptr;  // prepare: the entry it makes
   std::error_code ec;
   slot_kind kind = slot_kind::query;
