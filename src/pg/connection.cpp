@@ -180,17 +180,42 @@ bool cancels_pending(const connection_state* s) noexcept {
   return s->cancels_in_flight != 0 && !s->closed && !s->broken;
 }
 
-task<> poll_cancels(connection_state* s) {
-  while (cancels_pending(s)) (void)co_await tern::sleep_for(*s->ctx, std::chrono::milliseconds(1));
-}
+// Awaitable: resumed when the last cancel request on its way has ended (cancel_landed), or the connection ended.
+// Not cancellable, on purpose: a caller whose task is stopped must still not hand the connection back early.
+class [[nodiscard]] settle_awaiter {
+ public:
+  explicit settle_awaiter(connection_state* s) noexcept : s_(s) {}
+  // A copy is the same wait, not yet started (a task's await_transform may pass the awaiter on by value).
+  settle_awaiter(const settle_awaiter& o) noexcept : s_(o.s_) {}
+  settle_awaiter& operator=(const settle_awaiter&) = delete;
+  // Unlinks a wait whose frame is destroyed unfinished (its loop torn down).
+  ~settle_awaiter() {
+    if (!w_.linked) return;
+    for (settle_wait** p = &s_->settle_waiters; *p != nullptr; p = &(*p)->next) {
+      if (*p == &w_) {
+        *p = w_.next;
+        break;
+      }
+    }
+  }
+  bool await_ready() const noexcept { return !cancels_pending(s_); }
+  void await_suspend(std::coroutine_handle<> h) noexcept {
+    w_.waiter = h;
+    w_.next = s_->settle_waiters;
+    w_.linked = true;
+    s_->settle_waiters = &w_;
+  }
+  void await_resume() const noexcept {}
+
+ private:
+  connection_state* s_;
+  settle_wait w_;
+};
 
 }  // namespace
 
 task<> cancels_settled(connection_state* s) {
-  if (!cancels_pending(s)) co_return;
-  // Polled by a task of its own, joined: spawned without a stop token, its sleeps are not cut short when the
-  // caller's task is stopped (a stopped task's waits end at once, and this loop would spin).
-  co_await tern::spawn(*s->ctx, poll_cancels(s));
+  while (cancels_pending(s)) co_await settle_awaiter(s);
 }
 
 void abandon_exchange(connection_state* s, std::uint32_t id, bool cancel) noexcept {

@@ -620,8 +620,19 @@ void connection_state::request_cancel() noexcept {
 
 void connection_state::cancel_landed(void* state) noexcept {
   auto* s = static_cast<connection_state*>(state);
-  if (--s->cancels_in_flight == 0 && !s->closed) s->check_drained();
+  if (--s->cancels_in_flight == 0) {
+    s->wake_settled();
+    if (!s->closed) s->check_drained();
+  }
   release(s);
+}
+
+void connection_state::wake_settled() noexcept {
+  while (settle_wait* w = settle_waiters) {
+    settle_waiters = w->next;
+    w->linked = false;
+    resume_later(*ctx, w->waiter);
+  }
 }
 
 void connection_state::fail_all(std::error_code ec) noexcept {
@@ -660,6 +671,7 @@ void connection_state::fail_all(std::error_code ec) noexcept {
     if (w->waiter) resume_later(*ctx, w->waiter);
   }
   if (notification_wait* w = std::exchange(notify_waiter, nullptr)) w->complete(nullptr, ec);
+  wake_settled();
   dirty = false;
 }
 
@@ -696,7 +708,7 @@ void connection_state::release_gate(std::uint32_t id) noexcept {
 bool connection_state::grant(exclusive_wait* w) noexcept {
   w->granted = owner = next_owner++;
   if (next_owner == 0) next_owner = 1;
-  if (w->drain && !drained()) {
+  if (!ready_to_hold(w)) {
     w->draining = true;
     drain_waiter = w;
     if (dirty) schedule_flush();  // what waits for a sync point must get one
@@ -725,7 +737,7 @@ void connection_state::drain_gate() noexcept {
 }
 
 void connection_state::check_drained() noexcept {
-  if (drain_waiter == nullptr || !drained()) return;
+  if (drain_waiter == nullptr || !ready_to_hold(drain_waiter)) return;
   exclusive_wait* w = std::exchange(drain_waiter, nullptr);
   w->draining = false;
   w->done = true;
