@@ -180,17 +180,42 @@ bool cancels_pending(const connection_state* s) noexcept {
   return s->cancels_in_flight != 0 && !s->closed && !s->broken;
 }
 
-task<> poll_cancels(connection_state* s) {
-  while (cancels_pending(s)) (void)co_await tern::sleep_for(*s->ctx, std::chrono::milliseconds(1));
-}
+// Awaitable: resumed when the last cancel request on its way has ended (cancel_landed), or the connection ended.
+// Not cancellable, on purpose: a caller whose task is stopped must still not hand the connection back early.
+class [[nodiscard]] settle_awaiter {
+ public:
+  explicit settle_awaiter(connection_state* s) noexcept : s_(s) {}
+  // A copy is the same wait, not yet started (a task's await_transform may pass the awaiter on by value).
+  settle_awaiter(const settle_awaiter& o) noexcept : s_(o.s_) {}
+  settle_awaiter& operator=(const settle_awaiter&) = delete;
+  // Unlinks a wait whose frame is destroyed unfinished (its loop torn down).
+  ~settle_awaiter() {
+    if (!w_.linked) return;
+    for (settle_wait** p = &s_->settle_waiters; *p != nullptr; p = &(*p)->next) {
+      if (*p == &w_) {
+        *p = w_.next;
+        break;
+      }
+    }
+  }
+  bool await_ready() const noexcept { return !cancels_pending(s_); }
+  void await_suspend(std::coroutine_handle<> h) noexcept {
+    w_.waiter = h;
+    w_.next = s_->settle_waiters;
+    w_.linked = true;
+    s_->settle_waiters = &w_;
+  }
+  void await_resume() const noexcept {}
+
+ private:
+  connection_state* s_;
+  settle_wait w_;
+};
 
 }  // namespace
 
 task<> cancels_settled(connection_state* s) {
-  if (!cancels_pending(s)) co_return;
-  // Polled by a task of its own, joined: spawned without a stop token, its sleeps are not cut short when the
-  // caller's task is stopped (a stopped task's waits end at once, and this loop would spin).
-  co_await tern::spawn(*s->ctx, poll_cancels(s));
+  while (cancels_pending(s)) co_await settle_awaiter(s);
 }
 
 void abandon_exchange(connection_state* s, std::uint32_t id, bool cancel) noexcept {
@@ -262,7 +287,7 @@ void row_wait::await_suspend(std::coroutine_handle<> h) noexcept {
 io_result<row> row_wait::await_resume() noexcept {
   waiting_ = false;
   query_op* op = rs_->op_.get();
-  if (ec_ || op == nullptr) return {ec_ ? ec_ : make_error_code(tern::error::eof), row(nullptr, 0)};
+  if (ec_ || op == nullptr) return {ec_ ? ec_ : make_error_code(tern::error::eof), row({}, 0)};
   if (op->pending_row_ != nullptr) {
     rs_->current_ = result(std::exchange(op->pending_row_, nullptr));
     // The row is taken: the connection may read on, and take the next row if libpq has it already.
@@ -271,13 +296,13 @@ io_result<row> row_wait::await_resume() noexcept {
       s->process_input();
       s->kick();
     }
-    return {{}, row(rs_->current_.native_handle(), 0)};
+    return {{}, rs_->current_[0]};
   }
   if (op->rows_ended_) {
-    if (pg_result* r = op->take_result()) rs_->final_ = result(r);
-    return {op->ec_ ? op->ec_ : make_error_code(tern::error::eof), row(nullptr, 0)};
+    if (detail::result_source r = op->take_result(); !r.empty()) rs_->final_ = result(r);
+    return {op->ec_ ? op->ec_ : make_error_code(tern::error::eof), row({}, 0)};
   }
-  return {refusal(op->s_), row(nullptr, 0)};
+  return {refusal(op->s_), row({}, 0)};
 }
 
 void row_wait::cancel() noexcept {

@@ -1,14 +1,34 @@
-// Results, rows and fields over libpq's PGresult, and the reading of fields into C++ types (see
+// Results, rows and fields, their copy out of libpq's PGresult, and the reading of fields into C++ types (see
 // tern/pg/result.hpp).
+//
+// Why copy: libpq mallocs three blocks per result (the PGresult, its data block, its row array). A loop that frees
+// each result before it reads the next gets them back from glibc's per-thread cache; tern holds a batch's results
+// until their tasks run (a batch of 256 queries: 256 results alive at once), past that cache (7 blocks per size),
+// and malloc then serves them from its bins at several times the cost. So a successful result up to
+// largest_block bytes is copied into one block of tern's, taken from a per-thread free list by size class, and its
+// PGresult freed at once: the next PGresult reuses the cached blocks, and the copy costs less than malloc's slow
+// path did. Larger results keep their PGresult (copying them would cost more than it saves), and so do failed
+// ones (their report has many fields; a failure is not the fast path).
+//
+// A block: its header, then one column entry per column, one cell per field (row-major), then the bytes (column
+// names, values and the command tag, each NUL-terminated as libpq's are). Offsets are from the block's start.
 #include "tern/pg/result.hpp"
 
 #include <libpq-fe.h>
 
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
+
+#if defined(__has_include)
+#if __has_include(<sanitizer/asan_interface.h>)
+#include <sanitizer/asan_interface.h>
+#endif
+#endif
 
 namespace tern::pg {
 
@@ -321,98 +341,432 @@ std::error_code decode_date(const field_data& f, std::int32_t& out) noexcept {
 
 }  // namespace detail
 
-bool field::is_null() const noexcept { return !exists() || PQgetisnull(r_, row_, column_) != 0; }
+namespace detail {
 
-std::string_view field::raw() const noexcept {
-  if (!exists() || PQgetisnull(r_, row_, column_) != 0) return {};
-  return {PQgetvalue(r_, row_, column_), static_cast<std::size_t>(PQgetlength(r_, row_, column_))};
+struct column_entry {
+  oid type;
+  std::int32_t modifier;
+  oid table;
+  std::uint32_t name;         // offset
+  std::int16_t table_column;
+  format fmt;
+};
+
+struct cell {
+  std::uint32_t offset;
+  std::int32_t length;        // -1: NULL
+};
+
+struct result_block {
+  std::uint32_t size_class;
+  std::int32_t rows;
+  std::int32_t columns;
+  std::uint32_t tag;          // offset of the command tag
+  std::uint32_t tag_length;
+
+  const char* base() const noexcept { return reinterpret_cast<const char*>(this); }
+  const column_entry* column_entries() const noexcept {
+    return reinterpret_cast<const column_entry*>(base() + sizeof(result_block));
+  }
+  const cell* cells() const noexcept {
+    return reinterpret_cast<const cell*>(column_entries() + columns);
+  }
+  const column_entry* column_at(int i) const noexcept {
+    return i >= 0 && i < columns ? column_entries() + i : nullptr;
+  }
+};
+static_assert(alignof(column_entry) <= alignof(result_block) && alignof(cell) <= alignof(column_entry));
+
+namespace {
+
+// Size classes of 128 bytes to 8 KiB; a thread keeps up to 256 KiB of free blocks per class (2048 of the smallest:
+// a batch of 256 results and more), so what a burst took is not held forever.
+constexpr std::size_t smallest_block = 128;
+constexpr std::size_t class_count = 7;
+constexpr std::size_t largest_block = smallest_block << (class_count - 1);
+constexpr std::size_t kept_bytes_per_class = 256 * 1024;
+constexpr auto kept_per_class = [] {
+  std::array<std::uint32_t, class_count> kept{};
+  for (std::size_t c = 0; c < class_count; ++c) kept[c] = kept_bytes_per_class / (smallest_block << c);
+  return kept;
+}();
+
+// Under AddressSanitizer a block on a free list is poisoned, so a use after free is caught as it would be with
+// operator delete (the pool is kept: the allocation tests run under ASan too).
+#if defined(__SANITIZE_ADDRESS__)
+#define TERN_PG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TERN_PG_ASAN 1
+#endif
+#endif
+#ifdef TERN_PG_ASAN
+void poison(void* p, std::size_t n) noexcept { __asan_poison_memory_region(p, n); }
+void unpoison(void* p, std::size_t n) noexcept { __asan_unpoison_memory_region(p, n); }
+#else
+void poison(void*, std::size_t) noexcept {}
+void unpoison(void*, std::size_t) noexcept {}
+#endif
+
+struct free_block {
+  free_block* next;
+};
+
+// Trivially destructible, so a result destroyed after the thread's cleanup below still finds it (then closed).
+struct thread_blocks {
+  free_block* head[class_count];
+  std::uint32_t count[class_count];
+  bool closed;
+};
+constinit thread_local thread_blocks blocks{};
+
+// Frees a thread's blocks when it ends; a thread_local with a destructor is registered on first use, so it is
+// touched only when a list starts from empty, off the fast path.
+struct thread_blocks_cleanup {
+  ~thread_blocks_cleanup() {
+    blocks.closed = true;
+    for (std::size_t c = 0; c < class_count; ++c) {
+      while (free_block* b = blocks.head[c]) {
+        unpoison(b, smallest_block << c);
+        blocks.head[c] = b->next;
+        ::operator delete(b);
+      }
+      blocks.count[c] = 0;
+    }
+  }
+};
+
+std::size_t class_of(std::size_t bytes) noexcept {
+  std::size_t c = 0;
+  for (std::size_t s = smallest_block; s < bytes; s <<= 1) ++c;
+  return c;
 }
 
-format field::fmt() const noexcept {
-  return exists() && PQfformat(r_, column_) == 1 ? format::binary : format::text;
+void* take_block(std::size_t c) {
+  if (free_block* b = blocks.head[c]) {
+    unpoison(b, smallest_block << c);
+    blocks.head[c] = b->next;
+    --blocks.count[c];
+    return b;
+  }
+  return ::operator new(smallest_block << c);
 }
 
-oid field::type() const noexcept { return exists() ? PQftype(r_, column_) : oids::unspecified; }
+void give_block(const result_block* b) noexcept {
+  const std::size_t c = b->size_class;
+  void* p = const_cast<result_block*>(b);
+  if (blocks.closed || blocks.count[c] >= kept_per_class[c]) {
+    ::operator delete(p);
+    return;
+  }
+  if (blocks.head[c] == nullptr) {
+    // Registered by the first block a thread keeps (a thread may only free blocks others took).
+    static thread_local thread_blocks_cleanup cleanup;
+    (void)cleanup;
+  }
+  auto* f = static_cast<free_block*>(p);
+  f->next = blocks.head[c];
+  blocks.head[c] = f;
+  ++blocks.count[c];
+  poison(f, smallest_block << c);
+}
 
-detail::field_data field::data() const noexcept {
+// Copies n bytes and a NUL to at, if they fit before limit; where the next go, or null.
+inline char* put(char* at, const char* limit, const char* p, std::size_t n) noexcept {
+  if (static_cast<std::size_t>(limit - at) <= n) return nullptr;
+  std::memcpy(at, p, n);
+  at[n] = '\0';
+  return at + n + 1;
+}
+
+// Copies r into the block at memory, of capacity bytes; false, with the block left unfinished, when r does not fit.
+bool fill(PGresult* r, void* memory, std::size_t capacity, const char* tag, std::size_t tag_length) noexcept {
+  const int rows = PQntuples(r);
+  const int columns = PQnfields(r);
+  char* const base = static_cast<char*>(memory);
+  const char* const limit = base + capacity;
+  const std::size_t head = sizeof(result_block) + static_cast<std::size_t>(columns) * sizeof(column_entry) +
+                           static_cast<std::size_t>(rows) * static_cast<std::size_t>(columns) * sizeof(cell);
+  if (head > capacity) return false;
+  auto* b = static_cast<result_block*>(memory);
+  b->rows = rows;
+  b->columns = columns;
+  auto* entry = reinterpret_cast<column_entry*>(base + sizeof(result_block));
+  auto* out = reinterpret_cast<cell*>(entry + columns);
+  char* at = base + head;
+  for (int c = 0; c < columns; ++c, ++entry) {
+    const char* name = PQfname(r, c);
+    char* next = put(at, limit, name, std::strlen(name));
+    if (next == nullptr) return false;
+    *entry = {PQftype(r, c), PQfmod(r, c), PQftable(r, c), static_cast<std::uint32_t>(at - base),
+              static_cast<std::int16_t>(PQftablecol(r, c)), PQfformat(r, c) == 1 ? format::binary : format::text};
+    at = next;
+  }
+  for (int i = 0; i < rows; ++i) {
+    for (int c = 0; c < columns; ++c, ++out) {
+      if (PQgetisnull(r, i, c) != 0) {
+        *out = {0, -1};
+        continue;
+      }
+      const int n = PQgetlength(r, i, c);
+      char* next = put(at, limit, PQgetvalue(r, i, c), static_cast<std::size_t>(n));
+      if (next == nullptr) return false;
+      *out = {static_cast<std::uint32_t>(at - base), n};
+      at = next;
+    }
+  }
+  if (put(at, limit, tag, tag_length) == nullptr) return false;
+  b->tag = static_cast<std::uint32_t>(at - base);
+  b->tag_length = static_cast<std::uint32_t>(tag_length);
+  return true;
+}
+
+// The bytes a block of r takes.
+std::size_t measure(PGresult* r, std::size_t tag_length) noexcept {
+  const int rows = PQntuples(r);
+  const int columns = PQnfields(r);
+  std::size_t bytes = sizeof(result_block) + static_cast<std::size_t>(columns) * sizeof(column_entry) +
+                      static_cast<std::size_t>(rows) * static_cast<std::size_t>(columns) * sizeof(cell) +
+                      tag_length + 1;
+  for (int c = 0; c < columns; ++c) bytes += std::strlen(PQfname(r, c)) + 1;
+  for (int i = 0; i < rows && bytes <= largest_block; ++i) {
+    for (int c = 0; c < columns; ++c) bytes += static_cast<std::size_t>(PQgetlength(r, i, c)) + 1;
+  }
+  return bytes;
+}
+
+// r copied into a block, or null when it is too large for one (or there is no memory for it). Tried first in the
+// smallest block (most results of the fast path fit), measured and copied again only when it does not fit.
+const result_block* copy_out(PGresult* r) noexcept {
+  const char* tag = PQcmdStatus(r);
+  const std::size_t tag_length = std::strlen(tag);
+  try {
+    void* memory = take_block(0);
+    if (fill(r, memory, smallest_block, tag, tag_length)) {
+      static_cast<result_block*>(memory)->size_class = 0;
+      return static_cast<const result_block*>(memory);
+    }
+    static_cast<result_block*>(memory)->size_class = 0;
+    give_block(static_cast<const result_block*>(memory));
+    const std::size_t bytes = measure(r, tag_length);
+    if (bytes > largest_block) return nullptr;
+    const std::size_t size_class = class_of(bytes);
+    memory = take_block(size_class);
+    static_cast<result_block*>(memory)->size_class = static_cast<std::uint32_t>(size_class);
+    fill(r, memory, smallest_block << size_class, tag, tag_length);
+    return static_cast<const result_block*>(memory);
+  } catch (...) {
+    return nullptr;  // no memory: kept as it is
+  }
+}
+
+}  // namespace
+
+result_source adopt(pg_result* r) noexcept {
+  result_source s;
+  if (r == nullptr) return s;
+  const ExecStatusType st = PQresultStatus(r);
+  if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) s.block = copy_out(r);
+  if (s.block != nullptr) {
+    PQclear(r);
+  } else {
+    s.pg = r;
+  }
+  return s;
+}
+
+void dispose_held(result_source& s) noexcept {
+  if (s.block != nullptr) give_block(s.block);
+  if (s.pg != nullptr) PQclear(s.pg);
+  s = {};
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::result_source;
+
+int column_count(result_source r) noexcept {
+  if (r.block != nullptr) return r.block->columns;
+  return r.pg != nullptr ? PQnfields(r.pg) : 0;
+}
+
+int row_count(result_source r) noexcept {
+  if (r.block != nullptr) return r.block->rows;
+  return r.pg != nullptr ? PQntuples(r.pg) : 0;
+}
+
+// The field at (row, column) of r, NULL for one r does not have (as libpq reads it).
+detail::field_data field_of(result_source r, int row, int column) noexcept {
   detail::field_data f;
-  f.null = PQgetisnull(r_, row_, column_) != 0;
-  f.data = PQgetvalue(r_, row_, column_);
-  f.length = PQgetlength(r_, row_, column_);
-  f.fmt = PQfformat(r_, column_) == 1 ? format::binary : format::text;
-  f.type = PQftype(r_, column_);
+  if (const detail::result_block* b = r.block) {
+    const detail::column_entry* c = b->column_at(column);
+    if (c == nullptr || row < 0 || row >= b->rows) {
+      f.data = "";
+      return f;
+    }
+    const detail::cell& v = b->cells()[static_cast<std::size_t>(row) * static_cast<std::size_t>(b->columns) +
+                                       static_cast<std::size_t>(column)];
+    f.null = v.length < 0;
+    f.data = f.null ? "" : b->base() + v.offset;
+    f.length = f.null ? 0 : v.length;
+    f.fmt = c->fmt;
+    f.type = c->type;
+    return f;
+  }
+  // Checked here: libpq reports a field out of range through the notice receiver, which may be a connection's
+  // that is gone.
+  if (r.pg == nullptr || row < 0 || row >= PQntuples(r.pg) || column < 0 || column >= PQnfields(r.pg)) {
+    f.data = "";
+    return f;
+  }
+  f.null = PQgetisnull(r.pg, row, column) != 0;
+  f.data = PQgetvalue(r.pg, row, column);
+  f.length = PQgetlength(r.pg, row, column);
+  f.fmt = PQfformat(r.pg, column) == 1 ? format::binary : format::text;
+  f.type = PQftype(r.pg, column);
   return f;
 }
+
+std::string_view name_of(result_source r, int i) noexcept {
+  if (const detail::result_block* b = r.block) {
+    const detail::column_entry* c = b->column_at(i);
+    return c != nullptr ? std::string_view(b->base() + c->name) : std::string_view();
+  }
+  if (r.pg == nullptr || i < 0 || i >= PQnfields(r.pg)) return {};
+  return PQfname(r.pg, i);
+}
+
+int find_column(result_source r, std::string_view name) noexcept {
+  const int n = column_count(r);
+  for (int i = 0; i < n; ++i) {
+    if (name == name_of(r, i)) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool field::is_null() const noexcept { return !exists() || field_of(r_, row_, column_).null; }
+
+std::string_view field::raw() const noexcept {
+  if (!exists()) return {};
+  const detail::field_data f = field_of(r_, row_, column_);
+  if (f.null) return {};
+  return {f.data, static_cast<std::size_t>(f.length)};
+}
+
+format field::fmt() const noexcept { return exists() ? field_of(r_, row_, column_).fmt : format::text; }
+
+oid field::type() const noexcept { return exists() ? field_of(r_, row_, column_).type : oids::unspecified; }
+
+detail::field_data field::data() const noexcept { return field_of(r_, row_, column_); }
 
 void field::throw_error(std::error_code ec) const {
   std::string what = "tern::pg: column ";
   if (exists()) {
-    what += PQfname(r_, column_);
+    what += name_of(r_, column_);
   } else {
     what += "(none)";
   }
   throw std::system_error(ec, what);
 }
 
-namespace {
-int find_column(const PGresult* r, std::string_view name) noexcept {
-  if (r == nullptr) return -1;
-  const int n = PQnfields(r);
-  for (int i = 0; i < n; ++i) {
-    if (name == PQfname(r, i)) return i;
-  }
-  return -1;
-}
-}  // namespace
-
 field row::operator[](std::string_view name) const noexcept { return {r_, index_, find_column(r_, name)}; }
 
-int row::columns() const noexcept { return r_ != nullptr ? PQnfields(r_) : 0; }
+int row::columns() const noexcept { return column_count(r_); }
 
 result& result::operator=(result&& o) noexcept {
   if (this != &o) {
-    if (r_ != nullptr) PQclear(r_);
-    r_ = std::exchange(o.r_, nullptr);
+    detail::dispose(r_);
+    r_ = std::exchange(o.r_, {});
   }
   return *this;
 }
 
-result::~result() {
-  if (r_ != nullptr) PQclear(r_);
-}
+std::size_t result::size() const noexcept { return static_cast<std::size_t>(row_count(r_)); }
 
-std::size_t result::size() const noexcept {
-  return r_ != nullptr ? static_cast<std::size_t>(PQntuples(r_)) : 0;
-}
-
-int result::columns() const noexcept { return r_ != nullptr ? PQnfields(r_) : 0; }
+int result::columns() const noexcept { return column_count(r_); }
 
 int result::column(std::string_view name) const noexcept { return find_column(r_, name); }
 
-std::string_view result::column_name(int i) const noexcept {
-  if (r_ == nullptr || i < 0 || i >= PQnfields(r_)) return {};
-  return PQfname(r_, i);
-}
+std::string_view result::column_name(int i) const noexcept { return name_of(r_, i); }
 
 oid result::column_type(int i) const noexcept {
-  if (r_ == nullptr || i < 0 || i >= PQnfields(r_)) return oids::unspecified;
-  return PQftype(r_, i);
+  if (r_.block != nullptr) {
+    const detail::column_entry* c = r_.block->column_at(i);
+    return c != nullptr ? c->type : oids::unspecified;
+  }
+  if (r_.pg == nullptr || i < 0 || i >= PQnfields(r_.pg)) return oids::unspecified;
+  return PQftype(r_.pg, i);
+}
+
+int result::column_type_modifier(int i) const noexcept {
+  if (r_.block != nullptr) {
+    const detail::column_entry* c = r_.block->column_at(i);
+    return c != nullptr ? c->modifier : -1;
+  }
+  return r_.pg != nullptr && i >= 0 && i < PQnfields(r_.pg) ? PQfmod(r_.pg, i) : -1;
+}
+
+format result::column_format(int i) const noexcept {
+  if (r_.block != nullptr) {
+    const detail::column_entry* c = r_.block->column_at(i);
+    return c != nullptr ? c->fmt : format::text;
+  }
+  return r_.pg != nullptr && i >= 0 && i < PQnfields(r_.pg) && PQfformat(r_.pg, i) == 1 ? format::binary
+                                                                                       : format::text;
+}
+
+oid result::column_table(int i) const noexcept {
+  if (r_.block != nullptr) {
+    const detail::column_entry* c = r_.block->column_at(i);
+    return c != nullptr ? c->table : oids::unspecified;
+  }
+  return r_.pg != nullptr && i >= 0 && i < PQnfields(r_.pg) ? PQftable(r_.pg, i) : oids::unspecified;
+}
+
+int result::column_table_column(int i) const noexcept {
+  if (r_.block != nullptr) {
+    const detail::column_entry* c = r_.block->column_at(i);
+    return c != nullptr ? c->table_column : 0;
+  }
+  return r_.pg != nullptr && i >= 0 && i < PQnfields(r_.pg) ? PQftablecol(r_.pg, i) : 0;
 }
 
 std::uint64_t result::affected_rows() const noexcept {
-  if (r_ == nullptr) return 0;
-  const char* n = PQcmdTuples(r_);
+  // The tag's count, where libpq's PQcmdTuples finds it: "INSERT <oid> <rows>", "<command> <rows>" for the
+  // commands that count rows; none for the others.
+  std::string_view tag = command_tag();
+  std::string_view rows;
+  if (tag.starts_with("INSERT ")) {
+    tag.remove_prefix(7);
+    const std::size_t space = tag.find(' ');
+    if (space == std::string_view::npos) return 0;
+    rows = tag.substr(space + 1);
+  } else {
+    for (const std::string_view command : {"SELECT ", "UPDATE ", "DELETE ", "MERGE ", "FETCH ", "MOVE ", "COPY "}) {
+      if (tag.starts_with(command)) {
+        rows = tag.substr(command.size());
+        break;
+      }
+    }
+  }
   std::uint64_t v = 0;
-  std::from_chars(n, n + std::strlen(n), v);
-  return v;
+  const auto [end, ec] = std::from_chars(rows.data(), rows.data() + rows.size(), v);
+  return ec == std::errc() && end == rows.data() + rows.size() ? v : 0;
 }
 
-std::string_view result::command_tag() const noexcept { return r_ != nullptr ? PQcmdStatus(r_) : ""; }
+std::string_view result::command_tag() const noexcept {
+  if (r_.block != nullptr) return {r_.block->base() + r_.block->tag, r_.block->tag_length};
+  return r_.pg != nullptr ? PQcmdStatus(r_.pg) : "";
+}
 
 std::string_view result::error_message() const noexcept {
-  if (r_ == nullptr) return {};
-  if (const char* primary = PQresultErrorField(r_, PG_DIAG_MESSAGE_PRIMARY)) return primary;
-  std::string_view m = PQresultErrorMessage(r_);
+  if (r_.pg == nullptr) return {};
+  if (const char* primary = PQresultErrorField(r_.pg, PG_DIAG_MESSAGE_PRIMARY)) return primary;
+  std::string_view m = PQresultErrorMessage(r_.pg);
   while (!m.empty() && m.back() == '\n') m.remove_suffix(1);
   return m;
 }
@@ -420,8 +774,8 @@ std::string_view result::error_message() const noexcept {
 std::string_view result::sqlstate() const noexcept { return error_field(PG_DIAG_SQLSTATE); }
 
 std::string_view result::error_field(int code) const noexcept {
-  if (r_ == nullptr) return {};
-  const char* v = PQresultErrorField(r_, code);
+  if (r_.pg == nullptr) return {};
+  const char* v = PQresultErrorField(r_.pg, code);
   return v != nullptr ? v : "";
 }
 

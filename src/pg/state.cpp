@@ -108,9 +108,7 @@ std::error_code error_of(const PGresult* r, const PGconn* pg) noexcept {
 
 connection_state::~connection_state() {
   stop_cancel_retry();
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].res != nullptr) PQclear(slots[i].res);
-  }
+  for (std::size_t i = 0; i < slots.size(); ++i) dispose(slots[i].res);
   while (!notifications.empty()) {
     PQfreemem(notifications.front());
     notifications.pop_front();
@@ -173,7 +171,7 @@ bool connection_state::send(query_op* op) {
         std::erase_if(prepared[r.stmt->id()], [e](const auto& x) { return x.get() == e; });
         op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
                                                  : make_error_code(error::bad_response);
-        op->res_ = connection_report(pg);
+        op->res_.pg = connection_report(pg);
         return false;
       }
       slot prepare;
@@ -193,7 +191,7 @@ bool connection_state::send(query_op* op) {
     }
     op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
                                              : make_error_code(error::bad_response);
-    op->res_ = connection_report(pg);
+    op->res_.pg = connection_report(pg);
     return false;
   }
   slot q;
@@ -353,18 +351,19 @@ void connection_state::on_result(slot& h, PGresult* r) noexcept {
     case PGRES_TUPLES_OK:
     case PGRES_COMMAND_OK:
     case PGRES_EMPTY_QUERY:
-      if (h.res != nullptr) PQclear(h.res);
-      h.res = r;
+      // Copied out and freed now (when small): libpq's next result then reuses its memory (result.cpp).
+      dispose(h.res);
+      h.res = adopt(r);
       if (h.out == outcome::none) h.out = outcome::ok;
       return;
     case PGRES_PIPELINE_ABORTED:
-      if (h.res != nullptr) PQclear(h.res);
-      h.res = r;
+      dispose(h.res);
+      h.res.pg = r;
       h.out = outcome::aborted;
       return;
     case PGRES_FATAL_ERROR:
-      if (h.res != nullptr) PQclear(h.res);
-      h.res = r;
+      dispose(h.res);
+      h.res.pg = r;
       h.out = outcome::failed;
       h.ec = error_of(r, pg);
       return;
@@ -395,16 +394,16 @@ void connection_state::finish_slot(slot& h) noexcept {
     if (h.out == outcome::failed && op != nullptr) {
       // The statement's own error: its execution, skipped after it, reports this one.
       op->ec_ = h.ec;
-      op->res_ = std::exchange(h.res, nullptr);
+      op->res_ = std::exchange(h.res, {});
     }
-    if (h.res != nullptr) PQclear(std::exchange(h.res, nullptr));
+    dispose(h.res);
     return;
   }
   if (h.cancelled && (h.out == outcome::aborted || (h.out == outcome::failed && h.ec == sqlstate::query_canceled))) {
     ++stats.cancels_confirmed;
   }
   if (op == nullptr) {
-    if (h.res != nullptr) PQclear(std::exchange(h.res, nullptr));
+    dispose(h.res);
     return;
   }
   // A query_canceled this query did not ask for, right after a cancel request meant for another: it is the victim
@@ -420,28 +419,28 @@ void connection_state::finish_slot(slot& h) noexcept {
       if (h.out == outcome::failed) op->ec_ = h.ec;
       if (h.out == outcome::aborted) op->ec_ = make_error_code(error::pipeline_aborted);
     }
-    if (op->res_ == nullptr) {
-      op->res_ = std::exchange(h.res, nullptr);
-    } else if (h.res != nullptr) {
-      PQclear(std::exchange(h.res, nullptr));
+    if (op->res_.empty()) {
+      op->res_ = std::exchange(h.res, {});
+    } else {
+      dispose(h.res);
     }
     complete(op);
     return;
   }
   bool again = false;
   if (op->ec_) {  // its Parse failed
-    if (h.res != nullptr) PQclear(std::exchange(h.res, nullptr));
+    dispose(h.res);
   } else if (h.out == outcome::ok) {
-    op->res_ = std::exchange(h.res, nullptr);
+    op->res_ = std::exchange(h.res, {});
   } else if (h.out == outcome::failed && !victim) {
     op->ec_ = h.ec;
-    op->res_ = std::exchange(h.res, nullptr);
+    op->res_ = std::exchange(h.res, {});
   } else if (h.isolated) {
     again = true;
-    if (h.res != nullptr) PQclear(std::exchange(h.res, nullptr));
+    dispose(h.res);
   } else {
     op->ec_ = make_error_code(error::pipeline_aborted);
-    op->res_ = std::exchange(h.res, nullptr);
+    op->res_ = std::exchange(h.res, {});
   }
   if (!h.isolated) {
     complete(op);
@@ -461,7 +460,7 @@ void connection_state::end_batch() noexcept {
       complete(op);
     } else {
       // It ran, but in the implicit transaction another query of the batch aborted: it was rolled back.
-      if (op->res_ != nullptr) PQclear(std::exchange(op->res_, nullptr));
+      dispose(op->res_);
       op->phase_ = query_op::phase::resend;
       resend.push_back(op);
     }
@@ -598,7 +597,7 @@ void connection_state::cancel_op(query_op* op) noexcept {
     return;
   }
   detach(op, true);
-  if (op->res_ != nullptr) PQclear(std::exchange(op->res_, nullptr));
+  dispose(op->res_);
   op->ec_ = make_error_code(tern::error::operation_canceled);
   op->rows_ended_ = true;
   complete(op);
@@ -621,15 +620,26 @@ void connection_state::request_cancel() noexcept {
 
 void connection_state::cancel_landed(void* state) noexcept {
   auto* s = static_cast<connection_state*>(state);
-  if (--s->cancels_in_flight == 0 && !s->closed) s->check_drained();
+  if (--s->cancels_in_flight == 0) {
+    s->wake_settled();
+    if (!s->closed) s->check_drained();
+  }
   release(s);
+}
+
+void connection_state::wake_settled() noexcept {
+  while (settle_wait* w = settle_waiters) {
+    settle_waiters = w->next;
+    w->linked = false;
+    resume_later(*ctx, w->waiter);
+  }
 }
 
 void connection_state::fail_all(std::error_code ec) noexcept {
   auto end_op = [&](query_op* op) {
     if (op == nullptr || op->phase_ == query_op::phase::done) return;
     if (!op->ec_) op->ec_ = ec;
-    if (op->res_ == nullptr && ec == error::connection_lost) op->res_ = connection_report(pg);
+    if (op->res_.empty() && ec == error::connection_lost) op->res_.pg = connection_report(pg);
     if (op->pending_row_ != nullptr) PQclear(std::exchange(op->pending_row_, nullptr));
     op->rows_ended_ = true;
     complete(op);
@@ -637,7 +647,7 @@ void connection_state::fail_all(std::error_code ec) noexcept {
   while (!slots.empty()) {
     slot sl = slots.front();
     slots.pop_front();
-    if (sl.res != nullptr) PQclear(sl.res);
+    dispose(sl.res);
     end_op(sl.op);
   }
   while (query_op* op = held.pop_front()) end_op(op);
@@ -661,6 +671,7 @@ void connection_state::fail_all(std::error_code ec) noexcept {
     if (w->waiter) resume_later(*ctx, w->waiter);
   }
   if (notification_wait* w = std::exchange(notify_waiter, nullptr)) w->complete(nullptr, ec);
+  wake_settled();
   dirty = false;
 }
 
@@ -697,7 +708,7 @@ void connection_state::release_gate(std::uint32_t id) noexcept {
 bool connection_state::grant(exclusive_wait* w) noexcept {
   w->granted = owner = next_owner++;
   if (next_owner == 0) next_owner = 1;
-  if (w->drain && !drained()) {
+  if (!ready_to_hold(w)) {
     w->draining = true;
     drain_waiter = w;
     if (dirty) schedule_flush();  // what waits for a sync point must get one
@@ -726,7 +737,7 @@ void connection_state::drain_gate() noexcept {
 }
 
 void connection_state::check_drained() noexcept {
-  if (drain_waiter == nullptr || !drained()) return;
+  if (drain_waiter == nullptr || !ready_to_hold(drain_waiter)) return;
   exclusive_wait* w = std::exchange(drain_waiter, nullptr);
   w->draining = false;
   w->done = true;
@@ -737,7 +748,7 @@ void connection_state::check_drained() noexcept {
 
 query_op::~query_op() {
   if (s_ != nullptr && phase_ != phase::idle && phase_ != phase::done) s_->forget_op(this);
-  if (res_ != nullptr) PQclear(res_);
+  dispose(res_);
   if (pending_row_ != nullptr) PQclear(pending_row_);
 }
 
@@ -752,7 +763,7 @@ bool query_op::await_ready() {
   }
   if (s_->broken) {
     ec_ = make_error_code(error::connection_lost);
-    res_ = connection_report(s_->pg);
+    res_.pg = connection_report(s_->pg);
     return true;
   }
   if (!s_->submit(this)) {
@@ -777,6 +788,6 @@ void query_op::cancel() noexcept {
 
 io_context& query_op::context() const noexcept { return *s_->ctx; }
 
-pg_result* query_op::take_result() noexcept { return std::exchange(res_, nullptr); }
+result_source query_op::take_result() noexcept { return std::exchange(res_, {}); }
 
 }  // namespace tern::pg::detail

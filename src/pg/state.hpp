@@ -105,7 +105,7 @@ enum class outcome : std::uint8_t { none, ok, failed, aborted };
 
 struct slot {
   query_op* op = nullptr;       // null: nobody waits for it
-  PGresult* res = nullptr;      // its result, once in
+  result_source res;            // its result, once in
   prepared_entry* prepared = nullptr;  // prepare: the entry it makes
   std::error_code ec;
   slot_kind kind = slot_kind::query;
@@ -151,6 +151,13 @@ struct op_list {
   }
 };
 
+// A task waiting for the connection's cancel requests on their way to end (cancels_settled).
+struct settle_wait {
+  std::coroutine_handle<> waiter;
+  settle_wait* next = nullptr;
+  bool linked = false;
+};
+
 // Someone waiting to hold the connection (a transaction, a COPY, a script, a batch being sent).
 struct exclusive_wait {
   connection_state* s = nullptr;
@@ -159,7 +166,7 @@ struct exclusive_wait {
   std::uint32_t granted = 0;
   bool drain = false;      // needs the pipeline empty, not only the gate
   bool queued = false;     // in the gate's queue
-  bool draining = false;   // granted, waiting for the pipeline to empty
+  bool draining = false;   // granted, waiting for the pipeline to empty (or the cancel requests to end)
   bool done = false;
   exclusive_wait* next = nullptr;
 };
@@ -226,6 +233,7 @@ struct connection_state {
   // for itself (a script, a COPY) starts, no exchange that sent one hands the connection back, and busy() is true
   // (the pipeline's own queries are covered by the victim rule instead: they run again).
   std::uint32_t cancels_in_flight = 0;
+  settle_wait* settle_waiters = nullptr;  // woken when cancels_in_flight reaches 0, or the connection ends
   // Stops the task that sends the first batch's cancel request again (stop_cancel_retry: the batch ended, or the
   // connection did). The task checks it before touching the state, so the state may be gone by then.
   std::stop_source cancel_retry{std::nostopstate};
@@ -269,6 +277,8 @@ struct connection_state {
   void cancel_until_stopped() noexcept;
   // Stops sending the cancel request again.
   void stop_cancel_retry() noexcept;
+  // Resumes the tasks waiting for the cancel requests on their way to end (through the loop).
+  void wake_settled() noexcept;
 
   // The gate.
   bool gate_open_for(const query_op* op) const noexcept { return owner == 0 || op->req_.owner == owner; }
@@ -281,6 +291,11 @@ struct connection_state {
   bool pipeline_empty() const noexcept { return slots.empty() && held.empty() && resend.empty(); }
   // What an exclusive holder that drains waits for: the pipeline empty and no cancel request on its way.
   bool drained() const noexcept { return pipeline_empty() && !dirty && cancels_in_flight == 0; }
+  // What any exclusive holder waits for: a transaction's BEGIN or a batch's queries, which are not sent again as
+  // the pipeline's own are, must not go out while a request's late second signal could still cancel them.
+  bool ready_to_hold(const exclusive_wait* w) const noexcept {
+    return w->drain ? drained() : cancels_in_flight == 0;
+  }
   void check_drained() noexcept;
 
   // Notifications.

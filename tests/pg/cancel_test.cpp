@@ -6,7 +6,9 @@
 // request the server drops (it came while the server waited for the query) is sent again, for a query and for a
 // script. A script or a query given up while it is still being sent (the server's process held still) is sent in
 // full, cancelled and drained, as is a script given up while its COPY's data flows; the other tasks' queries on the
-// connection get their own results, and a pooled connection is not dropped.
+// connection get their own results, and a pooled connection is not dropped. A transaction waits to send its BEGIN
+// until the cancel requests on their way have ended (a proxy holds them back).
+#include "pg_proxy.hpp"
 #include "pg_support.hpp"
 
 #include <tern/pg/pool.hpp>
@@ -278,6 +280,48 @@ TEST_P(pg_cancel_test, a_query_given_up_while_it_is_sent_leaves_the_pipeline_in_
     co_await release_and_expect_own_results(ctx, c, server, others);
     EXPECT_EQ(co_await scalar<int>(c, "SELECT 8"), 8);
   }(*this, ctx), 90s);
+}
+
+// The server signals a cancelled process twice for one request, and the second signal can come late: a BEGIN
+// sent before the request has ended could be the one it cancels, failing begin() for a request meant for another
+// query. So begin() sends BEGIN only once no request is on its way. Here the proxy holds the request back until the
+// cancelled sleep has run to its end; the BEGIN must not have run by then (the process stays idle, not idle in a
+// transaction), and once the request has been let through and ended, the transaction opens and commits.
+TEST_P(pg_cancel_test, a_transaction_begins_only_once_the_cancel_requests_on_their_way_have_ended) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pg_proxy proxy(t.db().dir, t.db().port);
+    pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
+    CO_ASSERT(c.is_open());
+    pgl::connection watcher = co_await connect_to(ctx, t.db().socket_conninfo());
+    const int pid = c.backend_pid();
+    auto state = [&]() { return scalar<std::string>(watcher, "SELECT state FROM pg_stat_activity WHERE pid = $1", pid); };
+    proxy.hold_others(true);
+    auto [ec, r] = co_await tern::with_timeout(c.query("SELECT pg_sleep(0.5)"), 50ms);
+    EXPECT_EC(ec, tern::error::timed_out);
+    for (int i = 0; i < 1000 && proxy.others_waiting() == 0; ++i) co_await tern::sleep_for(5ms);
+    CO_ASSERT(proxy.others_waiting() > 0);
+    auto opening = tern::spawn(ctx, c.begin());
+    // The sleep runs to its end, the request held back; then, for a second, the BEGIN must not run.
+    std::string now = co_await state();
+    for (int i = 0; i < 2000 && now == "active"; ++i) {
+      co_await tern::sleep_for(5ms);
+      now = co_await state();
+    }
+    for (int i = 0; i < 100 && now == "idle"; ++i) {
+      co_await tern::sleep_for(10ms);
+      now = co_await state();
+    }
+    EXPECT_EQ(now, "idle") << "BEGIN went out while a cancel request was on its way";
+    proxy.hold_others(false);
+    auto [bec, tx] = co_await std::move(opening);
+    CO_ASSERT_OK(bec);
+    auto [qec, qr] = co_await tx.query("SELECT 7");
+    PG_ASSERT_OK(qec, qr);
+    EXPECT_EQ(qr[0][0].as<int>(), 7);
+    CO_ASSERT_OK(co_await tx.commit());
+    EXPECT_GE(c.stats().cancels_sent, 1u);
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 8"), 8);
+  }(*this, ctx), 60s);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 // connection is the one watched: what the server sends on it is cut into the protocol's messages (a type byte, then
 // a length that counts itself), and once hold_after(type) is armed, the message of that type goes through and
 // everything after it waits until release(). Later connections (cancel requests, which libpq sends to the address
-// it connected to) are forwarded as they are.
+// it connected to) are forwarded as they are, or, while hold_others(true), held unforwarded (accepted, and their
+// bytes left unread) until hold_others(false).
 #pragma once
 
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +65,11 @@ class pg_proxy {
   // True once that message has gone through and more of the server's bytes wait behind it.
   bool holding() const { return holding_.load(); }
   void release() { released_.store(true); }
+
+  // Later connections wait, not forwarded, while held.
+  void hold_others(bool hold) { others_held_.store(hold); }
+  // How many later connections wait now.
+  int others_waiting() const { return others_waiting_.load(); }
 
  private:
   static sockaddr_un address(const std::string& path) {
@@ -124,6 +131,11 @@ class pg_proxy {
 
   // A later connection, forwarded as it is both ways until either end closes it.
   void pass_through(int client) {
+    if (others_held_.load()) {
+      ++others_waiting_;
+      while (others_held_.load() && !stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      --others_waiting_;
+    }
     const int server = connect_server();
     char buf[4096];
     while (server >= 0 && !stop_.load()) {
@@ -187,6 +199,8 @@ class pg_proxy {
   std::atomic<char> hold_type_{0};
   std::atomic<bool> released_{false};
   std::atomic<bool> holding_{false};
+  std::atomic<bool> others_held_{false};
+  std::atomic<int> others_waiting_{0};
   bool held_ = false;    // the held message went through; the rest waits (the proxy's thread only)
   std::string pending_;  // the server's bytes not yet forwarded (the proxy's thread only)
 };

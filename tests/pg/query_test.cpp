@@ -142,6 +142,83 @@ TEST_P(pg_query_test, nulls_go_and_come_as_empty_optionals) {
   }(*this, ctx));
 }
 
+// A small result is copied out of libpq's PGresult and a large one keeps it: both read alike, columns' descriptions
+// included, and rows taken from a result stay valid when it is moved.
+TEST_P(pg_query_test, small_and_large_results_read_alike_with_their_columns_described) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    const std::string tbl = t.table();
+    auto [cec, cr] = co_await c.query("CREATE TABLE " + tbl + " (id int, name varchar(20), price numeric(10,2))");
+    PG_ASSERT_OK(cec, cr);
+    EXPECT_EQ(cr.command_tag(), "CREATE TABLE");
+    EXPECT_EQ(cr.affected_rows(), 0u);
+    auto [iec, ir] = co_await c.query("INSERT INTO " + tbl +
+                                      " SELECT i, CASE WHEN i % 3 = 0 THEN NULL ELSE 'name ' || i END, i * 1.5 "
+                                      "FROM generate_series(1, 2000) AS i");
+    PG_ASSERT_OK(iec, ir);
+    EXPECT_EQ(ir.command_tag(), "INSERT 0 2000");
+    EXPECT_EQ(ir.affected_rows(), 2000u);
+    const auto table_oid = co_await scalar<std::int64_t>(c, ("SELECT '" + tbl + "'::regclass::oid::int8").c_str());
+    for (const pgl::format fmt : {pgl::format::text, pgl::format::binary}) {
+      const pgl::statement st("SELECT id, name, price, id * 2 AS twice FROM " + tbl + " WHERE id <= $1 ORDER BY id",
+                              fmt);
+      for (const int n : {3, 2000}) {  // about 100 bytes, and some 60 KiB
+        auto [ec, first] = co_await c.query(st, n);
+        PG_ASSERT_OK(ec, first);
+        const pgl::row last_row = first[static_cast<std::size_t>(n - 1)];
+        const pgl::result r = std::move(first);
+        EXPECT_TRUE(first.empty());
+        EXPECT_EQ(r.size(), static_cast<std::size_t>(n));
+        EXPECT_EQ(r.affected_rows(), static_cast<std::uint64_t>(n));
+        EXPECT_EQ(r.command_tag(), "SELECT " + std::to_string(n));
+        CO_ASSERT(r.columns() == 4);
+        EXPECT_EQ(r.column_name(1), "name");
+        EXPECT_EQ(r.column("twice"), 3);
+        EXPECT_EQ(r.column("nope"), -1);
+        EXPECT_EQ(r.column_type(0), pgl::oids::int4);
+        EXPECT_EQ(r.column_type(1), pgl::oids::varchar);
+        EXPECT_EQ(r.column_type_modifier(1), 20 + 4);                    // varchar(20): n + 4
+        EXPECT_EQ(r.column_type_modifier(2), ((10 << 16) | 2) + 4);      // numeric(10,2)
+        EXPECT_EQ(r.column_type_modifier(0), -1);
+        EXPECT_EQ(r.column_table(0), static_cast<pgl::oid>(table_oid));
+        EXPECT_EQ(r.column_table_column(2), 3);
+        EXPECT_EQ(r.column_table(3), pgl::oids::unspecified);           // computed
+        EXPECT_EQ(r.column_table_column(3), 0);
+        EXPECT_EQ(r.column_format(0), fmt);
+        EXPECT_EQ(r.column_name(4), "");
+        EXPECT_EQ(r.column_type(-1), pgl::oids::unspecified);
+        EXPECT_TRUE(r.error_message().empty());
+        EXPECT_TRUE(r.sqlstate().empty());
+        std::int64_t sum = 0;
+        int nulls = 0;
+        for (pgl::row row : r) {
+          const int id = row["id"].as<int>();
+          sum += row[3].as<std::int64_t>();
+          if (row[1].is_null()) {
+            ++nulls;
+            EXPECT_EQ(id % 3, 0);
+            EXPECT_TRUE(row[1].raw().empty());
+          } else {
+            EXPECT_EQ(row[1].as<std::string_view>(), "name " + std::to_string(id));
+            EXPECT_EQ(row[1].fmt(), fmt);
+            EXPECT_EQ(row[1].type(), pgl::oids::varchar);
+          }
+        }
+        EXPECT_EQ(sum, std::int64_t{n} * (n + 1));
+        EXPECT_EQ(nulls, n / 3);
+        EXPECT_EQ(last_row["id"].as<int>(), n) << "a row outlives the move of its result";
+        if (fmt == pgl::format::text) {
+          EXPECT_EQ(r[0][2].raw(), "1.50");
+        }
+        int out = 0;
+        EXPECT_EC(r[static_cast<std::size_t>(n)][0].to(out), pgl::error::unexpected_null);  // past the last row
+        EXPECT_EC(r[0][7].to(out), pgl::error::no_such_column);
+      }
+    }
+    co_await c.query("DROP TABLE " + tbl);
+  }(*this, ctx));
+}
+
 TEST_P(pg_query_test, server_errors_carry_their_sqlstate_and_message_and_the_connection_goes_on) {
   run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
     pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());

@@ -39,8 +39,8 @@
 // A connection must outlive the operations awaited on it; destroying it (or close()) ends every pending one with
 // pg::error::connection_closed.
 //
-// Allocation: tern::pg allocates nothing per query (its state lives in the awaiting frame); libpq allocates the
-// PGresult of each result.
+// Allocation: tern::pg allocates nothing per query (its state lives in the awaiting frame; a small result is copied
+// into a block from a per-thread pool); libpq allocates the PGresult of each result, which a small one frees at once.
 #pragma once
 
 #include <chrono>

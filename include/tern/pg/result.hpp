@@ -1,6 +1,9 @@
 // tern/pg/result.hpp
 //
-// result: what a query returned, rows and columns over libpq's PGresult (which it owns), with typed reads.
+// result: what a query returned, rows and columns with typed reads. A small successful result is copied out of
+// libpq's PGresult into a block of tern's (pooled per thread) and the PGresult freed at once; a large one, or a
+// failed one, keeps its PGresult. Either way the reads below are the same, and rows and fields stay valid when the
+// result is moved.
 //
 //   auto [ec, r] = co_await conn.query("SELECT id, name, born FROM people WHERE id < $1", 10);
 //   for (pg::row row : r) {
@@ -28,7 +31,8 @@
 // not exist, no_such_column. Views (string_view) point into the result and live as long as it.
 //
 // A result of a failed query holds the server's report: error_message(), sqlstate(), error_field() for the detail,
-// hint, constraint and the rest (libpq's PG_DIAG_* codes).
+// hint, constraint and the rest (libpq's PG_DIAG_* codes). Columns say their name, type, type modifier, format and
+// source table (column_*()); there is no PGresult to reach (see docs/design.md, PostgreSQL).
 #pragma once
 
 #include <chrono>
@@ -53,6 +57,25 @@ struct pg_result;  // libpq's PGresult
 namespace tern::pg {
 
 namespace detail {
+struct result_block;  // a result copied out of its PGresult (result.cpp)
+
+// What a result holds: its copy, or the PGresult itself, or nothing (at most one is set).
+struct result_source {
+  const result_block* block = nullptr;
+  pg_result* pg = nullptr;
+  bool empty() const noexcept { return block == nullptr && pg == nullptr; }
+};
+
+// Takes over r (may be null): a successful result small enough is copied into a block of tern's and r freed at
+// once, so that libpq's next result reuses its memory; any other is kept as it is.
+result_source adopt(pg_result* r) noexcept;
+// dispose() of a source that holds something (out of line: the empty case is the common one, inline).
+void dispose_held(result_source& s) noexcept;
+// Frees what s holds and empties it.
+inline void dispose(result_source& s) noexcept {
+  if (!s.empty()) dispose_held(s);
+}
+
 // One field as it came from the server.
 struct field_data {
   const char* data = nullptr;
@@ -166,7 +189,7 @@ struct is_optional<std::optional<T>> : std::true_type {};
 // One field of a row: a view into its result.
 class field {
  public:
-  field(const pg_result* r, int row, int column) noexcept : r_(r), row_(row), column_(column) {}
+  field(detail::result_source r, int row, int column) noexcept : r_(r), row_(row), column_(column) {}
 
   // False for a column the result does not have (a name it lacks): reads then fail with no_such_column.
   bool exists() const noexcept { return column_ >= 0; }
@@ -208,7 +231,7 @@ class field {
   detail::field_data data() const noexcept;
   [[noreturn]] void throw_error(std::error_code ec) const;
 
-  const pg_result* r_;
+  detail::result_source r_;
   int row_;
   int column_;
 };
@@ -216,7 +239,7 @@ class field {
 // One row of a result: a view into it.
 class row {
  public:
-  row(const pg_result* r, int index) noexcept : r_(r), index_(index) {}
+  row(detail::result_source r, int index) noexcept : r_(r), index_(index) {}
 
   // The field in column i.
   field operator[](int column) const noexcept { return {r_, index_, column >= 0 && column < columns() ? column : -1}; }
@@ -245,20 +268,22 @@ class row {
     return std::tuple<T...>((*this)[static_cast<int>(I)].template as<T>()...);
   }
 
-  const pg_result* r_;
+  detail::result_source r_;
   int index_;
 };
 
 class result {
  public:
   result() noexcept = default;
-  // Takes ownership of r (may be null).
-  explicit result(pg_result* r) noexcept : r_(r) {}
-  result(result&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+  // Takes ownership of r (may be null), kept as it is.
+  explicit result(pg_result* r) noexcept { r_.pg = r; }
+  // Takes over what src holds (detail::adopt's).
+  explicit result(detail::result_source src) noexcept : r_(src) {}
+  result(result&& o) noexcept : r_(std::exchange(o.r_, {})) {}
   result& operator=(result&& o) noexcept;
   result(const result&) = delete;
   result& operator=(const result&) = delete;
-  ~result();
+  ~result() { detail::dispose(r_); }
 
   // The number of rows.
   std::size_t size() const noexcept;
@@ -274,7 +299,7 @@ class result {
     using pointer = void;
     using reference = pg::row;
     iterator() noexcept = default;
-    iterator(const pg_result* r, int i) noexcept : r_(r), i_(i) {}
+    iterator(detail::result_source r, int i) noexcept : r_(r), i_(i) {}
     pg::row operator*() const noexcept { return {r_, i_}; }
     iterator& operator++() noexcept {
       ++i_;
@@ -285,7 +310,7 @@ class result {
     bool operator==(const iterator& o) const noexcept { return i_ == o.i_; }
 
    private:
-    const pg_result* r_ = nullptr;
+    detail::result_source r_;
     int i_ = 0;
   };
   iterator begin() const noexcept { return {r_, 0}; }
@@ -293,8 +318,15 @@ class result {
 
   // The index of the column named name (exactly), or -1.
   int column(std::string_view name) const noexcept;
+  // Column i's name, type, type modifier (varchar(n)'s n + 4, numeric's precision and scale; -1 for none: libpq's
+  // PQfmod), format, and the table and column it comes from (oids::unspecified and 0 for a computed one). Empty,
+  // unspecified, -1 or 0 for a column the result does not have.
   std::string_view column_name(int i) const noexcept;
   oid column_type(int i) const noexcept;
+  int column_type_modifier(int i) const noexcept;
+  format column_format(int i) const noexcept;
+  oid column_table(int i) const noexcept;
+  int column_table_column(int i) const noexcept;
   // Rows an INSERT, UPDATE, DELETE, MERGE, SELECT or COPY touched (from its command tag); 0 for others.
   std::uint64_t affected_rows() const noexcept;
   // The command tag: "INSERT 0 1", "SELECT 3", "CREATE TABLE".
@@ -307,12 +339,8 @@ class result {
   std::string_view sqlstate() const noexcept;
   std::string_view error_field(int code) const noexcept;
 
-  pg_result* native_handle() const noexcept { return r_; }
-  // Gives up ownership of the PGresult (the caller PQclear()s it).
-  pg_result* release() noexcept { return std::exchange(r_, nullptr); }
-
  private:
-  pg_result* r_ = nullptr;
+  detail::result_source r_;
 };
 
 }  // namespace tern::pg

@@ -71,14 +71,14 @@ class query_op {
   // ---- The connection's side (connection.cpp) ----
   // Starts the query without an awaiting coroutine: on_done(this) runs when it completes (never inline).
   void start_with(void (*on_done)(query_op*), void* owner_data) noexcept;
-  pg_result* take_result() noexcept;
+  result_source take_result() noexcept;
 
   connection_state* s_;
   request req_;
   std::coroutine_handle<> waiter_;
   void (*on_done_)(query_op*) = nullptr;
   void* owner_data_ = nullptr;
-  pg_result* res_ = nullptr;
+  result_source res_;                   // its result, once in (copied out of the PGresult when small)
   std::error_code ec_;
   query_op* next_ = nullptr;            // in the gate's queue, the held list or the resend list
   phase phase_ = phase::idle;
