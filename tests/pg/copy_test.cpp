@@ -350,7 +350,9 @@ TEST_P(pg_copy_test, finish_or_abort_from_another_loop_is_refused_and_the_writer
 // A connection through the proxy, with one exchange done (the proxy holds nothing back yet).
 tern::task<pgl::connection> connect_through(pg_proxy& proxy, tern::io_context& ctx) {
   pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
-  if (c.is_open()) EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
+  if (c.is_open()) {
+    EXPECT_EQ(co_await scalar<int>(c, "SELECT 1"), 1);
+  }
   co_return c;
 }
 
