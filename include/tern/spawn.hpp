@@ -50,19 +50,20 @@ class spawn_state final : public root_hook, public spawn_step {
   using handle_type = std::coroutine_handle<promise<T>>;
 
   // Queues the task's first step on ctx. Any thread: the state joins ctx's list of spawned tasks only when that
-  // first step runs, on ctx's own thread.
-  static spawn_state* create(io_context& ctx, handle_type h, std::stop_token token = {}, bool shareable = false) {
-    auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h);
-    h.promise().set_root(s);
+  // first step runs, on ctx's own thread. shareable: an idle worker of ctx's runtime may take the first step over.
+  static spawn_state* create(io_context& ctx, handle_type h, bool shareable = false) {
+    spawn_state* s = make(ctx, h, shareable);
+    s->start(ctx, shareable);
+    return s;
+  }
+  // The same under a stop token: set before the first step is queued, where another thread may take it.
+  static spawn_state* create(io_context& ctx, handle_type h, std::stop_token token, bool shareable = false) {
+    spawn_state* s = make(ctx, h, shareable);
     if (token.stop_possible()) {
       s->token_ = std::move(token);
       h.promise().set_stop_token(&s->token_);
     }
-    if (shareable) {
-      ctx.enqueue_shared(&s->step());
-    } else {
-      ctx.enqueue(&s->step());
-    }
+    s->start(ctx, shareable);
     return s;
   }
 
@@ -107,9 +108,22 @@ class spawn_state final : public root_hook, public spawn_step {
   static constexpr std::uintptr_t bits = done_bit | joiner_bit | detached_bit;
   static_assert(alignof(io_context) > bits, "the joining loop's address leaves the low bits free");
 
-  spawn_state(io_context& ctx, handle_type h) noexcept : ctx_(&ctx), h_(h) {
-    step().run = &on_start;
+  spawn_state(io_context& ctx, handle_type h, bool shareable) noexcept : ctx_(&ctx), h_(h) {
+    step().run = shareable ? &on_start_shared : &on_start;
     step().discard = &on_discard;
+  }
+
+  static spawn_state* make(io_context& ctx, handle_type h, bool shareable) {
+    auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h, shareable);
+    h.promise().set_root(s);
+    return s;
+  }
+  void start(io_context& ctx, bool shareable) noexcept {
+    if (shareable) {
+      ctx.enqueue_shared(&step());
+    } else {
+      ctx.enqueue(&step());
+    }
   }
 
   spawn_step& step() noexcept { return *this; }
@@ -117,9 +131,13 @@ class spawn_state final : public root_hook, public spawn_step {
 
   static void on_start(work_item* w) {
     spawn_state* s = of(w);
-    s->ctx_ = io_context::current();  // shareable work may start on another worker than the one it was given to
     s->ctx_->link_spawned(s);
     s->h_.resume();
+  }
+  // Shareable work may start on another worker than the one it was given to: that worker becomes its home.
+  static void on_start_shared(work_item* w) {
+    of(w)->ctx_ = io_context::current();
+    on_start(w);
   }
   // The loop died before the first step: nothing ran, nothing to report.
   static void on_discard(work_item* w) noexcept {
@@ -336,7 +354,8 @@ template <class T>
 join_handle<T> spawn(task<T> t) {
   io_context* ctx = io_context::current();
   if (ctx == nullptr) throw std::logic_error("tern::spawn: no io_context runs on this thread");
-  return spawn(*ctx, std::move(t));
+  if (!t.valid()) throw std::invalid_argument("tern::spawn: empty task");
+  return join_handle<T>(detail::spawn_state<T>::create(*ctx, t.release()));  // no stop token made and dropped
 }
 
 // Starts f(args...) on the loop running on this thread, keeping f and copies of args alive (see above).
