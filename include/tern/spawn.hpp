@@ -75,7 +75,7 @@ class spawn_state final : public root_hook, public spawn_step {
   // finished). Not void: a void member of one pointer argument, of a template instantiated with a type of internal
   // linkage, is the shape clang 16 mistakes for a resume inside a coroutine (docs/design.md, "Coroutines").
   bool detach() noexcept {
-    if (state_.fetch_or(detached_bit, std::memory_order_acq_rel) & done_bit) {
+    if (state_.fetch_add(detached_bit, std::memory_order_acq_rel) & done_bit) {
       report_unobserved();
       release();
       return true;
@@ -87,21 +87,25 @@ class spawn_state final : public root_hook, public spawn_step {
   bool set_joiner(std::coroutine_handle<> h) noexcept {
     step().handle = h;  // not read by the queue while the node may still be queued for the first step
     const auto joiner = reinterpret_cast<std::uintptr_t>(io_context::current());
-    return (state_.fetch_or(joiner | joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
+    return (state_.fetch_add(joiner | joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
   }
 
-  // Takes the result (the handle is the only owner left) and frees everything.
+  // Takes the result (the handle is the only owner left) and frees everything. What throws is out of line, so
+  // that the path without an exception is a test of h_ and one of the promise's exception.
   T take() {
     struct cleanup {
       spawn_state* s;
       ~cleanup() { s->release(); }
     } guard{this};
-    if (!h_) throw std::runtime_error("tern: spawned task was destroyed with its io_context");
+    if (!h_) [[unlikely]] throw_abandoned();
     return h_.promise().take();
   }
 
  private:
   // state_: the three facts in its low bits, and the joining loop's address above them (set with joiner_bit).
+  // Each is set once and never cleared (done by the finish or by the loop's death, the joiner by the one join,
+  // detached by the handle's end), so they are set with fetch_add, one lock xadd, where fetch_or compiles to a
+  // compare-and-swap loop (the old value is needed).
   static constexpr std::uintptr_t done_bit = 1;  // io_context::run_until watches this bit
   static constexpr std::uintptr_t joiner_bit = 2;
   static constexpr std::uintptr_t detached_bit = 4;
@@ -126,6 +130,10 @@ class spawn_state final : public root_hook, public spawn_step {
     }
   }
 
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_abandoned() {
+    throw std::runtime_error("tern: spawned task was destroyed with its io_context");
+  }
+
   spawn_step& step() noexcept { return *this; }
   static spawn_state* of(work_item* w) noexcept { return static_cast<spawn_state*>(static_cast<spawn_step*>(w)); }
 
@@ -144,7 +152,7 @@ class spawn_state final : public root_hook, public spawn_step {
     spawn_state* s = of(w);
     s->h_.destroy();
     s->h_ = nullptr;  // what take() reports as abandoned
-    if (s->state_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
+    if (s->state_.fetch_add(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
   }
   static void on_finish(work_item* w) { of(w)->finish(); }
 
@@ -161,7 +169,7 @@ class spawn_state final : public root_hook, public spawn_step {
 
   void finish() noexcept {
     ctx_->unlink_spawned(this);
-    const std::uintptr_t old = state_.fetch_or(done_bit, std::memory_order_acq_rel);
+    const std::uintptr_t old = state_.fetch_add(done_bit, std::memory_order_acq_rel);
     if (old & detached_bit) {
       report_unobserved();
       release();
@@ -176,7 +184,7 @@ class spawn_state final : public root_hook, public spawn_step {
     ctx_->unlink_spawned(this);
     h_.destroy();
     h_ = nullptr;  // what take() reports as abandoned
-    if (state_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) release();
+    if (state_.fetch_add(done_bit, std::memory_order_acq_rel) & detached_bit) release();
   }
 
   void report_unobserved() noexcept {
