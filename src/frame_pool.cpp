@@ -24,6 +24,7 @@ struct frame_pool_cleanup {
       }
     }
     for (auto& count : thread_lists.counts) count = 0;
+    thread_lists.owned_total -= static_cast<std::int64_t>(thread_lists.cached_total);
     thread_lists.cached_total = 0;
   }
 };
@@ -39,7 +40,7 @@ void frame_pool::keep_until_thread_exit() noexcept {
 std::uint32_t frame_pool::cached(std::size_t n) noexcept { return thread_lists.counts[class_of(n)]; }
 
 void frame_pool::usage(std::int64_t& in_use, std::uint64_t& cached) noexcept {
-  in_use = thread_lists.live_total;
+  in_use = thread_lists.owned_total - static_cast<std::int64_t>(thread_lists.cached_total);
   cached = thread_lists.cached_total;
 }
 
@@ -49,9 +50,7 @@ void frame_pool::adopt(void* first, void* last, std::uint32_t count, std::size_t
   static_cast<free_block*>(last)->next = thread_lists.heads[c];
   thread_lists.heads[c] = static_cast<free_block*>(first);
   thread_lists.counts[c] += count;
-  thread_lists.live[c] -= count;
   thread_lists.cached_total += count;
-  thread_lists.live_total -= count;
 }
 
 void frame_pool::warm(std::size_t bytes_per_class) {
@@ -66,14 +65,22 @@ void frame_pool::warm(std::size_t bytes_per_class) {
       std::memset(b, 0, size);  // fault its pages in now
       blocks.push_back(b);
     }
-    // The peak just reached lets the list keep all of them.
+    // The blocks just brought in from operator new let the list keep all of them.
     for (void* b : blocks) deallocate(b, size);
   }
 }
 
 void* frame_pool::refill(std::size_t c) {
-  keep_until_thread_exit();
-  return ::operator new(class_size(c));
+  if (!thread_lists.cleanup_armed) keep_until_thread_exit();
+  void* b = ::operator new(class_size(c));
+  ++thread_lists.grown[c];
+  ++thread_lists.owned_total;
+  return b;
+}
+
+bool frame_pool::keep(lists& l, std::size_t c) noexcept {
+  if (!l.cleanup_armed) keep_until_thread_exit();
+  return l.counts[c] < max_cached(c) || (l.counts[c] < l.grown[c] && l.counts[c] < max_burst_cached(c));
 }
 
 }  // namespace tern::detail

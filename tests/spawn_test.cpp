@@ -205,6 +205,32 @@ TEST_P(spawn_test, spawn_before_run_is_fifo) {
   EXPECT_EQ(order, expected);
 }
 
+tern::task<void> sleep_an_hour() { (void)co_await tern::sleep_for(1h); }
+
+tern::task<void> stop_after_a_turn(tern::io_context& ctx) {
+  co_await tern::yield();
+  ctx.stop();
+}
+
+// A join handle kept past its task's loop: the loop destroyed the task, unstarted (still queued) or suspended, and
+// the join says so with an exception instead of a result.
+TEST_P(spawn_test, join_of_a_task_destroyed_with_its_loop_throws) {
+  std::vector<tern::join_handle<void>> handles;
+  {
+    tern::io_context dying(options());
+    handles.push_back(tern::spawn(dying, sleep_an_hour()));  // suspended when the loop dies
+    tern::spawn(dying, stop_after_a_turn(dying)).detach();
+    EXPECT_TRUE(run_context_bounded(dying));
+    handles.push_back(tern::spawn(dying, sleep_an_hour()));  // never started
+    EXPECT_FALSE(handles[0].done());
+  }
+  for (auto& h : handles) {
+    EXPECT_TRUE(h.done());
+    auto join = [](tern::join_handle<void> h) -> tern::task<void> { co_await std::move(h); };
+    EXPECT_THROW(ctx.block_on(join(std::move(h))), std::runtime_error);
+  }
+}
+
 TEST_P(spawn_test, many_spawns_all_complete) {
   constexpr int n = 100'000;
   int completed = 0;

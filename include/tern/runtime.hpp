@@ -143,7 +143,7 @@ class runtime final : private detail::share_group {
   template <class T>
   join_handle<T> spawn(task<T> t) {
     if (!t.valid()) throw std::invalid_argument("tern::runtime::spawn: empty task");
-    return join_handle<T>(detail::spawn_state<T>::create(pick(), t.release(), {}, true));
+    return join_handle<T>(detail::spawn_state<T>::create(pick(), t.release(), true));
   }
   // spawn(t) for f(args...), keeping f and decayed copies of args alive until the task finishes.
   template <class F, class... Args>

@@ -50,19 +50,20 @@ class spawn_state final : public root_hook, public spawn_step {
   using handle_type = std::coroutine_handle<promise<T>>;
 
   // Queues the task's first step on ctx. Any thread: the state joins ctx's list of spawned tasks only when that
-  // first step runs, on ctx's own thread.
-  static spawn_state* create(io_context& ctx, handle_type h, std::stop_token token = {}, bool shareable = false) {
-    auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h);
-    h.promise().set_root(s);
+  // first step runs, on ctx's own thread. shareable: an idle worker of ctx's runtime may take the first step over.
+  static spawn_state* create(io_context& ctx, handle_type h, bool shareable = false) {
+    spawn_state* s = make(ctx, h, shareable);
+    s->start(ctx, shareable);
+    return s;
+  }
+  // The same under a stop token: set before the first step is queued, where another thread may take it.
+  static spawn_state* create(io_context& ctx, handle_type h, std::stop_token token, bool shareable = false) {
+    spawn_state* s = make(ctx, h, shareable);
     if (token.stop_possible()) {
       s->token_ = std::move(token);
       h.promise().set_stop_token(&s->token_);
     }
-    if (shareable) {
-      ctx.enqueue_shared(&s->step());
-    } else {
-      ctx.enqueue(&s->step());
-    }
+    s->start(ctx, shareable);
     return s;
   }
 
@@ -74,7 +75,7 @@ class spawn_state final : public root_hook, public spawn_step {
   // finished). Not void: a void member of one pointer argument, of a template instantiated with a type of internal
   // linkage, is the shape clang 16 mistakes for a resume inside a coroutine (docs/design.md, "Coroutines").
   bool detach() noexcept {
-    if (state_.fetch_or(detached_bit, std::memory_order_acq_rel) & done_bit) {
+    if (state_.fetch_add(detached_bit, std::memory_order_acq_rel) & done_bit) {
       report_unobserved();
       release();
       return true;
@@ -86,30 +87,51 @@ class spawn_state final : public root_hook, public spawn_step {
   bool set_joiner(std::coroutine_handle<> h) noexcept {
     step().handle = h;  // not read by the queue while the node may still be queued for the first step
     const auto joiner = reinterpret_cast<std::uintptr_t>(io_context::current());
-    return (state_.fetch_or(joiner | joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
+    return (state_.fetch_add(joiner | joiner_bit, std::memory_order_acq_rel) & done_bit) == 0;
   }
 
-  // Takes the result (the handle is the only owner left) and frees everything.
+  // Takes the result (the handle is the only owner left) and frees everything. What throws is out of line, so
+  // that the path without an exception is a test of h_ and one of the promise's exception.
   T take() {
     struct cleanup {
       spawn_state* s;
       ~cleanup() { s->release(); }
     } guard{this};
-    if (!h_) throw std::runtime_error("tern: spawned task was destroyed with its io_context");
+    if (!h_) [[unlikely]] throw_abandoned();
     return h_.promise().take();
   }
 
  private:
   // state_: the three facts in its low bits, and the joining loop's address above them (set with joiner_bit).
+  // Each is set once and never cleared (done by the finish or by the loop's death, the joiner by the one join,
+  // detached by the handle's end), so they are set with fetch_add, one lock xadd, where fetch_or compiles to a
+  // compare-and-swap loop (the old value is needed).
   static constexpr std::uintptr_t done_bit = 1;  // io_context::run_until watches this bit
   static constexpr std::uintptr_t joiner_bit = 2;
   static constexpr std::uintptr_t detached_bit = 4;
   static constexpr std::uintptr_t bits = done_bit | joiner_bit | detached_bit;
   static_assert(alignof(io_context) > bits, "the joining loop's address leaves the low bits free");
 
-  spawn_state(io_context& ctx, handle_type h) noexcept : ctx_(&ctx), h_(h) {
-    step().run = &on_start;
+  spawn_state(io_context& ctx, handle_type h, bool shareable) noexcept : ctx_(&ctx), h_(h) {
+    step().run = shareable ? &on_start_shared : &on_start;
     step().discard = &on_discard;
+  }
+
+  static spawn_state* make(io_context& ctx, handle_type h, bool shareable) {
+    auto* s = ::new (frame_pool::allocate(sizeof(spawn_state))) spawn_state(ctx, h, shareable);
+    h.promise().set_root(s);
+    return s;
+  }
+  void start(io_context& ctx, bool shareable) noexcept {
+    if (shareable) {
+      ctx.enqueue_shared(&step());
+    } else {
+      ctx.enqueue(&step());
+    }
+  }
+
+  [[noreturn, gnu::cold, gnu::noinline]] static void throw_abandoned() {
+    throw std::runtime_error("tern: spawned task was destroyed with its io_context");
   }
 
   spawn_step& step() noexcept { return *this; }
@@ -117,16 +139,20 @@ class spawn_state final : public root_hook, public spawn_step {
 
   static void on_start(work_item* w) {
     spawn_state* s = of(w);
-    s->ctx_ = io_context::current();  // shareable work may start on another worker than the one it was given to
     s->ctx_->link_spawned(s);
     s->h_.resume();
+  }
+  // Shareable work may start on another worker than the one it was given to: that worker becomes its home.
+  static void on_start_shared(work_item* w) {
+    of(w)->ctx_ = io_context::current();
+    on_start(w);
   }
   // The loop died before the first step: nothing ran, nothing to report.
   static void on_discard(work_item* w) noexcept {
     spawn_state* s = of(w);
     s->h_.destroy();
     s->h_ = nullptr;  // what take() reports as abandoned
-    if (s->state_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
+    if (s->state_.fetch_add(done_bit, std::memory_order_acq_rel) & detached_bit) s->release();
   }
   static void on_finish(work_item* w) { of(w)->finish(); }
 
@@ -143,7 +169,7 @@ class spawn_state final : public root_hook, public spawn_step {
 
   void finish() noexcept {
     ctx_->unlink_spawned(this);
-    const std::uintptr_t old = state_.fetch_or(done_bit, std::memory_order_acq_rel);
+    const std::uintptr_t old = state_.fetch_add(done_bit, std::memory_order_acq_rel);
     if (old & detached_bit) {
       report_unobserved();
       release();
@@ -158,7 +184,7 @@ class spawn_state final : public root_hook, public spawn_step {
     ctx_->unlink_spawned(this);
     h_.destroy();
     h_ = nullptr;  // what take() reports as abandoned
-    if (state_.fetch_or(done_bit, std::memory_order_acq_rel) & detached_bit) release();
+    if (state_.fetch_add(done_bit, std::memory_order_acq_rel) & detached_bit) release();
   }
 
   void report_unobserved() noexcept {
@@ -336,7 +362,8 @@ template <class T>
 join_handle<T> spawn(task<T> t) {
   io_context* ctx = io_context::current();
   if (ctx == nullptr) throw std::logic_error("tern::spawn: no io_context runs on this thread");
-  return spawn(*ctx, std::move(t));
+  if (!t.valid()) throw std::invalid_argument("tern::spawn: empty task");
+  return join_handle<T>(detail::spawn_state<T>::create(*ctx, t.release()));  // no stop token made and dropped
 }
 
 // Starts f(args...) on the loop running on this thread, keeping f and copies of args alive (see above).

@@ -17,9 +17,11 @@
 //   operator delete, and every other user knows its size statically).
 // - A block may be freed on another thread than the one that allocated it; it then joins the freeing thread's
 //   lists. Lists are strictly thread-local, so no atomics are needed. Each list keeps at most the larger of
-//   max_cached_bytes and the most blocks of its class the thread has held at once (up to max_burst_bytes), and
-//   hands the rest back to operator delete: a thread that only consumes what another produces (posts from a producer thread) does not
-//   hoard memory without bound, and a thread's own bursts are served from the pool when they come again.
+//   max_cached_bytes and the blocks of its class the thread has brought in from operator new (what its own bursts
+//   needed, up to max_burst_bytes), and hands the rest back to operator delete: a thread that only consumes what
+//   another produces (posts from a producer thread) does not hoard memory without bound, and a thread's own bursts
+//   are served from the pool when they come again. That bookkeeping is done where a block comes from or goes to
+//   operator new/delete, never on a pop or a push: taking a cached block is a pop and two decrements.
 // - Blocks larger than the largest class go straight to operator new/delete.
 // - A thread's cached blocks are released when the thread exits.
 #pragma once
@@ -59,15 +61,16 @@ class frame_pool {
   struct lists {
     free_block* heads[class_count];
     std::uint32_t counts[class_count];
-    // Blocks of each class this thread has taken and not given back, and the most there have been: a thread may
-    // cache as many blocks as it has itself needed at once, even past max_cached (a burst of a million tasks
-    // is served from the pool the next time), while a thread that only frees what others allocated stays
-    // bounded by max_cached.
-    std::int64_t live[class_count];
-    std::int64_t peak[class_count];
-    // The sums of live and counts over the classes, kept as they change so that usage() is two loads: a loop
-    // publishes them each time it parks (io_context::publish_gauges), which is every round trip of a ping-pong.
-    std::int64_t live_total;
+    // Blocks of each class this thread has brought in from operator new, never decreased: what the thread has
+    // needed at once at most (it refills only when its list is empty). A list may keep that many blocks even past
+    // max_cached (a burst of a million tasks is served from the pool the next time), while a thread that only
+    // frees what others allocated stays bounded by max_cached. Counted on the refill path, not on every block.
+    std::int64_t grown[class_count];
+    // Blocks brought in from operator new less those handed back to operator delete, over all classes (slow
+    // paths only), and the cached free blocks (the sum of counts): blocks in use are their difference, so that
+    // usage() is two loads (a loop publishes it each time it parks, io_context::publish_gauges, which is every
+    // round trip of a ping-pong) and the fast paths keep one counter.
+    std::int64_t owned_total;
     std::uint64_t cached_total;
     bool cleanup_armed;  // the thread-exit release is registered
   };
@@ -77,8 +80,6 @@ class frame_pool {
     if (n > max_pooled) return ::operator new(n);
     std::size_t c = class_of(n);
     lists& l = local();
-    if (++l.live[c] > l.peak[c]) l.peak[c] = l.live[c];
-    ++l.live_total;
     free_block* b = l.heads[c];
     if (b != nullptr) {
       l.heads[c] = b->next;
@@ -109,13 +110,15 @@ class frame_pool {
     }
     std::size_t c = class_of(n);
     lists& l = local();
-    --l.live[c];
-    --l.live_total;
-    if (l.counts[c] >= max_cached(c) && (l.counts[c] >= l.peak[c] || l.counts[c] >= max_burst_cached(c))) {
-      ::operator delete(p);
-      return;
+    // Past max_cached the list keeps only what the thread's own bursts needed; a thread that has only ever freed
+    // (blocks posted to it) arms its thread-exit release here.
+    if (l.counts[c] >= max_cached(c) || !l.cleanup_armed) [[unlikely]] {
+      if (!keep(l, c)) {
+        --l.owned_total;
+        ::operator delete(p);
+        return;
+      }
     }
-    if (!l.cleanup_armed) keep_until_thread_exit();  // a thread may only ever free (blocks posted to it)
     auto* b = static_cast<free_block*>(p);
     b->next = l.heads[c];
     l.heads[c] = b;
@@ -130,6 +133,8 @@ class frame_pool {
 
   static void* refill(std::size_t c);  // slow path: registers thread-exit cleanup, then allocates
   static void keep_until_thread_exit() noexcept;  // registers the thread-exit cleanup
+  // Slow path of deallocate: whether a block of class c joins the list (else it goes to operator delete).
+  static bool keep(lists& l, std::size_t c) noexcept;
 
   // The calling thread's lists. Out of line on purpose: these functions are inlined into coroutine bodies, and a
   // coroutine can resume on another thread (runtime::switch_to). An inlined thread_local access may have its
