@@ -20,11 +20,9 @@
 #include "tern/net/tcp.hpp"
 #include "tern/timer.hpp"
 
-namespace tern::http::detail {
+#include "out_buffer.hpp"
 
-// The status line and fields of a response, into out (see server.cpp).
-void write_head(std::string& out, const server_options& opts, int status, const fields& f,
-                std::optional<std::uint64_t> body_size, bool chunked, bool close, version v);
+namespace tern::http::detail {
 
 class connection final : public exchange {
  public:
@@ -76,6 +74,8 @@ class connection final : public exchange {
   void keep_room_after_head();
   std::size_t max_capacity() const noexcept;
   clock::time_point body_deadline(std::uint64_t received) const noexcept;
+  void write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
+                  version v);
   void answer(const response& r, bool head_only, bool close, version v);
   void answer_error(int status, std::string_view why);
 
@@ -95,7 +95,7 @@ class connection final : public exchange {
   std::size_t end_ = 0;
   std::size_t pinned_ = 0;  // bytes before it stay in place (the current request's head)
   std::string body_;        // a body that did not come whole with its head
-  std::string out_;         // responses not yet written
+  out_buffer out_;          // responses not yet written
   std::uint64_t requests_ = 0;
   // Requests answered since the last read, and how many the connection answers before it lets others run.
   static constexpr std::uint32_t pipelined_burst = 16;

@@ -11,6 +11,7 @@
 #include "tern/http/upgrade.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -22,6 +23,7 @@
 
 #include "connection.hpp"
 #include "date.hpp"
+#include "out_buffer.hpp"
 #include "tern/basic_descriptor.hpp"
 #include "tern/error.hpp"
 #include "tern/net/error.hpp"
@@ -37,16 +39,6 @@ namespace detail {
 using sized = io_result<std::size_t>;
 
 namespace {
-
-void append_number(std::string& out, std::uint64_t n) {
-  char digits[20];
-  int i = 0;
-  do {
-    digits[i++] = static_cast<char>('0' + n % 10);
-    n /= 10;
-  } while (n != 0);
-  while (i > 0) out.push_back(digits[--i]);
-}
 
 bool is_framing_field(std::string_view name) noexcept {
   return iequals(name, "content-length") || iequals(name, "transfer-encoding");
@@ -64,50 +56,89 @@ struct resume_on {
 
 }  // namespace
 
-// The status line and fields of a response, into out. body_size: the Content-Length to send (none for a status
-// that has no body); chunked: Transfer-Encoding: chunked instead; close: Connection: close.
-void write_head(std::string& out, const server_options& opts, int status, const fields& f,
-                std::optional<std::uint64_t> body_size, bool chunked, bool close, version v) {
-  out.append(v == http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
-  append_number(out, static_cast<std::uint64_t>(status));
-  out.push_back(' ');
-  out.append(reason_phrase(status));
-  out.append("\r\n");
-  if (!opts.server_name.empty() && !f.contains("server")) {
-    out.append("Server: ");
-    out.append(opts.server_name);
-    out.append("\r\n");
+namespace {
+
+// The status line: the usual one whole, others from the version, the code (std::to_chars) and the reason.
+char* put_status_line(char* p, int status, version v) noexcept {
+  if (status == status::ok && v != http10) return put(p, "HTTP/1.1 200 OK\r\n");
+  p = put(p, v == http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  p = std::to_chars(p, p + 11, status).ptr;
+  *p++ = ' ';
+  p = put(p, reason_phrase(status));
+  return put(p, "\r\n");
+}
+
+// The fields of a response that the server writes itself or leaves out, told apart by length first.
+enum field_role : unsigned { user_field = 0, server_field = 1, date_field = 2, dropped_field = 4 };
+
+unsigned role_of(std::string_view name) noexcept {
+  switch (name.size()) {
+    case 4: return iequals(name, "date") ? date_field : user_field;
+    case 6: return iequals(name, "server") ? server_field : user_field;
+    case 10: return iequals(name, "connection") ? dropped_field : user_field;
+    case 14: return iequals(name, "content-length") ? dropped_field : user_field;
+    case 17: return iequals(name, "transfer-encoding") ? dropped_field : user_field;
+    default: return user_field;
   }
-  if (opts.date && !f.contains("date")) {
-    out.append("Date: ");
-    out.append(http_date_now());
-    out.append("\r\n");
+}
+
+}  // namespace
+
+// The status line and fields of a response, into out_, in place: one pass over the handler's fields finds which of
+// Server and Date it set and how many bytes its fields take, then the head is copied piece by piece into room
+// reserved for all of it. body_size: the Content-Length to send (none for a status that has no body); chunked:
+// Transfer-Encoding: chunked instead; close: Connection: close.
+void connection::write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked,
+                            bool close, version v) {
+  unsigned present = 0;
+  std::size_t field_bytes = 0;
+  for (field x : f) {
+    present |= role_of(x.name);
+    field_bytes += x.name.size() + x.value.size() + 4;
+  }
+  const std::string_view reason = reason_phrase(status);
+  const std::string_view server_name = opts_->server_name;
+  // The status line (version, code, reason), Server, Date, Content-Length, Connection, the empty line.
+  const std::size_t most =
+      9 + 11 + 1 + reason.size() + 2 + 8 + server_name.size() + 2 + 6 + 29 + 2 + 16 + 20 + 2 + 28 + 2;
+  char* const start = out_.room(most + field_bytes);
+  char* p = put_status_line(start, status, v);
+  if (!server_name.empty() && !(present & server_field)) {
+    p = put(p, "Server: ");
+    p = put(p, server_name);
+    p = put(p, "\r\n");
+  }
+  if (opts_->date && !(present & date_field)) {
+    p = put(p, "Date: ");
+    p = put(p, http_date_now());
+    p = put(p, "\r\n");
   }
   const bool bodiless = status < 200 || status == 204 || status == 304;
   if (!bodiless) {
     if (chunked) {
-      out.append("Transfer-Encoding: chunked\r\n");
+      p = put(p, "Transfer-Encoding: chunked\r\n");
     } else if (body_size) {
-      out.append("Content-Length: ");
-      append_number(out, *body_size);
-      out.append("\r\n");
+      p = put(p, "Content-Length: ");
+      p = std::to_chars(p, p + 20, *body_size).ptr;
+      p = put(p, "\r\n");
     }
   }
   if (status == status::switching_protocols) {
-    out.append("Connection: Upgrade\r\n");
+    p = put(p, "Connection: Upgrade\r\n");
   } else if (close) {
-    out.append("Connection: close\r\n");
+    p = put(p, "Connection: close\r\n");
   } else if (v == http10) {
-    out.append("Connection: keep-alive\r\n");
+    p = put(p, "Connection: keep-alive\r\n");
   }
   for (field x : f) {
-    if (is_framing_field(x.name) || iequals(x.name, "connection")) continue;
-    out.append(x.name);
-    out.append(": ");
-    out.append(x.value);
-    out.append("\r\n");
+    if ((present & dropped_field) && role_of(x.name) == dropped_field) continue;
+    p = put(p, x.name);
+    p = put(p, ": ");
+    p = put(p, x.value);
+    p = put(p, "\r\n");
   }
-  out.append("\r\n");
+  p = put(p, "\r\n");
+  out_.commit(p);
 }
 
 // ---- connection ----
@@ -316,12 +347,12 @@ void connection::answer_error(int status, std::string_view why) {
   f.set("Content-Type", "text/plain; charset=utf-8");
   std::string body(why);
   body.push_back('\n');
-  write_head(out_, *opts_, status, f, body.size(), false, true, http11);
+  write_head(status, f, body.size(), false, true, http11);
   out_.append(body);
 }
 
 void connection::answer(const response& r, bool head_only, bool close, version v) {
-  write_head(out_, *opts_, r.status, r.headers, r.body.size(), false, close, v);
+  write_head(r.status, r.headers, r.body.size(), false, close, v);
   const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
   if (!head_only && !bodiless) out_.append(r.body);
 }
@@ -329,7 +360,7 @@ void connection::answer(const response& r, bool head_only, bool close, version v
 // The 101, then the connection as an upgraded_stream to the response's upgrade function, with what arrived after
 // the request. The connection's task awaits it, so its stop token (shutdown's cancel) reaches it.
 task<void> connection::hand_over(response& r) {
-  write_head(out_, *opts_, r.status, r.headers, std::nullopt, false, false, http11);
+  write_head(r.status, r.headers, std::nullopt, false, false, http11);
   if (co_await flush()) {
     cut();
     co_return;
@@ -577,7 +608,7 @@ task<std::error_code> connection::send_head(response_stream& s, int status, cons
   s.length_ = length;
   s.chunked_ = !length && !s.discard_ && version_ == http11;
   if (!length && !s.discard_ && version_ == http10) close_ = true;  // the close delimits the body
-  write_head(out_, *opts_, status, f, length, s.chunked_, close_, version_);
+  write_head(status, f, length, s.chunked_, close_, version_);
   std::error_code ec = co_await flush();
   if (ec) s.failed_ = true;
   co_return ec;
