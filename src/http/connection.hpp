@@ -9,6 +9,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "tern/detail/stream_ops.hpp"
+#include "tern/detail/timer_wheel.hpp"
 #include "tern/http/chunked.hpp"
 #include "tern/http/parser.hpp"
 #include "tern/http/request.hpp"
@@ -74,6 +76,13 @@ class connection final : public exchange {
   void keep_room_after_head();
   std::size_t max_capacity() const noexcept;
   clock::time_point body_deadline(std::uint64_t received) const noexcept;
+  clock::time_point loop_now() const noexcept;
+  // The deadline of a read of the plain socket (server.cpp, "Read deadlines"): watch_read before awaiting op,
+  // read_done with its result.
+  void watch_read(tern::detail::read_awaiter& op, clock::time_point deadline) noexcept;
+  std::error_code read_done(std::error_code ec) noexcept;
+  bool file_watch(std::uint64_t deadline_ns) noexcept;
+  static void on_watch(tern::detail::timer_node* n) noexcept;
   void write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
                   version v);
   void answer(const response& r, bool head_only, bool close, version v);
@@ -101,6 +110,13 @@ class connection final : public exchange {
   static constexpr std::uint32_t pipelined_burst = 16;
   std::uint32_t served_since_read_ = 0;
   clock::time_point body_start_{};
+  struct read_watch : tern::detail::timer_node {
+    connection* owner = nullptr;
+  };
+  read_watch watch_;                                    // on the loop's wheel at some read's deadline, or not
+  tern::detail::read_awaiter* pending_read_ = nullptr;  // the read waiting, which the watch cancels
+  std::uint64_t read_deadline_ns_ = 0;                  // its deadline
+  bool read_expired_ = false;                           // the watch cancelled it
   // The streaming form's body state: its framing, and the Content-Length bytes still to read.
   body_framing framing_ = body_framing::none;
   std::uint64_t body_left_ = 0;

@@ -159,7 +159,56 @@ connection::connection(server& s, net::tcp_socket socket, const net::endpoint& r
   server_->link(this);
 }
 
-connection::~connection() { server_->unlink(this); }
+connection::~connection() {
+  if (watch_.linked()) server_->context().timers().remove(&watch_);
+  server_->unlink(this);
+}
+
+clock::time_point connection::loop_now() const noexcept {
+  return clock::time_point(
+      std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(server_->context().deadline_now_ns())));
+}
+
+// Read deadlines. Each read of the plain socket has one (the header, idle and body timeouts), and a connection reads
+// thousands of times between two expiries, so instead of a wheel node filed and removed per read, one node per
+// connection stays filed at some deadline: a read that waits until a later deadline only records it, and when the
+// node fires with a read waiting whose deadline is later, it files itself again for that one. A read whose deadline
+// is earlier than the node's (a head's first bytes shorten the idle wait to the header timeout) files the node
+// again at once. Reads through a transport (TLS) are tasks, and keep with_deadline.
+void connection::watch_read(tern::detail::read_awaiter& op, clock::time_point deadline) noexcept {
+  pending_read_ = &op;
+  read_expired_ = false;
+  read_deadline_ns_ = tern::detail::to_ns(deadline);
+  if (watch_.linked()) {
+    if (watch_.deadline_ns <= read_deadline_ns_) return;
+    server_->context().timers().remove(&watch_);
+  }
+  if (!file_watch(read_deadline_ns_)) {
+    // Due already: the node fires on the next tick, when the read has started, and cancels it.
+    (void)file_watch(io_context::now_ns() + (std::uint64_t{1} << tern::detail::timer_wheel::tick_shift));
+  }
+}
+
+bool connection::file_watch(std::uint64_t deadline_ns) noexcept {
+  watch_.owner = this;
+  watch_.fire = &on_watch;
+  watch_.deadline_ns = deadline_ns;
+  return server_->context().timers().insert(&watch_);
+}
+
+void connection::on_watch(tern::detail::timer_node* n) noexcept {
+  connection& c = *static_cast<read_watch*>(n)->owner;
+  if (c.pending_read_ == nullptr) return;  // no read waits: the next one files the node again
+  if (c.read_deadline_ns_ > n->deadline_ns && c.file_watch(c.read_deadline_ns_)) return;
+  c.read_expired_ = true;
+  c.pending_read_->cancel();
+}
+
+std::error_code connection::read_done(std::error_code ec) noexcept {
+  pending_read_ = nullptr;
+  if (read_expired_ && ec == std::errc::operation_canceled) return make_error_code(tern::error::timed_out);
+  return ec;
+}
 
 std::size_t connection::max_capacity() const noexcept {
   // The longest head the limits allow, its empty lines and CRLFs, and room for the start of a body.
@@ -214,8 +263,14 @@ task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
   const mutable_buffer space(buffer_.get() + end_, capacity_ - end_);
   io_result<std::size_t> via_ec;
   served_since_read_ = 0;
-  if (secure_) via_ec = co_await with_deadline(secure_->read_some(space), deadline);
-  else via_ec = co_await with_deadline(socket_.read_some(space), deadline);
+  if (secure_) {
+    via_ec = co_await with_deadline(secure_->read_some(space), deadline);
+  } else {
+    tern::detail::read_awaiter op = socket_.read_some(space);
+    watch_read(op, deadline);
+    via_ec = co_await op;
+    via_ec.ec = read_done(via_ec.ec);
+  }
   auto [ec, n] = via_ec;
   end_ += n;
   co_return sized{ec, n};
@@ -251,10 +306,10 @@ task<std::error_code> connection::read_head() {
     if (std::error_code fec = co_await flush()) co_return fec;
     const bool empty = begin_ == end_;
     if (empty && server_->stopping_) co_return make_error_code(tern::error::operation_canceled);
-    if (!empty && head_deadline == clock::time_point{}) head_deadline = clock::now() + opts_->header_timeout;
+    if (!empty && head_deadline == clock::time_point{}) head_deadline = loop_now() + opts_->header_timeout;
     idle_ = empty;
     const clock::time_point deadline =
-        empty ? clock::now() + (first ? opts_->header_timeout : opts_->idle_timeout) : head_deadline;
+        empty ? loop_now() + (first ? opts_->header_timeout : opts_->idle_timeout) : head_deadline;
     auto [rec, n] = co_await read_more(deadline);
     idle_ = false;
     if (rec == tern::error::timed_out) {
@@ -276,7 +331,8 @@ task<std::error_code> connection::read_body(std::string_view& body) {
   const request_head& h = parser_.head();
   body = {};
   body_.clear();
-  body_start_ = clock::now();
+  if (h.framing == body_framing::none) co_return std::error_code{};
+  body_start_ = loop_now();
   if (h.framing == body_framing::content_length) {
     const std::size_t have = end_ - begin_;
     if (have >= h.content_length) {
@@ -293,8 +349,14 @@ task<std::error_code> connection::read_body(std::string_view& body) {
       if (std::error_code ec = co_await flush()) co_return ec;
       const mutable_buffer into(body_.data() + got, body_.size() - got);
       io_result<std::size_t> via_ec;
-      if (secure_) via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(got));
-      else via_ec = co_await with_deadline(socket_.read_some(into), body_deadline(got));
+      if (secure_) {
+        via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(got));
+      } else {
+        tern::detail::read_awaiter op = socket_.read_some(into);
+        watch_read(op, body_deadline(got));
+        via_ec = co_await op;
+        via_ec.ec = read_done(via_ec.ec);
+      }
       auto [ec, n] = via_ec;
       if (ec == tern::error::timed_out) co_return make_error_code(error::body_timeout);
       if (ec == tern::error::eof) co_return make_error_code(error::partial_message);
@@ -557,8 +619,14 @@ task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
     const std::uint64_t received = parser_.head().content_length - body_left_;
     const mutable_buffer into(b.data(), want);
     io_result<std::size_t> via_ec;
-    if (secure_) via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(received));
-    else via_ec = co_await with_deadline(socket_.read_some(into), body_deadline(received));
+    if (secure_) {
+      via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(received));
+    } else {
+      tern::detail::read_awaiter op = socket_.read_some(into);
+      watch_read(op, body_deadline(received));
+      via_ec = co_await op;
+      via_ec.ec = read_done(via_ec.ec);
+    }
     auto [ec, n] = via_ec;
     if (ec) co_return sized{body_read_error(ec), 0};
     body_left_ -= n;
@@ -674,7 +742,7 @@ task<bool> connection::run_stream(const router::route& route, request& req, bool
   framing_ = h.framing;
   body_left_ = h.framing == body_framing::content_length ? h.content_length : 0;
   chunked_.reset();
-  body_start_ = clock::now();
+  body_start_ = loop_now();
   version_ = h.version;
   head_only_ = h.method == method::head;
   close_ = close;
