@@ -77,10 +77,20 @@ class connection final : public exchange {
   std::size_t max_capacity() const noexcept;
   clock::time_point body_deadline(std::uint64_t received) const noexcept;
   clock::time_point loop_now() const noexcept;
-  // The deadline of a read of the plain socket (server.cpp, "Read deadlines"): watch_read before awaiting op,
-  // read_done with its result.
-  void watch_read(tern::detail::read_awaiter& op, clock::time_point deadline) noexcept;
-  std::error_code read_done(std::error_code ec) noexcept;
+  // The deadlines of the plain socket's reads and writes (server.cpp, "I/O deadlines"): watch before awaiting op,
+  // watched_done with its result.
+  struct watched {
+    void* op = nullptr;  // the operation waiting, which the node cancels
+    void (*cancel)(void*) noexcept = nullptr;
+    std::uint64_t deadline_ns = 0;
+    bool expired = false;  // the node cancelled it
+  };
+  template <class Op>
+  void watch(watched& w, Op& op, clock::time_point deadline) noexcept {
+    watch(w, &op, [](void* o) noexcept { static_cast<Op*>(o)->cancel(); }, deadline);
+  }
+  void watch(watched& w, void* op, void (*cancel)(void*) noexcept, clock::time_point deadline) noexcept;
+  std::error_code watched_done(watched& w, std::error_code ec) noexcept;
   bool file_watch(std::uint64_t deadline_ns) noexcept;
   static void on_watch(tern::detail::timer_node* n) noexcept;
   void write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
@@ -110,13 +120,12 @@ class connection final : public exchange {
   static constexpr std::uint32_t pipelined_burst = 16;
   std::uint32_t served_since_read_ = 0;
   clock::time_point body_start_{};
-  struct read_watch : tern::detail::timer_node {
+  struct deadline_node : tern::detail::timer_node {
     connection* owner = nullptr;
   };
-  read_watch watch_;                                    // on the loop's wheel at some read's deadline, or not
-  tern::detail::read_awaiter* pending_read_ = nullptr;  // the read waiting, which the watch cancels
-  std::uint64_t read_deadline_ns_ = 0;                  // its deadline
-  bool read_expired_ = false;                           // the watch cancelled it
+  deadline_node watch_;  // on the loop's wheel at some operation's deadline, or not
+  watched reading_;
+  watched writing_;
   // The streaming form's body state: its framing, and the Content-Length bytes still to read.
   body_framing framing_ = body_framing::none;
   std::uint64_t body_left_ = 0;

@@ -169,22 +169,25 @@ clock::time_point connection::loop_now() const noexcept {
       std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(server_->context().deadline_now_ns())));
 }
 
-// Read deadlines. Each read of the plain socket has one (the header, idle and body timeouts), and a connection reads
-// thousands of times between two expiries, so instead of a wheel node filed and removed per read, one node per
-// connection stays filed at some deadline: a read that waits until a later deadline only records it, and when the
-// node fires with a read waiting whose deadline is later, it files itself again for that one. A read whose deadline
-// is earlier than the node's (a head's first bytes shorten the idle wait to the header timeout) files the node
-// again at once. Reads through a transport (TLS) are tasks, and keep with_deadline.
-void connection::watch_read(tern::detail::read_awaiter& op, clock::time_point deadline) noexcept {
-  pending_read_ = &op;
-  read_expired_ = false;
-  read_deadline_ns_ = tern::detail::to_ns(deadline);
+// I/O deadlines. Each read of the plain socket has one (the header, idle and body timeouts), each write of a
+// response too (the write timeout), and a connection reads and writes thousands of times between two expiries; so
+// instead of a wheel node filed and removed per operation, one node per connection stays filed at some deadline.
+// An operation that waits until a later deadline only records it (a read and a write may wait at once: a streaming
+// handler's, each its slot), and when the node fires it cancels each waiting operation whose deadline has passed
+// and files itself again for the earliest later one. An operation whose deadline is earlier than the node's (a
+// head's first bytes shorten the idle wait to the header timeout) files the node again at once. I/O through a
+// transport (TLS) is a task, and keeps with_deadline and with_timeout.
+void connection::watch(watched& w, void* op, void (*cancel)(void*) noexcept, clock::time_point deadline) noexcept {
+  w.op = op;
+  w.cancel = cancel;
+  w.expired = false;
+  w.deadline_ns = tern::detail::to_ns(deadline);
   if (watch_.linked()) {
-    if (watch_.deadline_ns <= read_deadline_ns_) return;
+    if (watch_.deadline_ns <= w.deadline_ns) return;
     server_->context().timers().remove(&watch_);
   }
-  if (!file_watch(read_deadline_ns_)) {
-    // Due already: the node fires on the next tick, when the read has started, and cancels it.
+  if (!file_watch(w.deadline_ns)) {
+    // Due already: the node fires on the next tick, when the operation has started, and cancels it.
     (void)file_watch(io_context::now_ns() + (std::uint64_t{1} << tern::detail::timer_wheel::tick_shift));
   }
 }
@@ -197,16 +200,27 @@ bool connection::file_watch(std::uint64_t deadline_ns) noexcept {
 }
 
 void connection::on_watch(tern::detail::timer_node* n) noexcept {
-  connection& c = *static_cast<read_watch*>(n)->owner;
-  if (c.pending_read_ == nullptr) return;  // no read waits: the next one files the node again
-  if (c.read_deadline_ns_ > n->deadline_ns && c.file_watch(c.read_deadline_ns_)) return;
-  c.read_expired_ = true;
-  c.pending_read_->cancel();
+  connection& c = *static_cast<deadline_node*>(n)->owner;
+  std::uint64_t next = ~std::uint64_t{0};
+  for (watched* w : {&c.reading_, &c.writing_}) {
+    if (w->op == nullptr || w->expired) continue;
+    if (w->deadline_ns <= n->deadline_ns) {
+      w->expired = true;
+      w->cancel(w->op);
+    } else if (w->deadline_ns < next) {
+      next = w->deadline_ns;
+    }
+  }
+  // Nothing else waits: the next operation files the node again. Otherwise the node goes on to the earliest
+  // deadline still ahead (on the next tick if that one's tick has passed already).
+  if (next != ~std::uint64_t{0} && !c.file_watch(next)) {
+    (void)c.file_watch(io_context::now_ns() + (std::uint64_t{1} << tern::detail::timer_wheel::tick_shift));
+  }
 }
 
-std::error_code connection::read_done(std::error_code ec) noexcept {
-  pending_read_ = nullptr;
-  if (read_expired_ && ec == std::errc::operation_canceled) return make_error_code(tern::error::timed_out);
+std::error_code connection::watched_done(watched& w, std::error_code ec) noexcept {
+  w.op = nullptr;
+  if (w.expired && ec == std::errc::operation_canceled) return make_error_code(tern::error::timed_out);
   return ec;
 }
 
@@ -267,9 +281,9 @@ task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
     via_ec = co_await with_deadline(secure_->read_some(space), deadline);
   } else {
     tern::detail::read_awaiter op = socket_.read_some(space);
-    watch_read(op, deadline);
+    watch(reading_, op, deadline);
     via_ec = co_await op;
-    via_ec.ec = read_done(via_ec.ec);
+    via_ec.ec = watched_done(reading_, via_ec.ec);
   }
   auto [ec, n] = via_ec;
   end_ += n;
@@ -280,8 +294,14 @@ task<std::error_code> connection::flush() {
   if (out_.empty()) co_return std::error_code{};
   const const_buffer data(out_.data(), out_.size());
   io_result<std::size_t> via_ec;
-  if (secure_) via_ec = co_await with_timeout(secure_->write_all(data), opts_->write_timeout);
-  else via_ec = co_await with_timeout(socket_.write_all(data), opts_->write_timeout);
+  if (secure_) {
+    via_ec = co_await with_timeout(secure_->write_all(data), opts_->write_timeout);
+  } else {
+    tern::detail::transfer_awaiter op = socket_.write_all(data);
+    watch(writing_, op, loop_now() + opts_->write_timeout);
+    via_ec = co_await op;
+    via_ec.ec = watched_done(writing_, via_ec.ec);
+  }
   auto [ec, n] = via_ec;
   out_.clear();
   co_return ec;
@@ -353,9 +373,9 @@ task<std::error_code> connection::read_body(std::string_view& body) {
         via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(got));
       } else {
         tern::detail::read_awaiter op = socket_.read_some(into);
-        watch_read(op, body_deadline(got));
+        watch(reading_, op, body_deadline(got));
         via_ec = co_await op;
-        via_ec.ec = read_done(via_ec.ec);
+        via_ec.ec = watched_done(reading_, via_ec.ec);
       }
       auto [ec, n] = via_ec;
       if (ec == tern::error::timed_out) co_return make_error_code(error::body_timeout);
@@ -623,9 +643,9 @@ task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
       via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(received));
     } else {
       tern::detail::read_awaiter op = socket_.read_some(into);
-      watch_read(op, body_deadline(received));
+      watch(reading_, op, body_deadline(received));
       via_ec = co_await op;
-      via_ec.ec = read_done(via_ec.ec);
+      via_ec.ec = watched_done(reading_, via_ec.ec);
     }
     auto [ec, n] = via_ec;
     if (ec) co_return sized{body_read_error(ec), 0};
@@ -660,8 +680,14 @@ task<std::error_code> connection::write_now(std::string_view data) {
   if (std::error_code ec = co_await flush()) co_return ec;
   const const_buffer b(data.data(), data.size());
   io_result<std::size_t> via_ec;
-  if (secure_) via_ec = co_await with_timeout(secure_->write_all(b), opts_->write_timeout);
-  else via_ec = co_await with_timeout(socket_.write_all(b), opts_->write_timeout);
+  if (secure_) {
+    via_ec = co_await with_timeout(secure_->write_all(b), opts_->write_timeout);
+  } else {
+    tern::detail::transfer_awaiter op = socket_.write_all(b);
+    watch(writing_, op, loop_now() + opts_->write_timeout);
+    via_ec = co_await op;
+    via_ec.ec = watched_done(writing_, via_ec.ec);
+  }
   auto [ec, n] = via_ec;
   co_return ec;
 }

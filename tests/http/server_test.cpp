@@ -359,6 +359,24 @@ TEST_P(http_server_test, a_head_begun_after_an_idle_wait_gets_the_header_timeout
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
 }
 
+// A peer that stops reading: the response's write waits until write_timeout, then the connection is closed.
+TEST_P(http_server_test, a_response_the_peer_does_not_read_is_cut_at_the_write_timeout) {
+  http::server_options opts;
+  opts.write_timeout = 300ms;
+  http::router r;
+  r.get("/big", [](http::request&) -> tern::task<http::response> {
+    co_return http::response(200, std::string(std::size_t{32} << 20, 'x'));  // more than the sockets' buffers hold
+  });
+  server_thread s(GetParam(), std::move(r), opts);
+  raw_client c(s.port());
+  c.send(get("/big"));
+  ASSERT_TRUE(c.readable(5s)) << "the response has begun";  // the client reads none of it
+  const auto t0 = std::chrono::steady_clock::now();
+  while (s.connections() != 0 && std::chrono::steady_clock::now() - t0 < 10s) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(s.connections(), 0u) << "closed once the write timeout has passed";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+}
+
 TEST_P(http_server_test, connections_beyond_the_cap_are_refused_at_once) {
   http::server_options opts;
   opts.max_connections = 2;
