@@ -115,6 +115,7 @@ class connection final : public exchange {
   std::size_t pinned_ = 0;  // bytes before it stay in place (the current request's head)
   std::string body_;        // a body that did not come whole with its head
   out_buffer out_;          // responses not yet written
+  std::string allow_;       // a 405's Allow value, its memory kept
   std::uint64_t requests_ = 0;
   // Requests answered since the last read, and how many the connection answers before it lets others run.
   static constexpr std::uint32_t pipelined_burst = 16;

@@ -115,7 +115,7 @@ std::size_t field_list::count(std::string_view name) const noexcept { return cou
 
 fields::fields(const fields& o) { copy_from(o); }
 
-fields::fields(fields&& o) noexcept { *this = std::move(o); }
+fields::fields(fields&& o) noexcept { take(o); }
 
 fields& fields::operator=(const fields& o) {
   if (this != &o) {
@@ -127,29 +127,34 @@ fields& fields::operator=(const fields& o) {
 
 fields& fields::operator=(fields&& o) noexcept {
   if (this == &o) return *this;
-  // Heap parts move; inline parts are copied (a few hundred bytes at most).
+  heap_entries_.reset();
+  heap_bytes_.reset();
+  take(o);
+  return *this;
+}
+
+// Takes o's fields into this object, whose heap parts are empty. Heap parts move; inline parts are copied: the
+// entries one by one (a response has one or two: a loop, not a call to memcpy), the bytes whole.
+void fields::take(fields& o) noexcept {
   if (o.heap_entries_) {
     heap_entries_ = std::move(o.heap_entries_);
     entry_capacity_ = o.entry_capacity_;
   } else {
-    heap_entries_.reset();
     entry_capacity_ = inline_entries;
-    std::memcpy(inline_entries_, o.inline_entries_, o.count_ * sizeof(entry));
+    for (std::uint32_t i = 0; i < o.count_; ++i) inline_entries_[i] = o.inline_entries_[i];
   }
   if (o.heap_bytes_) {
     heap_bytes_ = std::move(o.heap_bytes_);
     byte_capacity_ = o.byte_capacity_;
   } else {
-    heap_bytes_.reset();
     byte_capacity_ = inline_bytes;
-    std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
+    if (o.used_ != 0) std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
   }
   count_ = o.count_;
   used_ = o.used_;
   o.count_ = o.used_ = 0;
   o.entry_capacity_ = inline_entries;
   o.byte_capacity_ = inline_bytes;
-  return *this;
 }
 
 void fields::copy_from(const fields& o) {

@@ -534,15 +534,14 @@ task<void> connection::run() {
     }
     request req(h, remote_);
     int status = 0;
-    std::string allow;
-    const router::route* route = server_->routes_->match(req, status, allow);
+    const router::route* route = server_->routes_->match(req, status, allow_);
     bool close = !h.keep_alive || server_->stopping_;
     const bool head_only = h.method == method::head;
     if (route == nullptr) {
       // The body was not read: unless there is none, the connection cannot be reused.
       close = close || h.framing != body_framing::none;
       response r(status, std::string(reason_phrase(status)) + "\n");
-      if (status == status::method_not_allowed) r.headers.set("Allow", allow);
+      if (status == status::method_not_allowed) r.headers.set("Allow", allow_);
       answer(r, head_only, close, h.version);
       if (close) break;
       continue;

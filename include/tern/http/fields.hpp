@@ -178,6 +178,7 @@ class fields {
   void grow_entries(std::size_t need);
   void grow_bytes(std::size_t need);
   void copy_from(const fields& o);
+  void take(fields& o) noexcept;
 
   entry inline_entries_[inline_entries];
   std::unique_ptr<entry[]> heap_entries_;
