@@ -2,7 +2,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #if defined(__SSE2__)
@@ -84,16 +86,53 @@ inline const char* find_lf(const char* p, const char* end) noexcept {
   return p;
 }
 
-// Whether a token (a field name, whose bytes are tchars) is the lowercase name given, ignoring ASCII case. For
-// tchars, setting bit 0x20 maps exactly the capital letters to small ones (no other tchar lands on a letter or on
-// '-'), so the comparison is one OR and one compare per byte, unrolled for the literal's length.
-template <std::size_t N>
-inline bool token_is(std::string_view token, const char (&lower)[N]) noexcept {
-  if (token.size() != N - 1) return false;
-  for (std::size_t i = 0; i + 1 < N; ++i) {
-    if ((static_cast<unsigned char>(token[i]) | 0x20) != static_cast<unsigned char>(lower[i])) return false;
+// The first ':' or CR from p on (before end), or end: where a field name ends, 16 bytes at a time where SSE2 is
+// there. The caller knows the line's CR comes before end.
+inline const char* find_colon_or_cr(const char* p, const char* end) noexcept {
+#if defined(__SSE2__)
+  const __m128i colon = _mm_set1_epi8(':');
+  const __m128i cr = _mm_set1_epi8('\r');
+  while (end - p >= 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const int mask = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, colon), _mm_cmpeq_epi8(x, cr)));
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
   }
-  return true;
+#endif
+  while (p != end && *p != ':' && *p != '\r') ++p;
+  return p;
+}
+
+// Up to 8 bytes at p as a word.
+inline std::uint64_t load_word(const char* p, std::size_t n) noexcept {
+  std::uint64_t x = 0;
+  std::memcpy(&x, p, n);
+  return x;
+}
+
+// Eight bytes at once, their ASCII capitals lowercased (bytes of 0x80 and above untouched).
+constexpr std::uint64_t fold_word(std::uint64_t x) noexcept {
+  constexpr std::uint64_t ones = 0x0101010101010101;
+  const std::uint64_t low = x & (0x7f * ones);
+  const std::uint64_t above_z = low + (0x7f - 'Z') * ones;  // high bit: the byte is above 'Z'
+  const std::uint64_t from_a = low + (0x80 - 'A') * ones;   // high bit: the byte is 'A' or above
+  const std::uint64_t upper = from_a & ~above_z & ~x & (0x80 * ones);
+  return x | (upper >> 2);
+}
+
+// Whether the n bytes at p, ASCII case ignored, are lower (n bytes, already lowercase; n >= 4), a word at a time:
+// any bytes at p, since only capitals are folded.
+inline bool equals_lower(const char* p, std::size_t n, std::string_view lower) noexcept {
+  const char* q = lower.data();
+  if (n >= 8) {
+    for (std::size_t i = 0; i + 8 < n; i += 8) {
+      if (fold_word(load_word(p + i, 8)) != load_word(q + i, 8)) return false;
+    }
+    return fold_word(load_word(p + n - 8, 8)) == load_word(q + n - 8, 8);
+  }
+  const std::uint64_t x = load_word(p, 4) | load_word(p + n - 4, 4) << 32;
+  const std::uint64_t y = load_word(q, 4) | load_word(q + n - 4, 4) << 32;
+  return fold_word(x) == y;
 }
 
 }  // namespace tern::http::detail

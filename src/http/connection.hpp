@@ -9,6 +9,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "tern/detail/stream_ops.hpp"
+#include "tern/detail/timer_wheel.hpp"
 #include "tern/http/chunked.hpp"
 #include "tern/http/parser.hpp"
 #include "tern/http/request.hpp"
@@ -20,11 +22,9 @@
 #include "tern/net/tcp.hpp"
 #include "tern/timer.hpp"
 
-namespace tern::http::detail {
+#include "out_buffer.hpp"
 
-// The status line and fields of a response, into out (see server.cpp).
-void write_head(std::string& out, const server_options& opts, int status, const fields& f,
-                std::optional<std::uint64_t> body_size, bool chunked, bool close, version v);
+namespace tern::http::detail {
 
 class connection final : public exchange {
  public:
@@ -76,6 +76,25 @@ class connection final : public exchange {
   void keep_room_after_head();
   std::size_t max_capacity() const noexcept;
   clock::time_point body_deadline(std::uint64_t received) const noexcept;
+  clock::time_point loop_now() const noexcept;
+  // The deadlines of the plain socket's reads and writes (server.cpp, "I/O deadlines"): watch before awaiting op,
+  // watched_done with its result.
+  struct watched {
+    void* op = nullptr;  // the operation waiting, which the node cancels
+    void (*cancel)(void*) noexcept = nullptr;
+    std::uint64_t deadline_ns = 0;
+    bool expired = false;  // the node cancelled it
+  };
+  template <class Op>
+  void watch(watched& w, Op& op, clock::time_point deadline) noexcept {
+    watch(w, &op, [](void* o) noexcept { static_cast<Op*>(o)->cancel(); }, deadline);
+  }
+  void watch(watched& w, void* op, void (*cancel)(void*) noexcept, clock::time_point deadline) noexcept;
+  std::error_code watched_done(watched& w, std::error_code ec) noexcept;
+  bool file_watch(std::uint64_t deadline_ns) noexcept;
+  static void on_watch(tern::detail::timer_node* n) noexcept;
+  void write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
+                  version v);
   void answer(const response& r, bool head_only, bool close, version v);
   void answer_error(int status, std::string_view why);
 
@@ -95,12 +114,19 @@ class connection final : public exchange {
   std::size_t end_ = 0;
   std::size_t pinned_ = 0;  // bytes before it stay in place (the current request's head)
   std::string body_;        // a body that did not come whole with its head
-  std::string out_;         // responses not yet written
+  out_buffer out_;          // responses not yet written
+  std::string allow_;       // a 405's Allow value, its memory kept
   std::uint64_t requests_ = 0;
   // Requests answered since the last read, and how many the connection answers before it lets others run.
   static constexpr std::uint32_t pipelined_burst = 16;
   std::uint32_t served_since_read_ = 0;
   clock::time_point body_start_{};
+  struct deadline_node : tern::detail::timer_node {
+    connection* owner = nullptr;
+  };
+  deadline_node watch_;  // on the loop's wheel at some operation's deadline, or not
+  watched reading_;
+  watched writing_;
   // The streaming form's body state: its framing, and the Content-Length bytes still to read.
   body_framing framing_ = body_framing::none;
   std::uint64_t body_left_ = 0;

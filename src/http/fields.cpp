@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "chars.hpp"
+
 namespace tern::http {
 
 namespace {
@@ -30,26 +32,9 @@ std::size_t count_of(const Fields& f, std::string_view name) noexcept {
 
 }  // namespace
 
-namespace {
-
-// Eight bytes at once, their ASCII capitals lowercased (bytes of 0x80 and above untouched): every lookup of a
-// field by name compares names this way, a word per step instead of a byte.
-constexpr std::uint64_t fold(std::uint64_t x) noexcept {
-  constexpr std::uint64_t ones = 0x0101010101010101;
-  const std::uint64_t low = x & (0x7f * ones);
-  const std::uint64_t above_z = low + (0x7f - 'Z') * ones;  // high bit: the byte is above 'Z'
-  const std::uint64_t from_a = low + (0x80 - 'A') * ones;   // high bit: the byte is 'A' or above
-  const std::uint64_t upper = from_a & ~above_z & ~x & (0x80 * ones);
-  return x | (upper >> 2);
-}
-
-std::uint64_t load(const char* p, std::size_t n) noexcept {
-  std::uint64_t x = 0;
-  std::memcpy(&x, p, n);
-  return x;
-}
-
-}  // namespace
+using detail::equals_lower;
+using detail::fold_word;
+using detail::load_word;
 
 bool iequals(std::string_view a, std::string_view b) noexcept {
   const std::size_t n = a.size();
@@ -59,14 +44,14 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
   if (n >= 8) {
     // Whole words, the last one overlapping the one before it.
     for (std::size_t i = 0; i + 8 < n; i += 8) {
-      if (fold(load(p + i, 8)) != fold(load(q + i, 8))) return false;
+      if (fold_word(load_word(p + i, 8)) != fold_word(load_word(q + i, 8))) return false;
     }
-    return fold(load(p + n - 8, 8)) == fold(load(q + n - 8, 8));
+    return fold_word(load_word(p + n - 8, 8)) == fold_word(load_word(q + n - 8, 8));
   }
   if (n >= 4) {
-    const std::uint64_t x = load(p, 4) | load(p + n - 4, 4) << 32;
-    const std::uint64_t y = load(q, 4) | load(q + n - 4, 4) << 32;
-    return fold(x) == fold(y);
+    const std::uint64_t x = load_word(p, 4) | load_word(p + n - 4, 4) << 32;
+    const std::uint64_t y = load_word(q, 4) | load_word(q + n - 4, 4) << 32;
+    return fold_word(x) == fold_word(y);
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (lower(static_cast<unsigned char>(p[i])) != lower(static_cast<unsigned char>(q[i]))) return false;
@@ -87,11 +72,40 @@ bool list_contains(std::string_view value, std::string_view token) noexcept {
   return false;
 }
 
+// ---- known fields ----
+
+namespace detail {
+
+known_field known_field_of(std::string_view name) noexcept {
+  if (name.empty()) return known_field::none;
+  const known_field k = known_candidate(name.size(), static_cast<unsigned char>(name[0]));
+  if (k == known_field::none ||
+      !equals_lower(name.data(), name.size(), known_field_names[static_cast<std::size_t>(k)])) {
+    return known_field::none;
+  }
+  return k;
+}
+
+}  // namespace detail
+
 // ---- field_list ----
 
-std::string_view field_list::get(std::string_view name) const noexcept { return first_value(*this, name); }
+std::string_view field_list::get(std::string_view name) const noexcept {
+  if (known_ != nullptr) {
+    const detail::known_field k = detail::known_field_of(name);
+    if (k != detail::known_field::none) {
+      const std::uint32_t at = known_[static_cast<std::size_t>(k)];
+      return at != 0 ? fields_[at - 1].value : std::string_view{};
+    }
+  }
+  return first_value(*this, name);
+}
 
 bool field_list::contains(std::string_view name) const noexcept {
+  if (known_ != nullptr) {
+    const detail::known_field k = detail::known_field_of(name);
+    if (k != detail::known_field::none) return known_[static_cast<std::size_t>(k)] != 0;
+  }
   return std::any_of(begin(), end(), [&](const field& f) { return iequals(f.name, name); });
 }
 
@@ -101,7 +115,7 @@ std::size_t field_list::count(std::string_view name) const noexcept { return cou
 
 fields::fields(const fields& o) { copy_from(o); }
 
-fields::fields(fields&& o) noexcept { *this = std::move(o); }
+fields::fields(fields&& o) noexcept { take(o); }
 
 fields& fields::operator=(const fields& o) {
   if (this != &o) {
@@ -113,29 +127,34 @@ fields& fields::operator=(const fields& o) {
 
 fields& fields::operator=(fields&& o) noexcept {
   if (this == &o) return *this;
-  // Heap parts move; inline parts are copied (a few hundred bytes at most).
+  heap_entries_.reset();
+  heap_bytes_.reset();
+  take(o);
+  return *this;
+}
+
+// Takes o's fields into this object, whose heap parts are empty. Heap parts move; inline parts are copied: the
+// entries one by one (a response has one or two: a loop, not a call to memcpy), the bytes whole.
+void fields::take(fields& o) noexcept {
   if (o.heap_entries_) {
     heap_entries_ = std::move(o.heap_entries_);
     entry_capacity_ = o.entry_capacity_;
   } else {
-    heap_entries_.reset();
     entry_capacity_ = inline_entries;
-    std::memcpy(inline_entries_, o.inline_entries_, o.count_ * sizeof(entry));
+    for (std::uint32_t i = 0; i < o.count_; ++i) inline_entries_[i] = o.inline_entries_[i];
   }
   if (o.heap_bytes_) {
     heap_bytes_ = std::move(o.heap_bytes_);
     byte_capacity_ = o.byte_capacity_;
   } else {
-    heap_bytes_.reset();
     byte_capacity_ = inline_bytes;
-    std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
+    if (o.used_ != 0) std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
   }
   count_ = o.count_;
   used_ = o.used_;
   o.count_ = o.used_ = 0;
   o.entry_capacity_ = inline_entries;
   o.byte_capacity_ = inline_bytes;
-  return *this;
 }
 
 void fields::copy_from(const fields& o) {

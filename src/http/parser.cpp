@@ -17,6 +17,7 @@ namespace {
 using detail::hex_char;
 using detail::host_char;
 using detail::is;
+using detail::known_field;
 using detail::target_char;
 using detail::token_char;
 using detail::value_char;
@@ -44,6 +45,16 @@ void for_each_element(std::string_view list, F&& f) {
     if (comma == std::string_view::npos) return;
     list.remove_prefix(comma + 1);
   }
+}
+
+// The known field the n bytes at p name (any bytes: a known name's are letters, digits and '-', all tchars), or none.
+inline known_field known_name(const char* p, std::size_t n) noexcept {
+  const known_field k = detail::known_candidate(n, static_cast<unsigned char>(*p));
+  if (k == known_field::none ||
+      !detail::equals_lower(p, n, detail::known_field_names[static_cast<std::size_t>(k)])) {
+    return known_field::none;
+  }
+  return k;
 }
 
 // "HTTP/1.1" at p (8 bytes available): false if malformed; the version, with a later 1.x as 1.1.
@@ -83,6 +94,24 @@ bool parse_content_length(std::string_view value, detail::field_facts& facts, st
     fail(ec, error::bad_content_length);
     return false;
   }
+  return true;
+}
+
+// Whether every byte from p to end is a tchar.
+bool all_token(const char* p, const char* end) noexcept {
+  while (p != end && is(*p, token_char)) ++p;
+  return p == end;
+}
+
+// The usual Content-Length: 1 to 19 digits alone (no list, no overflow possible).
+bool plain_number(std::string_view v, std::uint64_t& out) noexcept {
+  if (v.empty() || v.size() > 19) return false;
+  std::uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<unsigned>(c - '0');
+  }
+  out = n;
   return true;
 }
 
@@ -267,15 +296,20 @@ std::size_t head_scanner::scan(std::string_view data, const parser_limits& limit
 }
 
 bool parse_fields(const char* p, const char* end, const parser_limits& limits, std::vector<field>& out,
-                  field_facts& facts, std::error_code& ec) noexcept {
+                  known_positions& known, field_facts& facts, std::error_code& ec) noexcept {
   out.clear();
+  known.fill(0);
   // Every line up to end ends with CRLF (the scanner checked the LFs); end points at the final empty line.
   while (p != end) {
     if (is_space(*p)) return !fail(ec, error::obs_fold);
+    // The name runs to the first ':' (the line's CR first: no colon, a bad name). A known name is compared whole,
+    // which validates it; any other is checked to be a token byte by byte.
     const char* name = p;
-    while (is(*p, token_char)) ++p;
-    if (p == name || *p != ':') return !fail(ec, error::bad_header_name);
+    p = detail::find_colon_or_cr(p, end + 2);
     const std::size_t name_size = static_cast<std::size_t>(p - name);
+    if (name_size == 0 || *p != ':') return !fail(ec, error::bad_header_name);
+    const known_field k = known_name(name, name_size);
+    if (k == known_field::none && !all_token(name, p)) return !fail(ec, error::bad_header_name);
     ++p;
     while (is_space(*p)) ++p;
     const char* value = p;
@@ -289,31 +323,34 @@ bool parse_fields(const char* p, const char* end, const parser_limits& limits, s
     const std::string_view n(name, name_size);
     const std::string_view v(value, static_cast<std::size_t>(value_end - value));
     out.push_back({n, v});
-    // The fields that frame the message or steer the connection, told apart by length first.
-    switch (name_size) {
-      case 4:
-        if (detail::token_is(n, "host")) {
-          facts.host = v;
-          ++facts.hosts;
+    // The fields that frame the message or steer the connection, and the others a lookup finds by position.
+    if (k == known_field::none) continue;
+    std::uint32_t& first = known[static_cast<std::size_t>(k)];
+    if (first == 0) first = static_cast<std::uint32_t>(out.size());
+    switch (k) {
+      case known_field::host:
+        facts.host = v;
+        ++facts.hosts;
+        break;
+      case known_field::expect:
+        if (iequals(v, "100-continue")) facts.expect_continue = true;
+        else facts.other_expectation = true;
+        break;
+      case known_field::upgrade:
+        facts.has_upgrade = true;
+        break;
+      case known_field::connection:
+        note_connection(v, facts);
+        break;
+      case known_field::content_length:
+        if (!facts.has_content_length && plain_number(v, facts.content_length)) {
+          facts.has_content_length = true;
+        } else if (!parse_content_length(v, facts, ec)) {
+          return false;
         }
         break;
-      case 6:
-        if (detail::token_is(n, "expect")) {
-          if (iequals(v, "100-continue")) facts.expect_continue = true;
-          else facts.other_expectation = true;
-        }
-        break;
-      case 7:
-        if (detail::token_is(n, "upgrade")) facts.has_upgrade = true;
-        break;
-      case 10:
-        if (detail::token_is(n, "connection")) note_connection(v, facts);
-        break;
-      case 14:
-        if (detail::token_is(n, "content-length") && !parse_content_length(v, facts, ec)) return false;
-        break;
-      case 17:
-        if (detail::token_is(n, "transfer-encoding")) note_transfer_encoding(v, facts);
+      case known_field::transfer_encoding:
+        note_transfer_encoding(v, facts);
         break;
       default: break;
     }
@@ -323,10 +360,47 @@ bool parse_fields(const char* p, const char* end, const parser_limits& limits, s
 
 }  // namespace detail
 
+namespace {
+
+// A head's field list after its parser was copied or moved: the same fields, in the new parser's vector, with the
+// new parser's positions of the known ones.
+field_list rebound(const field_list& old, const std::vector<field>& fields,
+                   const detail::known_positions& known) noexcept {
+  if (old.empty()) return old;
+  return field_list(std::span<const field>(fields.data(), old.size()), known);
+}
+
+}  // namespace
+
 // ---- request_parser ----
 
 request_parser::request_parser(parser_limits limits) : limits_(limits) {
   fields_.reserve(limits_.max_headers < 32 ? limits_.max_headers : 32);
+}
+
+request_parser::request_parser(const request_parser& o)
+    : limits_(o.limits_), scanner_(o.scanner_), fields_(o.fields_), known_(o.known_), head_(o.head_) {
+  head_.headers = rebound(head_.headers, fields_, known_);
+}
+
+request_parser::request_parser(request_parser&& o) noexcept
+    : limits_(o.limits_), scanner_(o.scanner_), fields_(std::move(o.fields_)), known_(o.known_), head_(o.head_) {
+  head_.headers = rebound(head_.headers, fields_, known_);
+}
+
+request_parser& request_parser::operator=(const request_parser& o) {
+  if (this != &o) *this = request_parser(o);
+  return *this;
+}
+
+request_parser& request_parser::operator=(request_parser&& o) noexcept {
+  limits_ = o.limits_;
+  scanner_ = o.scanner_;
+  fields_ = std::move(o.fields_);
+  known_ = o.known_;
+  head_ = o.head_;
+  head_.headers = rebound(head_.headers, fields_, known_);
+  return *this;
 }
 
 void request_parser::reset() noexcept {
@@ -368,8 +442,8 @@ bool request_parser::parse_head(std::string_view data, std::size_t end, std::err
   p += 10;
 
   detail::field_facts facts;
-  if (!detail::parse_fields(p, data.data() + end - 2, limits_, fields_, facts, ec)) return false;
-  h.headers = field_list(fields_);
+  if (!detail::parse_fields(p, data.data() + end - 2, limits_, fields_, known_, facts, ec)) return false;
+  h.headers = field_list(fields_, known_);
   h.size = end;
 
   const bool is_http11 = h.version == http11;
@@ -399,6 +473,31 @@ bool request_parser::parse_head(std::string_view data, std::size_t end, std::err
 
 response_parser::response_parser(parser_limits limits) : limits_(limits) {
   fields_.reserve(limits_.max_headers < 32 ? limits_.max_headers : 32);
+}
+
+response_parser::response_parser(const response_parser& o)
+    : limits_(o.limits_), scanner_(o.scanner_), fields_(o.fields_), known_(o.known_), head_(o.head_) {
+  head_.headers = rebound(head_.headers, fields_, known_);
+}
+
+response_parser::response_parser(response_parser&& o) noexcept
+    : limits_(o.limits_), scanner_(o.scanner_), fields_(std::move(o.fields_)), known_(o.known_), head_(o.head_) {
+  head_.headers = rebound(head_.headers, fields_, known_);
+}
+
+response_parser& response_parser::operator=(const response_parser& o) {
+  if (this != &o) *this = response_parser(o);
+  return *this;
+}
+
+response_parser& response_parser::operator=(response_parser&& o) noexcept {
+  limits_ = o.limits_;
+  scanner_ = o.scanner_;
+  fields_ = std::move(o.fields_);
+  known_ = o.known_;
+  head_ = o.head_;
+  head_.headers = rebound(head_.headers, fields_, known_);
+  return *this;
 }
 
 void response_parser::reset() noexcept {
@@ -441,9 +540,9 @@ bool response_parser::parse_head(std::string_view data, std::size_t end, method 
   p += 2;
 
   detail::field_facts facts;
-  if (!detail::parse_fields(p, head_end - 2, limits_, fields_, facts, ec)) return false;
+  if (!detail::parse_fields(p, head_end - 2, limits_, fields_, known_, facts, ec)) return false;
   if (!check_codings(facts, ec)) return false;
-  h.headers = field_list(fields_);
+  h.headers = field_list(fields_, known_);
   h.size = end;
 
   const bool is_http11 = h.version == http11;

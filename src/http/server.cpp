@@ -11,6 +11,7 @@
 #include "tern/http/upgrade.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -22,6 +23,7 @@
 
 #include "connection.hpp"
 #include "date.hpp"
+#include "out_buffer.hpp"
 #include "tern/basic_descriptor.hpp"
 #include "tern/error.hpp"
 #include "tern/net/error.hpp"
@@ -37,16 +39,6 @@ namespace detail {
 using sized = io_result<std::size_t>;
 
 namespace {
-
-void append_number(std::string& out, std::uint64_t n) {
-  char digits[20];
-  int i = 0;
-  do {
-    digits[i++] = static_cast<char>('0' + n % 10);
-    n /= 10;
-  } while (n != 0);
-  while (i > 0) out.push_back(digits[--i]);
-}
 
 bool is_framing_field(std::string_view name) noexcept {
   return iequals(name, "content-length") || iequals(name, "transfer-encoding");
@@ -64,50 +56,89 @@ struct resume_on {
 
 }  // namespace
 
-// The status line and fields of a response, into out. body_size: the Content-Length to send (none for a status
-// that has no body); chunked: Transfer-Encoding: chunked instead; close: Connection: close.
-void write_head(std::string& out, const server_options& opts, int status, const fields& f,
-                std::optional<std::uint64_t> body_size, bool chunked, bool close, version v) {
-  out.append(v == http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
-  append_number(out, static_cast<std::uint64_t>(status));
-  out.push_back(' ');
-  out.append(reason_phrase(status));
-  out.append("\r\n");
-  if (!opts.server_name.empty() && !f.contains("server")) {
-    out.append("Server: ");
-    out.append(opts.server_name);
-    out.append("\r\n");
+namespace {
+
+// The status line: the usual one whole, others from the version, the code (std::to_chars) and the reason.
+char* put_status_line(char* p, int status, version v) noexcept {
+  if (status == status::ok && v != http10) return put(p, "HTTP/1.1 200 OK\r\n");
+  p = put(p, v == http10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  p = std::to_chars(p, p + 11, status).ptr;
+  *p++ = ' ';
+  p = put(p, reason_phrase(status));
+  return put(p, "\r\n");
+}
+
+// The fields of a response that the server writes itself or leaves out, told apart by length first.
+enum field_role : unsigned { user_field = 0, server_field = 1, date_field = 2, dropped_field = 4 };
+
+unsigned role_of(std::string_view name) noexcept {
+  switch (name.size()) {
+    case 4: return iequals(name, "date") ? date_field : user_field;
+    case 6: return iequals(name, "server") ? server_field : user_field;
+    case 10: return iequals(name, "connection") ? dropped_field : user_field;
+    case 14: return iequals(name, "content-length") ? dropped_field : user_field;
+    case 17: return iequals(name, "transfer-encoding") ? dropped_field : user_field;
+    default: return user_field;
   }
-  if (opts.date && !f.contains("date")) {
-    out.append("Date: ");
-    out.append(http_date_now());
-    out.append("\r\n");
+}
+
+}  // namespace
+
+// The status line and fields of a response, into out_, in place: one pass over the handler's fields finds which of
+// Server and Date it set and how many bytes its fields take, then the head is copied piece by piece into room
+// reserved for all of it. body_size: the Content-Length to send (none for a status that has no body); chunked:
+// Transfer-Encoding: chunked instead; close: Connection: close.
+void connection::write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked,
+                            bool close, version v) {
+  unsigned present = 0;
+  std::size_t field_bytes = 0;
+  for (field x : f) {
+    present |= role_of(x.name);
+    field_bytes += x.name.size() + x.value.size() + 4;
+  }
+  const std::string_view reason = reason_phrase(status);
+  const std::string_view server_name = opts_->server_name;
+  // The status line (version, code, reason), Server, Date, Content-Length, Connection, the empty line.
+  const std::size_t most =
+      9 + 11 + 1 + reason.size() + 2 + 8 + server_name.size() + 2 + 6 + 29 + 2 + 16 + 20 + 2 + 28 + 2;
+  char* const start = out_.room(most + field_bytes);
+  char* p = put_status_line(start, status, v);
+  if (!server_name.empty() && !(present & server_field)) {
+    p = put(p, "Server: ");
+    p = put(p, server_name);
+    p = put(p, "\r\n");
+  }
+  if (opts_->date && !(present & date_field)) {
+    p = put(p, "Date: ");
+    p = put(p, http_date_now());
+    p = put(p, "\r\n");
   }
   const bool bodiless = status < 200 || status == 204 || status == 304;
   if (!bodiless) {
     if (chunked) {
-      out.append("Transfer-Encoding: chunked\r\n");
+      p = put(p, "Transfer-Encoding: chunked\r\n");
     } else if (body_size) {
-      out.append("Content-Length: ");
-      append_number(out, *body_size);
-      out.append("\r\n");
+      p = put(p, "Content-Length: ");
+      p = std::to_chars(p, p + 20, *body_size).ptr;
+      p = put(p, "\r\n");
     }
   }
   if (status == status::switching_protocols) {
-    out.append("Connection: Upgrade\r\n");
+    p = put(p, "Connection: Upgrade\r\n");
   } else if (close) {
-    out.append("Connection: close\r\n");
+    p = put(p, "Connection: close\r\n");
   } else if (v == http10) {
-    out.append("Connection: keep-alive\r\n");
+    p = put(p, "Connection: keep-alive\r\n");
   }
   for (field x : f) {
-    if (is_framing_field(x.name) || iequals(x.name, "connection")) continue;
-    out.append(x.name);
-    out.append(": ");
-    out.append(x.value);
-    out.append("\r\n");
+    if ((present & dropped_field) && role_of(x.name) == dropped_field) continue;
+    p = put(p, x.name);
+    p = put(p, ": ");
+    p = put(p, x.value);
+    p = put(p, "\r\n");
   }
-  out.append("\r\n");
+  p = put(p, "\r\n");
+  out_.commit(p);
 }
 
 // ---- connection ----
@@ -128,7 +159,70 @@ connection::connection(server& s, net::tcp_socket socket, const net::endpoint& r
   server_->link(this);
 }
 
-connection::~connection() { server_->unlink(this); }
+connection::~connection() {
+  if (watch_.linked()) server_->context().timers().remove(&watch_);
+  server_->unlink(this);
+}
+
+clock::time_point connection::loop_now() const noexcept {
+  return clock::time_point(
+      std::chrono::duration_cast<clock::duration>(std::chrono::nanoseconds(server_->context().deadline_now_ns())));
+}
+
+// I/O deadlines. Each read of the plain socket has one (the header, idle and body timeouts), each write of a
+// response too (the write timeout), and a connection reads and writes thousands of times between two expiries; so
+// instead of a wheel node filed and removed per operation, one node per connection stays filed at some deadline.
+// An operation that waits until a later deadline only records it (a read and a write may wait at once: a streaming
+// handler's, each its slot), and when the node fires it cancels each waiting operation whose deadline has passed
+// and files itself again for the earliest later one. An operation whose deadline is earlier than the node's (a
+// head's first bytes shorten the idle wait to the header timeout) files the node again at once. I/O through a
+// transport (TLS) is a task, and keeps with_deadline and with_timeout.
+void connection::watch(watched& w, void* op, void (*cancel)(void*) noexcept, clock::time_point deadline) noexcept {
+  w.op = op;
+  w.cancel = cancel;
+  w.expired = false;
+  w.deadline_ns = tern::detail::to_ns(deadline);
+  if (watch_.linked()) {
+    if (watch_.deadline_ns <= w.deadline_ns) return;
+    server_->context().timers().remove(&watch_);
+  }
+  if (!file_watch(w.deadline_ns)) {
+    // Due already: the node fires on the next tick, when the operation has started, and cancels it.
+    (void)file_watch(io_context::now_ns() + (std::uint64_t{1} << tern::detail::timer_wheel::tick_shift));
+  }
+}
+
+bool connection::file_watch(std::uint64_t deadline_ns) noexcept {
+  watch_.owner = this;
+  watch_.fire = &on_watch;
+  watch_.deadline_ns = deadline_ns;
+  return server_->context().timers().insert(&watch_);
+}
+
+void connection::on_watch(tern::detail::timer_node* n) noexcept {
+  connection& c = *static_cast<deadline_node*>(n)->owner;
+  std::uint64_t next = ~std::uint64_t{0};
+  for (watched* w : {&c.reading_, &c.writing_}) {
+    if (w->op == nullptr || w->expired) continue;
+    if (w->deadline_ns <= n->deadline_ns) {
+      w->expired = true;
+      w->cancel(w->op);
+    } else if (w->deadline_ns < next) {
+      next = w->deadline_ns;
+    }
+  }
+  // Nothing else waits: the next operation files the node again. Otherwise the node goes on to the earliest
+  // deadline still ahead (on the next tick if that one's tick has passed already).
+  if (next != ~std::uint64_t{0} && !c.file_watch(next)) {
+    (void)c.file_watch(io_context::now_ns() + (std::uint64_t{1} << tern::detail::timer_wheel::tick_shift));
+  }
+}
+
+std::error_code connection::watched_done(watched& w, std::error_code ec) noexcept {
+  w.op = nullptr;
+  if (w.expired && ec == std::errc::operation_canceled) return make_error_code(tern::error::timed_out);
+  return ec;
+}
 
 std::size_t connection::max_capacity() const noexcept {
   // The longest head the limits allow, its empty lines and CRLFs, and room for the start of a body.
@@ -183,8 +277,14 @@ task<io_result<std::size_t>> connection::read_more(clock::time_point deadline) {
   const mutable_buffer space(buffer_.get() + end_, capacity_ - end_);
   io_result<std::size_t> via_ec;
   served_since_read_ = 0;
-  if (secure_) via_ec = co_await with_deadline(secure_->read_some(space), deadline);
-  else via_ec = co_await with_deadline(socket_.read_some(space), deadline);
+  if (secure_) {
+    via_ec = co_await with_deadline(secure_->read_some(space), deadline);
+  } else {
+    tern::detail::read_awaiter op = socket_.read_some(space);
+    watch(reading_, op, deadline);
+    via_ec = co_await op;
+    via_ec.ec = watched_done(reading_, via_ec.ec);
+  }
   auto [ec, n] = via_ec;
   end_ += n;
   co_return sized{ec, n};
@@ -194,8 +294,14 @@ task<std::error_code> connection::flush() {
   if (out_.empty()) co_return std::error_code{};
   const const_buffer data(out_.data(), out_.size());
   io_result<std::size_t> via_ec;
-  if (secure_) via_ec = co_await with_timeout(secure_->write_all(data), opts_->write_timeout);
-  else via_ec = co_await with_timeout(socket_.write_all(data), opts_->write_timeout);
+  if (secure_) {
+    via_ec = co_await with_timeout(secure_->write_all(data), opts_->write_timeout);
+  } else {
+    tern::detail::transfer_awaiter op = socket_.write_all(data);
+    watch(writing_, op, loop_now() + opts_->write_timeout);
+    via_ec = co_await op;
+    via_ec.ec = watched_done(writing_, via_ec.ec);
+  }
   auto [ec, n] = via_ec;
   out_.clear();
   co_return ec;
@@ -220,10 +326,10 @@ task<std::error_code> connection::read_head() {
     if (std::error_code fec = co_await flush()) co_return fec;
     const bool empty = begin_ == end_;
     if (empty && server_->stopping_) co_return make_error_code(tern::error::operation_canceled);
-    if (!empty && head_deadline == clock::time_point{}) head_deadline = clock::now() + opts_->header_timeout;
+    if (!empty && head_deadline == clock::time_point{}) head_deadline = loop_now() + opts_->header_timeout;
     idle_ = empty;
     const clock::time_point deadline =
-        empty ? clock::now() + (first ? opts_->header_timeout : opts_->idle_timeout) : head_deadline;
+        empty ? loop_now() + (first ? opts_->header_timeout : opts_->idle_timeout) : head_deadline;
     auto [rec, n] = co_await read_more(deadline);
     idle_ = false;
     if (rec == tern::error::timed_out) {
@@ -245,7 +351,8 @@ task<std::error_code> connection::read_body(std::string_view& body) {
   const request_head& h = parser_.head();
   body = {};
   body_.clear();
-  body_start_ = clock::now();
+  if (h.framing == body_framing::none) co_return std::error_code{};
+  body_start_ = loop_now();
   if (h.framing == body_framing::content_length) {
     const std::size_t have = end_ - begin_;
     if (have >= h.content_length) {
@@ -262,8 +369,14 @@ task<std::error_code> connection::read_body(std::string_view& body) {
       if (std::error_code ec = co_await flush()) co_return ec;
       const mutable_buffer into(body_.data() + got, body_.size() - got);
       io_result<std::size_t> via_ec;
-      if (secure_) via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(got));
-      else via_ec = co_await with_deadline(socket_.read_some(into), body_deadline(got));
+      if (secure_) {
+        via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(got));
+      } else {
+        tern::detail::read_awaiter op = socket_.read_some(into);
+        watch(reading_, op, body_deadline(got));
+        via_ec = co_await op;
+        via_ec.ec = watched_done(reading_, via_ec.ec);
+      }
       auto [ec, n] = via_ec;
       if (ec == tern::error::timed_out) co_return make_error_code(error::body_timeout);
       if (ec == tern::error::eof) co_return make_error_code(error::partial_message);
@@ -316,12 +429,12 @@ void connection::answer_error(int status, std::string_view why) {
   f.set("Content-Type", "text/plain; charset=utf-8");
   std::string body(why);
   body.push_back('\n');
-  write_head(out_, *opts_, status, f, body.size(), false, true, http11);
+  write_head(status, f, body.size(), false, true, http11);
   out_.append(body);
 }
 
 void connection::answer(const response& r, bool head_only, bool close, version v) {
-  write_head(out_, *opts_, r.status, r.headers, r.body.size(), false, close, v);
+  write_head(r.status, r.headers, r.body.size(), false, close, v);
   const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
   if (!head_only && !bodiless) out_.append(r.body);
 }
@@ -329,7 +442,7 @@ void connection::answer(const response& r, bool head_only, bool close, version v
 // The 101, then the connection as an upgraded_stream to the response's upgrade function, with what arrived after
 // the request. The connection's task awaits it, so its stop token (shutdown's cancel) reaches it.
 task<void> connection::hand_over(response& r) {
-  write_head(out_, *opts_, r.status, r.headers, std::nullopt, false, false, http11);
+  write_head(r.status, r.headers, std::nullopt, false, false, http11);
   if (co_await flush()) {
     cut();
     co_return;
@@ -421,15 +534,14 @@ task<void> connection::run() {
     }
     request req(h, remote_);
     int status = 0;
-    std::string allow;
-    const router::route* route = server_->routes_->match(req, status, allow);
+    const router::route* route = server_->routes_->match(req, status, allow_);
     bool close = !h.keep_alive || server_->stopping_;
     const bool head_only = h.method == method::head;
     if (route == nullptr) {
       // The body was not read: unless there is none, the connection cannot be reused.
       close = close || h.framing != body_framing::none;
       response r(status, std::string(reason_phrase(status)) + "\n");
-      if (status == status::method_not_allowed) r.headers.set("Allow", allow);
+      if (status == status::method_not_allowed) r.headers.set("Allow", allow_);
       answer(r, head_only, close, h.version);
       if (close) break;
       continue;
@@ -526,8 +638,14 @@ task<io_result<std::size_t>> connection::read_body_some(mutable_buffer b) {
     const std::uint64_t received = parser_.head().content_length - body_left_;
     const mutable_buffer into(b.data(), want);
     io_result<std::size_t> via_ec;
-    if (secure_) via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(received));
-    else via_ec = co_await with_deadline(socket_.read_some(into), body_deadline(received));
+    if (secure_) {
+      via_ec = co_await with_deadline(secure_->read_some(into), body_deadline(received));
+    } else {
+      tern::detail::read_awaiter op = socket_.read_some(into);
+      watch(reading_, op, body_deadline(received));
+      via_ec = co_await op;
+      via_ec.ec = watched_done(reading_, via_ec.ec);
+    }
     auto [ec, n] = via_ec;
     if (ec) co_return sized{body_read_error(ec), 0};
     body_left_ -= n;
@@ -561,8 +679,14 @@ task<std::error_code> connection::write_now(std::string_view data) {
   if (std::error_code ec = co_await flush()) co_return ec;
   const const_buffer b(data.data(), data.size());
   io_result<std::size_t> via_ec;
-  if (secure_) via_ec = co_await with_timeout(secure_->write_all(b), opts_->write_timeout);
-  else via_ec = co_await with_timeout(socket_.write_all(b), opts_->write_timeout);
+  if (secure_) {
+    via_ec = co_await with_timeout(secure_->write_all(b), opts_->write_timeout);
+  } else {
+    tern::detail::transfer_awaiter op = socket_.write_all(b);
+    watch(writing_, op, loop_now() + opts_->write_timeout);
+    via_ec = co_await op;
+    via_ec.ec = watched_done(writing_, via_ec.ec);
+  }
   auto [ec, n] = via_ec;
   co_return ec;
 }
@@ -577,7 +701,7 @@ task<std::error_code> connection::send_head(response_stream& s, int status, cons
   s.length_ = length;
   s.chunked_ = !length && !s.discard_ && version_ == http11;
   if (!length && !s.discard_ && version_ == http10) close_ = true;  // the close delimits the body
-  write_head(out_, *opts_, status, f, length, s.chunked_, close_, version_);
+  write_head(status, f, length, s.chunked_, close_, version_);
   std::error_code ec = co_await flush();
   if (ec) s.failed_ = true;
   co_return ec;
@@ -643,7 +767,7 @@ task<bool> connection::run_stream(const router::route& route, request& req, bool
   framing_ = h.framing;
   body_left_ = h.framing == body_framing::content_length ? h.content_length : 0;
   chunked_.reset();
-  body_start_ = clock::now();
+  body_start_ = loop_now();
   version_ = h.version;
   head_only_ = h.method == method::head;
   close_ = close;

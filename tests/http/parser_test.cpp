@@ -62,6 +62,59 @@ TEST(http_request_parser, a_get_with_fields) {
   EXPECT_EQ(h.target.data(), text.data() + 4);
 }
 
+// The parser notes where the first of each well-known field is; a lookup of one finds the first occurrence in any
+// case, one that is absent finds nothing, and names near a known one (same length, same first letter) are not
+// taken for it. A copied or moved parser's head views its own list.
+TEST(http_request_parser, known_fields_are_found_by_position) {
+  const std::string text =
+      "POST /x HTTP/1.1\r\n"
+      "X-Other: 1\r\n"
+      "CONTENT-type: text/first\r\n"
+      "Host: h\r\n"
+      "Content-Type: text/second\r\n"
+      "Content-Typo: typo\r\n"
+      "Cookie: a=1\r\n"
+      "Cookie: b=2\r\n"
+      "Sec-WebSocket-Key: k\r\n"
+      "\r\n";
+  http::request_parser p;
+  std::error_code ec;
+  ASSERT_TRUE(p.parse(text, ec)) << ec.message();
+  const http::field_list& f = p.head().headers;
+  EXPECT_EQ(f.get("content-type"), "text/first");
+  EXPECT_EQ(f.get("Content-Type"), "text/first");
+  EXPECT_EQ(f.count("content-type"), 2u);
+  EXPECT_EQ(f.get("content-typo"), "typo");
+  EXPECT_EQ(f.get("cookie"), "a=1");
+  EXPECT_EQ(f.get("sec-websocket-key"), "k");
+  EXPECT_EQ(f.get("x-other"), "1");
+  EXPECT_TRUE(f.contains("HOST"));
+  EXPECT_FALSE(f.contains("accept"));
+  EXPECT_EQ(f.get("accept"), "");
+  EXPECT_FALSE(f.contains("content-length"));
+  EXPECT_FALSE(f.contains("upgrade"));
+
+  http::request_parser copy(p);
+  http::request_parser moved(std::move(p));
+  for (const http::request_parser* q : {&copy, &moved}) {
+    const http::field_list& g = q->head().headers;
+    ASSERT_EQ(g.size(), 8u);
+    EXPECT_EQ(g[0].name.data(), text.data() + text.find("X-Other")) << "still views into the input";
+    EXPECT_EQ(g.get("content-type"), "text/first");
+    EXPECT_EQ(g.get("cookie"), "a=1");
+    EXPECT_FALSE(g.contains("accept"));
+  }
+  http::request_parser assigned;
+  assigned = copy;
+  EXPECT_EQ(assigned.head().headers.get("host"), "h");
+  copy.reset();
+  const std::string other = "GET / HTTP/1.1\r\nSec-WebSocket-Version: 13\r\nHost: other\r\n\r\n";
+  ASSERT_TRUE(copy.parse(other, ec)) << ec.message();
+  EXPECT_EQ(copy.head().headers.get("host"), "other");
+  EXPECT_EQ(assigned.head().headers.get("host"), "h") << "its own positions, not the parser's it was copied from";
+  EXPECT_EQ(assigned.head().headers.get("sec-websocket-key"), "k");
+}
+
 TEST(http_request_parser, framing_and_connection) {
   struct expectation {
     std::string text;

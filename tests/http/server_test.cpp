@@ -338,6 +338,45 @@ TEST_P(http_server_test, slowloris_idle_and_slow_bodies_are_cut) {
   }
 }
 
+// A connection's reads share one deadline node, filed at the idle timeout while it waits between requests: the first
+// bytes of the next head must bring its deadline forward to the header timeout, not leave it at the idle one.
+TEST_P(http_server_test, a_head_begun_after_an_idle_wait_gets_the_header_timeout) {
+  http::server_options opts;
+  opts.header_timeout = 300ms;
+  opts.idle_timeout = 30s;
+  server_thread s(GetParam(), test_routes(), opts);
+  raw_client c(s.port());
+  c.send(get("/hello"));
+  EXPECT_EQ(c.read_response().status, 200);
+  // Longer than the header timeout: the connection now waits for its next request at the idle timeout alone.
+  std::this_thread::sleep_for(600ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  c.send("GET /hello HTTP/1.1\r\nHost: t\r\n");
+  auto r = c.read_response(http::method::get, 10s);
+  EXPECT_EQ(r.status, 408);
+  EXPECT_TRUE(c.server_closed());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+}
+
+// A peer that stops reading: the response's write waits until write_timeout, then the connection is closed.
+TEST_P(http_server_test, a_response_the_peer_does_not_read_is_cut_at_the_write_timeout) {
+  http::server_options opts;
+  opts.write_timeout = 300ms;
+  http::router r;
+  r.get("/big", [](http::request&) -> tern::task<http::response> {
+    co_return http::response(200, std::string(std::size_t{32} << 20, 'x'));  // more than the sockets' buffers hold
+  });
+  server_thread s(GetParam(), std::move(r), opts);
+  raw_client c(s.port());
+  c.send(get("/big"));
+  ASSERT_TRUE(c.readable(5s)) << "the response has begun";  // the client reads none of it
+  const auto t0 = std::chrono::steady_clock::now();
+  while (s.connections() != 0 && std::chrono::steady_clock::now() - t0 < 10s) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(s.connections(), 0u) << "closed once the write timeout has passed";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+}
+
 TEST_P(http_server_test, connections_beyond_the_cap_are_refused_at_once) {
   http::server_options opts;
   opts.max_connections = 2;

@@ -6,12 +6,15 @@
 // Two forms with the same lookups:
 // - field_list: the fields of a parsed message, as views into the connection's buffer. The parser fills it; it
 //   is valid while the message is (a server handler's request, until the handler returns). Copying nothing is
-//   what makes a parsed request free of allocations.
+//   what makes a parsed request free of allocations. The parser also notes where the first of each well-known
+//   field is (Host, Content-Type, Connection, the WebSocket handshake's, ...: known_field), so a lookup of one of
+//   those is its name's classification and a load, not a walk over the fields.
 // - fields: fields a program builds (a response, a client's request), owning their bytes. Up to 12 fields of 320
 //   bytes in all live inside the object, so the usual response allocates nothing for its fields; clear() keeps
 //   any memory that had to be taken beyond that.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,10 +38,63 @@ bool iequals(std::string_view a, std::string_view b) noexcept;
 // Connection: keep-alive, Upgrade.
 bool list_contains(std::string_view value, std::string_view token) noexcept;
 
+namespace detail {
+
+// The fields whose first position a parser notes (their lowercase names in known_field_names).
+enum class known_field : std::uint8_t {
+  host, accept, cookie, expect, origin, upgrade, connection, user_agent, content_type, authorization,
+  content_length, http2_settings, sec_websocket_key, transfer_encoding, sec_websocket_version,
+  sec_websocket_protocol, sec_websocket_extensions, none
+};
+inline constexpr std::size_t known_field_count = static_cast<std::size_t>(known_field::none);
+
+inline constexpr std::string_view known_field_names[known_field_count] = {
+    "host", "accept", "cookie", "expect", "origin", "upgrade", "connection", "user-agent", "content-type",
+    "authorization", "content-length", "http2-settings", "sec-websocket-key", "transfer-encoding",
+    "sec-websocket-version", "sec-websocket-protocol", "sec-websocket-extensions"};
+
+// The one known field a name of this size and first byte can be (none if no known name fits); the caller compares
+// the whole name with known_field_names.
+constexpr known_field known_candidate(std::size_t size, unsigned char first) noexcept {
+  first |= 0x20;
+  switch (size) {
+    case 4: return known_field::host;
+    case 6:
+      switch (first) {
+        case 'a': return known_field::accept;
+        case 'c': return known_field::cookie;
+        case 'e': return known_field::expect;
+        case 'o': return known_field::origin;
+        default: return known_field::none;
+      }
+    case 7: return known_field::upgrade;
+    case 10: return first == 'c' ? known_field::connection : known_field::user_agent;
+    case 12: return known_field::content_type;
+    case 13: return known_field::authorization;
+    case 14: return first == 'c' ? known_field::content_length : known_field::http2_settings;
+    case 17: return first == 's' ? known_field::sec_websocket_key : known_field::transfer_encoding;
+    case 21: return known_field::sec_websocket_version;
+    case 22: return known_field::sec_websocket_protocol;
+    case 24: return known_field::sec_websocket_extensions;
+    default: return known_field::none;
+  }
+}
+
+// Which known field name is (ASCII case ignored); none for any other name.
+known_field known_field_of(std::string_view name) noexcept;
+
+// Per known field, 1 + the index of its first occurrence in a field list, or 0 when the list has none.
+using known_positions = std::array<std::uint32_t, known_field_count>;
+
+}  // namespace detail
+
 class field_list {
  public:
   field_list() noexcept = default;
   explicit field_list(std::span<const field> fields) noexcept : fields_(fields) {}
+  // A parser's list, with the positions of its known fields.
+  field_list(std::span<const field> fields, const detail::known_positions& known) noexcept
+      : fields_(fields), known_(known.data()) {}
 
   // The value of the first field named name, or "" (a field may also be present with an empty value: contains()).
   std::string_view get(std::string_view name) const noexcept;
@@ -53,6 +109,7 @@ class field_list {
 
  private:
   std::span<const field> fields_;
+  const std::uint32_t* known_ = nullptr;
 };
 
 class fields {
@@ -121,6 +178,7 @@ class fields {
   void grow_entries(std::size_t need);
   void grow_bytes(std::size_t need);
   void copy_from(const fields& o);
+  void take(fields& o) noexcept;
 
   entry inline_entries_[inline_entries];
   std::unique_ptr<entry[]> heap_entries_;

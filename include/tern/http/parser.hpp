@@ -111,15 +111,21 @@ struct field_facts {
   bool expect_continue = false, other_expectation = false;
 };
 
-// Parses the field lines from p up to the head's final CRLF at end, into out; fills facts.
+// Parses the field lines from p up to the head's final CRLF at end, into out; fills facts, and known with where
+// the first of each known field is.
 bool parse_fields(const char* p, const char* end, const parser_limits& limits, std::vector<field>& out,
-                  field_facts& facts, std::error_code& ec) noexcept;
+                  known_positions& known, field_facts& facts, std::error_code& ec) noexcept;
 
 }  // namespace detail
 
 class request_parser {
  public:
   explicit request_parser(parser_limits limits = {});
+  // A copy or a moved parser's head views its own field list.
+  request_parser(const request_parser& o);
+  request_parser(request_parser&& o) noexcept;
+  request_parser& operator=(const request_parser& o);
+  request_parser& operator=(request_parser&& o) noexcept;
 
   // Parses the request head at the start of data: what has arrived of the message so far (on the next call the
   // same bytes again, with more after them). True once the head is complete: head() then describes it, with views
@@ -138,12 +144,18 @@ class request_parser {
   parser_limits limits_;
   detail::head_scanner scanner_;
   std::vector<field> fields_;
+  detail::known_positions known_{};
   request_head head_;
 };
 
 class response_parser {
  public:
   explicit response_parser(parser_limits limits = {});
+  // A copy or a moved parser's head views its own field list.
+  response_parser(const response_parser& o);
+  response_parser(response_parser&& o) noexcept;
+  response_parser& operator=(const response_parser& o);
+  response_parser& operator=(response_parser&& o) noexcept;
 
   // As request_parser::parse, for the response to a request made with request_method (a response to HEAD has no
   // body whatever its headers say). A 1xx response is a complete head of its own, with framing none; the final
@@ -160,6 +172,7 @@ class response_parser {
   parser_limits limits_;
   detail::head_scanner scanner_;
   std::vector<field> fields_;
+  detail::known_positions known_{};
   response_head head_;
 };
 
