@@ -8,6 +8,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <stop_token>
 #include <vector>
 
 namespace {
@@ -262,6 +263,43 @@ TEST_P(timer_test, cancel_returns_count_and_waiters_get_operation_canceled) {
     for (auto& w : waiters) co_await std::move(w);
     for (auto& r : results) EXPECT_EC(r, std::errc::operation_canceled);
     EXPECT_EQ(t.cancel(), 0u) << "cancelled waiters are gone";
+  }(ctx));
+}
+
+TEST_P(timer_test, a_wait_cancelled_alone_leaves_the_timers_other_waits_and_one_completed_at_once_none) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    tern::timer t(ctx);
+    // Expired: a wait completes at once and is never one of the timer's waits.
+    EXPECT_OK(co_await t.wait());
+    EXPECT_EQ(t.cancel(), 0u);
+    t.expires_after(1h);
+    std::vector<std::error_code> results(4, std::make_error_code(std::errc::io_error));
+    std::vector<std::stop_source> stops(4);
+    std::vector<tern::join_handle<void>> waiters;
+    for (int i = 0; i < 4; ++i) {
+      waiters.push_back(tern::spawn(ctx, [](tern::timer& t, std::error_code& r, std::stop_token st)
+                                             -> tern::task<void> { r = co_await tern::with_stop(t.wait(), st); }(
+                                             t, results[i], stops[i].get_token())));
+    }
+    co_await tern::yield();
+    // The newest, the oldest and then a middle one leave on their own; the timer still reaches the last.
+    stops[3].request_stop();
+    stops[0].request_stop();
+    stops[2].request_stop();
+    co_await tern::yield();
+    EXPECT_EQ(t.cancel(), 1u);
+    for (auto& w : waiters) co_await std::move(w);
+    for (auto& r : results) EXPECT_EC(r, std::errc::operation_canceled);
+    EXPECT_EQ(t.cancel(), 0u);
+    // The only wait again, after the others left.
+    t.expires_after(1h);
+    std::error_code last = std::make_error_code(std::errc::io_error);
+    auto one = tern::spawn(ctx, [](tern::timer& t, std::error_code& r) -> tern::task<void> { r = co_await t.wait(); }(
+                                    t, last));
+    co_await tern::yield();
+    EXPECT_EQ(t.cancel(), 1u);
+    co_await std::move(one);
+    EXPECT_EC(last, std::errc::operation_canceled);
   }(ctx));
 }
 

@@ -69,6 +69,10 @@ class error_category_impl final : public std::error_category {
 };
 // Constant-initialised in the library, so making an error_code reads no guard variable.
 extern const error_category_impl error_category_instance;
+// An empty error_code, built once: a default-constructed one calls libstdc++'s out-of-line system_category(),
+// and every operation that succeeds reports one. A copy is two moves. Read only by operations, which run after
+// static initialisation.
+inline const std::error_code success{};
 }  // namespace detail
 
 // The category of tern::error.

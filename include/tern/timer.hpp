@@ -78,7 +78,7 @@ class [[nodiscard]] timer_wait : public resume_item, public timer_node {
   bool await_suspend(std::coroutine_handle<> h) noexcept;
   // Empty when the deadline passed; operation_canceled when cancelled; wrong_loop (see await_ready).
   std::error_code await_resume() const noexcept {
-    if (outcome_ == outcome::expired) [[likely]] return {};
+    if (outcome_ == outcome::expired) [[likely]] return success;
     return make_error_code(outcome_ == outcome::canceled ? error::operation_canceled : error::wrong_loop);
   }
 
@@ -176,19 +176,28 @@ inline bool timer_wait::await_suspend(std::coroutine_handle<> h) noexcept {
   handle = h;
   if (!ctx_->timers().insert(this)) return false;  // due already (within the current tick)
   if (owner_ != nullptr) {
-    next_wait_ = owner_->waits_;
-    if (next_wait_ != nullptr) next_wait_->prev_wait_ = this;
+    // The timer's only wait (the common case) is its waits_ alone, its links left null; a second one links in.
+    timer_wait* first = owner_->waits_;
     owner_->waits_ = this;
+    if (first != nullptr) [[unlikely]] {
+      next_wait_ = first;
+      first->prev_wait_ = this;
+    }
   }
   return true;
 }
 
 inline void timer_wait::unlink_owner() noexcept {
   if (owner_ == nullptr) return;
-  if (prev_wait_ != nullptr) prev_wait_->next_wait_ = next_wait_;
-  else if (owner_->waits_ == this) owner_->waits_ = next_wait_;
-  if (next_wait_ != nullptr) next_wait_->prev_wait_ = prev_wait_;
-  prev_wait_ = next_wait_ = nullptr;
+  if (prev_wait_ == nullptr && next_wait_ == nullptr) [[likely]] {
+    // The only wait, or one that completed at once and was never linked (then waits_ is another's or null).
+    if (owner_->waits_ == this) owner_->waits_ = nullptr;
+  } else {
+    if (prev_wait_ != nullptr) prev_wait_->next_wait_ = next_wait_;
+    else owner_->waits_ = next_wait_;
+    if (next_wait_ != nullptr) next_wait_->prev_wait_ = prev_wait_;
+    prev_wait_ = next_wait_ = nullptr;
+  }
   owner_ = nullptr;
 }
 

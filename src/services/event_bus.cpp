@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <limits>
 
 namespace tern::services {
 
@@ -24,6 +25,8 @@ std::size_t next_event_type() noexcept {
 }
 
 void loop_queue::push_order(subscriber* s) {
+  s->queued = true;
+  if (s->priority < batch_priority_) batch_cut_ = true;
   auto it = buckets_.begin();
   for (; it != buckets_.end(); ++it) {
     if (it->priority == s->priority) {
@@ -41,24 +44,18 @@ subscriber* loop_queue::pop_order() noexcept {
     if (!b.order.empty()) {
       subscriber* s = b.order.front();
       b.order.pop();
+      s->queued = false;
       return s;
     }
   }
   return nullptr;
 }
 
-void loop_queue::enqueue_local(subscriber* s, const void* event) {
-  s->push_local(event);
-  ++s->pending;
-  push_order(s);
-  schedule();
-}
-
 void loop_queue::enqueue_remote(subscriber* s, const void* event) {
   bool post = false;
   {
     std::lock_guard<tern::detail::spinlock> lock(remote_lock_);
-    s->push_remote(event);
+    s->push_remote(s, event);
     ++s->remote;
     remote_order_.push_back(s);
     // relaxed: written only under remote_lock_ (here and in adopt_remote), which orders it.
@@ -71,17 +68,16 @@ void loop_queue::enqueue_remote(subscriber* s, const void* event) {
 void loop_queue::adopt_remote() {
   std::lock_guard<tern::detail::spinlock> lock(remote_lock_);
   for (subscriber* s : remote_order_) {
-    s->adopt_remote();
+    s->adopt_remote(s);
     --s->remote;
     ++s->pending;
-    push_order(s);
+    if (!s->queued) push_order(s);
   }
   remote_order_.clear();
   remote_waiting_.store(false, std::memory_order_relaxed);
 }
 
 void loop_queue::schedule() {
-  if (scheduled_) return;
   scheduled_ = true;
   post_pass();
 }
@@ -117,7 +113,7 @@ void loop_queue::coroutine_done(subscriber* s) noexcept {
 }
 
 void loop_queue::free_if_idle(subscriber* s) noexcept {
-  if (s->pending != 0 || s->coroutines != 0 || s->delivering) return;
+  if (s->pending != 0 || s->queued || s->coroutines != 0 || s->delivering) return;
   {
     // Unsubscribed, so no publish adds to it any more; events still in its remote ring are adopted (and dropped)
     // by a pass that is already posted.
@@ -130,41 +126,54 @@ void loop_queue::free_if_idle(subscriber* s) noexcept {
 void loop_queue::drain() {
   // relaxed: a hint only; a false one costs a lock, a stale false is followed by the pass the publisher posts.
   if (remote_waiting_.load(std::memory_order_relaxed)) adopt_remote();
-  constexpr int deliveries_per_pass = 64;
-  for (int n = 0; n < deliveries_per_pass; ++n) {
+  constexpr std::size_t deliveries_per_pass = 64;
+  std::size_t budget = deliveries_per_pass;
+  while (budget != 0) {
     subscriber* s = pop_order();
     if (s == nullptr) {
       scheduled_ = false;
       return;
     }
-    --s->pending;
-    if (!s->subscribed.load(std::memory_order_acquire)) {
-      s->drop_front();
-      if (s->released) free_if_idle(s);
-      continue;
-    }
-    std::exception_ptr error;
-    bool started = false;
+    // The events pending now, as a batch: one published by a handler of the batch queues s again, behind the
+    // subscribers waiting already.
+    const std::size_t n = std::min(s->pending, budget);
     s->delivering = true;
-    try {
-      started = s->deliver_front();
-    } catch (...) {
-      error = std::current_exception();
-    }
+    batch_priority_ = s->priority;
+    batch_cut_ = false;
+    batch_result r = s->deliver(s, n);
+    batch_priority_ = std::numeric_limits<int>::min();
     s->delivering = false;
+    s->pending -= r.delivered;
+    budget -= r.delivered;
     // The coroutine was only queued by spawn: it cannot finish before this count is taken.
-    if (started) ++s->coroutines;
-    if (s->released) free_if_idle(s);
-    if (error) rethrow_on_loop(error);
-    if (started) {
+    if (r.started) ++s->coroutines;
+    if (!s->subscribed.load(std::memory_order_acquire)) {
+      discard_pending(s);  // may free s
+    } else if (s->pending != 0 && !s->queued) {
+      push_order(s);
+    }
+    if (r.error) rethrow_on_loop(r.error);
+    if (r.started) {
       // The coroutine's first step is queued; the next pass goes after it, so deliveries start in order.
       scheduled_ = true;
       post_pass();
       return;
     }
   }
-  scheduled_ = true;
-  post_pass();  // more may be pending: let the loop's other work run first
+  for (const bucket& b : buckets_) {
+    if (!b.order.empty()) {
+      scheduled_ = true;
+      post_pass();  // more is pending: let the loop's other work run first
+      return;
+    }
+  }
+  scheduled_ = false;
+}
+
+void loop_queue::discard_pending(subscriber* s) noexcept {
+  s->drop(s, s->pending);
+  s->pending = 0;
+  if (s->released) free_if_idle(s);
 }
 
 void loop_queue::rethrow_on_loop(std::exception_ptr e) {
@@ -225,14 +234,16 @@ void event_bus::detach(detail::subscriber* s) noexcept {
 }
 
 void event_bus::publish_erased(std::size_t type, const void* event) {
-  std::lock_guard<tern::detail::biased_lock> lock(lock_);
+  tern::detail::biased_guard lock(lock_);
   if (type >= by_type_.size()) return;
-  io_context* here = io_context::current();
-  for (detail::subscriber* s : by_type_[type]) {
-    if (&s->queue->context() == here) {
-      s->queue->enqueue_local(s, event);
+  const std::vector<detail::subscriber*>& list = by_type_[type];
+  for (detail::subscriber* s : list) {
+    detail::loop_queue* q = s->loop;
+    // The subscriber's loop runs on this thread: its local state is this thread's to write.
+    if (q->context().running_here()) {
+      q->enqueue_local(s, event);
     } else {
-      s->queue->enqueue_remote(s, event);
+      q->enqueue_remote(s, event);
     }
   }
 }

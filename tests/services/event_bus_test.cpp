@@ -56,9 +56,46 @@ TEST_P(event_bus_test, pending_deliveries_go_by_priority_then_in_publish_order) 
     bus.publish(note{"x"});
     bus.publish(tick{2});
     co_await drain_a_while();
-    // Priority 1 first (both subscriptions, each event in publish order, subscription order within one publish),
+    // Priority 1 first (both subscriptions in the order they subscribed, each with its events in publish order),
     // then the note at 3, then priority 5.
-    EXPECT_EQ(order, (std::vector<std::string>{"p1:1", "p1b:1", "p1:2", "p1b:2", "p3:x", "p5:1", "p5:2"}));
+    EXPECT_EQ(order, (std::vector<std::string>{"p1:1", "p1:2", "p1b:1", "p1b:2", "p3:x", "p5:1", "p5:2"}));
+  }());
+}
+
+TEST_P(event_bus_test, equal_priorities_take_turns_each_with_the_batch_it_had_pending) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    std::vector<std::string> order;
+    svc::subscription a;
+    a = bus.subscribe<tick>([&](const tick& e) {
+      order.push_back("a:" + std::to_string(e.sequence));
+      // Published during a's batch: a takes it in a later turn, behind b, which was waiting already.
+      if (e.sequence == 1) bus.publish(tick{9});
+    });
+    auto b = bus.subscribe<tick>([&](const tick& e) { order.push_back("b:" + std::to_string(e.sequence)); });
+    auto n = bus.subscribe<note>([&](const note& e) { order.push_back("n:" + e.text); });
+    bus.publish(note{"x"});
+    bus.publish(tick{1});
+    bus.publish(tick{2});
+    co_await drain_a_while();
+    EXPECT_EQ(order, (std::vector<std::string>{"n:x", "a:1", "a:2", "b:1", "b:2", "b:9", "a:9"}));
+  }());
+}
+
+TEST_P(event_bus_test, unsubscribing_another_subscription_in_its_batch_stops_the_rest_of_the_batch) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    std::vector<int> seen;
+    svc::subscription s;
+    auto stopper = bus.subscribe<note>([&](const note&) { s.reset(); }, 1);
+    s = bus.subscribe<tick>([&](const tick& e) {
+      seen.push_back(e.sequence);
+      if (e.sequence == 2) bus.publish(note{});  // delivered before tick 3 (priority 1), which must then not come
+    }, 2);
+    for (int i = 1; i <= 4; ++i) bus.publish(tick{i});
+    co_await drain_a_while();
+    EXPECT_EQ(seen, (std::vector<int>{1, 2}));
+    EXPECT_EQ(bus.subscriptions(), 1u);
   }());
 }
 

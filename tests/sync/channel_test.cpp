@@ -44,6 +44,32 @@ TEST_P(channel_test, bounded_buffers_up_to_capacity_in_fifo_order) {
   }());
 }
 
+TEST_P(channel_test, a_capacity_between_powers_of_two_holds_exactly_that_many_and_wraps_in_order) {
+  run_bounded(ctx, []() -> tern::task<void> {
+    channel<int> ch(5);  // 8 slots underneath: the capacity asked for is still the limit
+    EXPECT_EQ(ch.capacity(), 5u);
+    int next_in = 0;
+    int next_out = 0;
+    // Fill, drain part of it and refill, so that the ring's indices wrap past its slots many times.
+    for (int round = 0; round < 20; ++round) {
+      while (ch.size() < 5u) {
+        std::error_code ec = co_await ch.send(next_in);
+        EXPECT_OK(ec);
+        ++next_in;
+      }
+      EXPECT_EC(ch.try_send(-1), tern::sync::error::full);
+      for (int k = 0; k < 3; ++k) {
+        auto [ec, v] = co_await ch.receive();
+        EXPECT_OK(ec);
+        CO_ASSERT(v.has_value());
+        EXPECT_EQ(*v, next_out++);
+      }
+    }
+    while (auto v = ch.try_receive()) EXPECT_EQ(*v, next_out++);
+    EXPECT_EQ(next_out, next_in);
+  }());
+}
+
 TEST_P(channel_test, send_waits_while_full_and_waiting_senders_are_served_in_order) {
   run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
     channel<int> ch(1);

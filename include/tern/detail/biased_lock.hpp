@@ -53,7 +53,16 @@ class biased_lock {
   biased_lock(const biased_lock&) = delete;
   biased_lock& operator=(const biased_lock&) = delete;
 
-  void lock() noexcept {
+  void lock() noexcept { (void)lock_biased(); }
+
+  void unlock() noexcept {
+    // Only the owner ever sets busy_, and it holds the lock exactly while busy_ is set by its own lock().
+    unlock(owner_.load(std::memory_order_relaxed) == thread_identity() && busy_.load(std::memory_order_relaxed));
+  }
+
+  // lock() that reports how it got in: true through the bias, false through the spinlock. Handed to unlock(bool),
+  // it spares the unlock a second look at the owner and at busy_ (biased_guard below; the sync primitives' paths).
+  [[nodiscard]] bool lock_biased() noexcept {
     std::uintptr_t self = thread_identity();
     if (owner_.load(std::memory_order_relaxed) == self) {
       busy_.store(true, std::memory_order_relaxed);
@@ -62,16 +71,17 @@ class biased_lock {
       std::atomic_signal_fence(std::memory_order_seq_cst);
       // relaxed: while biased only this thread touches what the lock guards; what others wrote before the bias
       // was ordered by the spinlock hand-over that made this thread the owner.
-      if (!revoked_.load(std::memory_order_relaxed)) [[likely]] return;
+      if (!revoked_.load(std::memory_order_relaxed)) [[likely]] return true;
       // release, like unlock(): a revoking thread that reads this store must see the owner's earlier sections.
       busy_.store(false, std::memory_order_release);
     }
     lock_slow(self);
+    return false;
   }
 
-  void unlock() noexcept {
-    // Only the owner ever sets busy_, and it holds the lock exactly while busy_ is set by its own lock().
-    if (owner_.load(std::memory_order_relaxed) == thread_identity() && busy_.load(std::memory_order_relaxed)) {
+  // Releases a lock taken by lock_biased(), which returned biased.
+  void unlock(bool biased) noexcept {
+    if (biased) [[likely]] {
       busy_.store(false, std::memory_order_release);  // publishes the section to a revoking thread
       return;
     }
@@ -123,6 +133,21 @@ class biased_lock {
   spinlock spin_;
   std::uintptr_t candidate_ = 0;  // under spin_, while learning
   std::uint32_t streak_ = 0;
+};
+
+// The lock held for a scope, like std::lock_guard, remembering how it was taken (see lock_biased).
+class [[nodiscard]] biased_guard {
+ public:
+  explicit biased_guard(biased_lock& l) noexcept : lock_(l), biased_(l.lock_biased()) {}
+  // Adopts a lock the caller took with lock_biased().
+  biased_guard(biased_lock& l, bool biased) noexcept : lock_(l), biased_(biased) {}
+  biased_guard(const biased_guard&) = delete;
+  biased_guard& operator=(const biased_guard&) = delete;
+  ~biased_guard() { lock_.unlock(biased_); }
+
+ private:
+  biased_lock& lock_;
+  bool biased_;
 };
 
 }  // namespace tern::detail

@@ -73,9 +73,24 @@ class [[nodiscard]] stop_binding {
 
   // Inlined so that an operation's own inlined fast path (a channel's, say) stays inline in the task.
   [[gnu::always_inline]] bool await_ready() { return op_.await_ready(); }
-  bool await_suspend(std::coroutine_handle<> h) {
+  // Inline up to the operation's own await_suspend when there is no stoppable token (most awaits): out of line,
+  // the registering path's try block made every suspension save and restore registers around it.
+  [[gnu::always_inline]] bool await_suspend(std::coroutine_handle<> h) {
     const std::stop_token* t = token_ptr(token_);
-    if (t == nullptr || !t->stop_possible()) return suspend_on(op_, h);
+    if (t == nullptr || !t->stop_possible()) [[likely]] return suspend_on(op_, h);
+    return suspend_registered(*t, h);
+  }
+  [[gnu::always_inline]] decltype(auto) await_resume() {
+    unregister();
+    return op_.await_resume();
+  }
+  void cancel() noexcept { op_.cancel(); }
+  io_context& context() const noexcept { return op_.context(); }
+
+ private:
+  // await_suspend with a stoppable token: the operation starts, then the registration is made.
+  [[gnu::noinline]] bool suspend_registered(const std::stop_token& token, std::coroutine_handle<> h) {
+    const std::stop_token* t = &token;
     // The block is taken before the operation starts: once it has started, nothing here may throw (a throw would
     // resume the coroutine while the operation still holds it).
     void* block = frame_pool::allocate(sizeof(registration));
@@ -95,14 +110,7 @@ class [[nodiscard]] stop_binding {
     ::new (block) registration(*t, this);
     return true;
   }
-  [[gnu::always_inline]] decltype(auto) await_resume() {
-    unregister();
-    return op_.await_resume();
-  }
-  void cancel() noexcept { op_.cancel(); }
-  io_context& context() const noexcept { return op_.context(); }
 
- private:
   struct remote_cancel final : work_item {
     stop_binding* target;
     explicit remote_cancel(stop_binding* t) noexcept : target(t) {

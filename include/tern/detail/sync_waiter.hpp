@@ -167,9 +167,9 @@ class sync_wait : public sync_waiter {
   sync_wait(const sync_wait&) = delete;
   sync_wait& operator=(const sync_wait&) = delete;
   sync_wait& operator=(sync_wait&&) = delete;
-  // A derived awaiter with members that a waker writes (a channel's value slot) calls abandon() in its own
-  // destructor, so that it is off the list before those members go.
-  ~sync_wait() { abandon(); }
+  // Every derived awaiter calls abandon() in its own destructor: it must be off the list before its own members
+  // go (a channel's value slot, which a waker writes), and a second test here would cost every wait.
+  ~sync_wait() = default;
 
   // The loop the wait is suspended on (valid once suspended).
   io_context& context() const noexcept { return *ctx; }
@@ -179,7 +179,7 @@ class sync_wait : public sync_waiter {
   void cancel() noexcept {
     if (!suspended_) return;
     {
-      std::lock_guard<biased_lock> guard(*lock_);
+      biased_guard guard(*lock_);
       if (state != wait_state::waiting) return;
       list_->remove(this);
       state = wait_state::canceled;
@@ -214,7 +214,7 @@ class sync_wait : public sync_waiter {
  private:
   [[gnu::noinline]] wait_state abandon_suspended() noexcept {
     suspended_ = false;
-    std::lock_guard<biased_lock> guard(*lock_);
+    biased_guard guard(*lock_);
     if (state == wait_state::waiting) {
       list_->remove(this);
       state = wait_state::canceled;
@@ -222,19 +222,21 @@ class sync_wait : public sync_waiter {
     return state;
   }
 
-  biased_lock* lock_ = nullptr;     // the primitive's lock and the list this waiter is on, set when it suspends
-  waiter_list* list_ = nullptr;
-  bool suspended_ = false;       // owner's thread only: between a suspension and its await_resume
+  // The primitive's lock and the list this waiter is on, set when it suspends and read only while suspended_ (so
+  // not initialised: most waits complete without suspending).
+  biased_lock* lock_;
+  waiter_list* list_;
+  bool suspended_ = false;  // owner's thread only: between a suspension and its await_resume
 };
 
 // The error_code a finished wait reports; a closed channel reports closed_error, made only then.
 inline std::error_code wait_error(wait_state s) noexcept {
   if (s == wait_state::canceled) [[unlikely]] return make_error_code(error::operation_canceled);
-  return {};
+  return success;
 }
 template <class E>
 std::error_code wait_error(wait_state s, E closed_error) noexcept {
-  if (s == wait_state::granted) [[likely]] return {};
+  if (s == wait_state::granted) [[likely]] return success;
   if (s == wait_state::closed) return make_error_code(closed_error);
   return wait_error(s);
 }
@@ -264,7 +266,7 @@ class [[nodiscard]] primitive_wait : public sync_wait {
     if constexpr (requires(const P& p) { p.maybe_available(); }) {
       if (!p_->maybe_available()) return false;
     }
-    std::lock_guard<biased_lock> guard(p_->lock_);
+    biased_guard guard(p_->lock_);
     if (!p_->try_take_locked()) return false;
     state = wait_state::granted;
     return true;
@@ -272,7 +274,7 @@ class [[nodiscard]] primitive_wait : public sync_wait {
   // Tries again under the lock, and waits if it is still not available.
   bool await_suspend(std::coroutine_handle<> h) {
     io_context& loop = waiting_loop();
-    std::lock_guard<biased_lock> guard(p_->lock_);
+    biased_guard guard(p_->lock_);
     if (p_->try_take_locked()) {
       state = wait_state::granted;
       return false;

@@ -92,7 +92,7 @@ class timer_wheel {
       unlink_from(wheel_[level][slot], n);
       if (wheel_[level][slot].head == nullptr) occupied_[level] &= ~(std::uint64_t{1} << slot);
     }
-    n->prev = n->next = nullptr;
+    // prev and next keep stale values: only a linked node's are read, and file() writes both.
     n->where = timer_node::unlinked;
     --size_;
   }
@@ -151,20 +151,40 @@ class timer_wheel {
 
   void file(timer_node* n) noexcept {
     std::uint64_t when = n->deadline_tick;
+    // Within level 0's span (the digits above the lowest equal elapsed_'s): the slot is the lowest digit, with no
+    // level to compute and no clamp to apply.
+    if ((when ^ elapsed_) < slots) {
+      file_level0(n, static_cast<unsigned>(when) & (slots - 1));
+      return;
+    }
     if (when - elapsed_ > max_span) when = elapsed_ + max_span;
     unsigned level = level_for(elapsed_, when);
     unsigned slot = static_cast<unsigned>(when >> (level * slot_bits)) & (slots - 1);
+    if (level == 0) {
+      file_level0(n, slot);
+      return;
+    }
+    // Above level 0 a slot's order does not matter (it is re-filed when it comes due): appended at the tail.
     list& l = wheel_[level][slot];
     n->where = static_cast<std::uint16_t>(level * slots + slot);
+    n->prev = l.tail;
+    n->next = nullptr;
+    if (l.tail != nullptr) l.tail->next = n; else l.head = n;
+    l.tail = n;
+    occupied_[level] |= std::uint64_t{1} << slot;
+  }
+
+  // Level 0 keeps each slot in deadline order: n goes after the last node due no later (found from the tail).
+  void file_level0(timer_node* n, unsigned slot) noexcept {
+    list& l = wheel_[0][slot];
+    n->where = static_cast<std::uint16_t>(slot);
     timer_node* after = l.tail;
-    if (level == 0) {
-      while (after != nullptr && after->deadline_ns > n->deadline_ns) after = after->prev;
-    }
+    while (after != nullptr && after->deadline_ns > n->deadline_ns) after = after->prev;
     n->prev = after;
     n->next = after != nullptr ? after->next : l.head;
     if (n->next != nullptr) n->next->prev = n; else l.tail = n;
     if (after != nullptr) after->next = n; else l.head = n;
-    occupied_[level] |= std::uint64_t{1} << slot;
+    occupied_[0] |= std::uint64_t{1} << slot;
   }
 
   static void unlink_from(list& l, timer_node* n) noexcept {
@@ -181,7 +201,6 @@ class timer_wheel {
     for (timer_node* n = expiring_.head; n != nullptr; n = n->next) n->where = timer_node::expiring;
     while (timer_node* n = expiring_.head) {
       unlink_from(expiring_, n);
-      n->prev = n->next = nullptr;
       if (level == 0) {
         n->where = timer_node::unlinked;
         --size_;

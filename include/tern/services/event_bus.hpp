@@ -11,11 +11,12 @@
 // - A handler runs on the loop it was subscribed on (the calling task's loop, or the one passed to subscribe). A
 //   publish copies the event once per subscription into that subscription's queue and, if the loop has nothing of
 //   the bus queued yet, posts one delivery pass to it. publish never runs a handler inline.
-// - Order: among the deliveries pending on one loop (all event types together), a lower priority number goes
-//   first; equal priorities go in the order the events reached the loop, and one publish reaches equal-priority
-//   subscriptions in the order they subscribed. A publish on the subscriber's own loop reaches it at once; one from
-//   another thread reaches it when the loop's next delivery pass adopts it. So a subscription sees the events of
-//   one publishing thread in publish order.
+// - Order: a subscription sees the events of one publishing thread in publish order. Among the subscriptions with
+//   events pending on one loop (all event types together), a lower priority number goes first; subscriptions of
+//   equal priority take turns in the order they came to have events pending (one publish reaches them in the order
+//   they subscribed), each turn delivering the events it had pending then, in a batch. A publish on the
+//   subscriber's own loop reaches it at once; one from another thread reaches it when the loop's next delivery pass
+//   adopts it.
 // - A handler is a callable taking const E&, returning void or tern::task<>. A coroutine handler gets its own copy
 //   of the event (it lives in the coroutine's frame) and is started in its turn; the next delivery waits until it
 //   has first suspended (or finished), not until it has finished, so a slow coroutine does not hold up the loop.
@@ -29,8 +30,8 @@
 //   (an event whose copy allocates, a std::string member, reuses the slot's capacity, except in the copy a
 //   coroutine handler takes).
 // - Cost: a publish on the subscriber's loop takes no atomic read-modify-write once the bus's lock has biased
-//   towards the publishing thread: a copy into the ring and an entry in the order queue; a delivery pass is posted
-//   once per burst. A publish from another thread takes the queue's spinlock, and the pass adopts everything
+//   towards the publishing thread: a copy into the ring, and an entry in the order queue only if the subscription
+//   had nothing pending; a delivery pass is posted once per burst and calls each handler on its batch in a loop. A publish from another thread takes the queue's spinlock, and the pass adopts everything
 //   waiting under one acquisition.
 // - Lifetimes: the bus outlives its subscriptions (its destructor terminates if one is left) and the loops'
 //   activity for it: declare it before the loops, so that it is destroyed after them. A subscription reset from
@@ -41,6 +42,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -68,80 +71,112 @@ std::size_t event_type() noexcept {
   return id;
 }
 
-// A FIFO that keeps its slots: they are overwritten, never destroyed, so a warm ring allocates nothing.
+// A FIFO that keeps its slots: they are overwritten, never destroyed, so a warm ring allocates nothing. Its
+// capacity is a power of two: an index wraps with the mask.
 template <class E>
 class event_ring {
  public:
   bool empty() const noexcept { return count_ == 0; }
   template <class V>
   void push(V&& e) {
-    if (count_ == slots_.size()) grow();
-    slots_[(head_ + count_) & (slots_.size() - 1)] = std::forward<V>(e);
+    if (count_ == capacity_) grow();
+    slots_[(head_ + count_) & (capacity_ - 1)] = std::forward<V>(e);
     ++count_;
   }
   E& front() noexcept { return slots_[head_]; }
   void pop() noexcept {
-    head_ = (head_ + 1) & (slots_.size() - 1);
+    head_ = (head_ + 1) & (capacity_ - 1);
     --count_;
   }
 
  private:
-  void grow() {
-    std::vector<E> bigger(slots_.empty() ? 8 : slots_.size() * 2);  // a power of two, for the masks
-    for (std::size_t i = 0; i < count_; ++i) bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
-    slots_.swap(bigger);
+  [[gnu::noinline]] void grow() {  // out of line: a push stays a leaf function
+    const std::size_t bigger = capacity_ == 0 ? 8 : capacity_ * 2;
+    auto fresh = std::make_unique<E[]>(bigger);
+    for (std::size_t i = 0; i < count_; ++i) fresh[i] = std::move(slots_[(head_ + i) & (capacity_ - 1)]);
+    slots_ = std::move(fresh);
+    capacity_ = bigger;
     head_ = 0;
   }
 
-  std::vector<E> slots_;
+  std::unique_ptr<E[]> slots_;
+  std::size_t capacity_ = 0;
   std::size_t head_ = 0;
   std::size_t count_ = 0;
 };
 
 class loop_queue;
 
+// What a batch of deliveries did (subscriber::deliver).
+struct batch_result {
+  std::size_t delivered = 0;     // events taken off the local ring (handed to the handler)
+  bool started = false;          // the last one started a coroutine handler: the batch stopped there
+  std::exception_ptr error;      // a plain handler threw: the batch stopped after that event
+};
+
 // One subscription: its handler and its pending events, in two rings. The local ring is filled by publishes on
 // the subscriber's own loop and read by its deliveries, with no lock; the remote ring is filled by other threads
 // under the loop_queue's lock, and its events move to the local ring when a delivery pass adopts them. A
 // subscriber is freed on its loop, once unsubscribed (released) and idle.
+//
+// The per-event operations are typed functions reached through pointers set by the handler's type, not virtual
+// calls: a publish makes one indirect call into a ring push of the event's own type, and a delivery pass one per
+// batch, whose loop over the events calls the handler directly.
 class subscriber {
  public:
-  subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority) noexcept
-      : queue(std::move(q)), type(type), priority(priority) {}
+  using push_fn = void (*)(subscriber*, const void*);
+  using adopt_fn = void (*)(subscriber*);
+  using deliver_fn = batch_result (*)(subscriber*, std::size_t);
+  using drop_fn = void (*)(subscriber*, std::size_t) noexcept;
+
+  subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_local, push_fn push_remote,
+             adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept
+      : queue(std::move(q)),
+        loop(queue.get()),
+        type(type),
+        priority(priority),
+        push_local(push_local),
+        push_remote(push_remote),
+        adopt_remote(adopt_remote),
+        deliver(deliver),
+        drop(drop) {}
   virtual ~subscriber() = default;
   subscriber(const subscriber&) = delete;
   subscriber& operator=(const subscriber&) = delete;
 
-  // On the loop: appends a copy of *event (an E) to the local ring.
-  virtual void push_local(const void* event) = 0;
-  // Any other thread, queue lock held: appends a copy of *event to the remote ring.
-  virtual void push_remote(const void* event) = 0;
-  // On the loop, queue lock held: moves the oldest remote event to the back of the local ring.
-  virtual void adopt_remote() = 0;
-  // On the loop: takes the oldest local event and runs the handler on it; true if it started a coroutine.
-  virtual bool deliver_front() = 0;
-  // On the loop: discards the oldest local event.
-  virtual void drop_front() noexcept = 0;
-
   // Read by every thread, written once: the first line.
   const std::shared_ptr<loop_queue> queue;  // kept alive by its subscribers (and by a queued delivery pass)
+  loop_queue* const loop;                   // queue.get(), read by every publish
   const std::size_t type;
   const int priority;
+  // On the loop: appends a copy of *event (an E) to the local ring.
+  const push_fn push_local;
+  // Any other thread, queue lock held: appends a copy of *event to the remote ring.
+  const push_fn push_remote;
+  // On the loop, queue lock held: moves the oldest remote event to the back of the local ring.
+  const adopt_fn adopt_remote;
+  // On the loop: delivers up to n local events in order, one after the other, and stops early at an
+  // unsubscription, at a coroutine handler's start, at an exception, or when the batch is cut (loop_queue).
+  const deliver_fn deliver;
+  // On the loop: discards the n oldest local events.
+  const drop_fn drop;
   // Cleared by the unsubscription (any thread); a delivery pass checks it before each delivery.
   std::atomic<bool> subscribed{true};
   // The loop's own state (no lock), in a line of its own: a publisher on another thread writes `remote` below,
   // and sharing a line with it made every delivery wait for that line (services/events across two workers).
-  alignas(64) std::size_t pending = 0;  // events in the local ring, each with its entry in the loop's order queue
+  alignas(64) std::size_t pending = 0;  // events in the local ring
   std::size_t coroutines = 0;           // its coroutine handlers still running
+  bool queued = false;                  // in the loop's order queue (once, however many events it has pending)
   bool delivering = false;              // its handler is being called now
   bool released = false;                // the loop has seen the unsubscription: freed as soon as it is idle
   // Under the queue's lock:
   alignas(64) std::size_t remote = 0;  // events in the remote ring
 };
 
-// The deliveries pending on one loop, for one bus. Publishes on the loop append to an order queue per priority
-// (FIFO within one priority, so the common single-priority case is a ring, not a heap); publishes from other
-// threads append to a remote list under a spinlock, adopted in one batch by the next delivery pass.
+// The deliveries pending on one loop, for one bus. A subscriber with local events pending sits once in an order
+// queue per priority (FIFO within one priority, so the common single-priority case is a ring, not a heap), and a
+// delivery pass hands it its events in a batch; publishes from other threads append to a remote list under a
+// spinlock, adopted in one batch by the next delivery pass.
 class loop_queue : public std::enable_shared_from_this<loop_queue> {
  public:
   explicit loop_queue(io_context& ctx) noexcept : ctx_(&ctx) {}
@@ -150,7 +185,12 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
 
   io_context& context() const noexcept { return *ctx_; }
   // Queues event for s, and a delivery pass if none is queued. On the loop.
-  void enqueue_local(subscriber* s, const void* event);
+  void enqueue_local(subscriber* s, const void* event) {
+    s->push_local(s, event);
+    ++s->pending;
+    if (!s->queued) push_order(s);
+    if (!scheduled_) schedule();
+  }
   // Queues event for s from another thread, and a delivery pass if the remote list was empty.
   void enqueue_remote(subscriber* s, const void* event);
   // s has been unsubscribed (it is off the bus's lists): no delivery starts after this on the loop; from
@@ -158,6 +198,9 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   void release(subscriber* s);
   // A coroutine handler of s has finished (on the loop).
   void coroutine_done(subscriber* s) noexcept;
+  // True once a subscription of a lower priority number than the batch being delivered got events pending: the
+  // batch stops before its next event, so that they go first.
+  bool batch_cut() const noexcept { return batch_cut_; }
 
  private:
   struct bucket {
@@ -171,6 +214,8 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   void post_pass();
   // Delivers pending events in order, a bounded number per pass (the loop's I/O is not starved by a flood).
   void drain();
+  // Discards what s has pending (it is unsubscribed) and frees it if it is idle.
+  void discard_pending(subscriber* s) noexcept;
   void free_if_idle(subscriber* s) noexcept;
   void rethrow_on_loop(std::exception_ptr e);
 
@@ -178,6 +223,8 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   // The loop's own (no lock):
   std::vector<bucket> buckets_;  // by ascending priority; kept once created, so a warm queue allocates nothing
   bool scheduled_ = false;       // a delivery pass is queued or running
+  bool batch_cut_ = false;       // see batch_cut()
+  int batch_priority_ = std::numeric_limits<int>::min();  // of the batch being delivered (min: none)
   // Other threads' publishes, under remote_lock_, in lines of their own (the loop's fields above are written on
   // every delivery):
   alignas(64) tern::detail::spinlock remote_lock_;
@@ -192,29 +239,48 @@ class handler_subscriber final : public subscriber {
 
   template <class G>
   handler_subscriber(std::shared_ptr<loop_queue> q, int priority, G&& f)
-      : subscriber(std::move(q), event_type<E>(), priority), handler_(std::forward<G>(f)) {}
-
-  void push_local(const void* event) override { ring_.push(*static_cast<const E*>(event)); }
-  void push_remote(const void* event) override { remote_ring_.push(*static_cast<const E*>(event)); }
-  void adopt_remote() override {
-    ring_.push(std::move(remote_ring_.front()));
-    remote_ring_.pop();
-  }
-  void drop_front() noexcept override { ring_.pop(); }
-  bool deliver_front() override {
-    // A copy: the handler may publish to this subscription, and a push may grow the ring under a reference.
-    current_ = ring_.front();
-    ring_.pop();
-    if constexpr (coroutine) {
-      tern::spawn(queue->context(), run(this, current_)).detach();
-      return true;
-    } else {
-      handler_(current_);
-      return false;
-    }
-  }
+      : subscriber(std::move(q), event_type<E>(), priority, &push_local_to, &push_remote_to, &adopt_remote_of,
+                   &deliver_to, &drop_from),
+        handler_(std::forward<G>(f)) {}
 
  private:
+  static handler_subscriber* self(subscriber* s) noexcept { return static_cast<handler_subscriber*>(s); }
+  static void push_local_to(subscriber* s, const void* event) { self(s)->ring_.push(*static_cast<const E*>(event)); }
+  static void push_remote_to(subscriber* s, const void* event) {
+    self(s)->remote_ring_.push(*static_cast<const E*>(event));
+  }
+  static void adopt_remote_of(subscriber* s) {
+    handler_subscriber* h = self(s);
+    h->ring_.push(std::move(h->remote_ring_.front()));
+    h->remote_ring_.pop();
+  }
+  static void drop_from(subscriber* s, std::size_t n) noexcept {
+    for (; n != 0; --n) self(s)->ring_.pop();
+  }
+  static batch_result deliver_to(subscriber* s, std::size_t n) {
+    handler_subscriber* h = self(s);
+    batch_result r;
+    while (r.delivered != n && !h->loop->batch_cut() && h->subscribed.load(std::memory_order_acquire)) {
+      try {
+        // A copy: the handler may publish to this subscription, and a push may grow the ring under a reference.
+        h->current_ = h->ring_.front();
+        h->ring_.pop();
+        ++r.delivered;
+        if constexpr (coroutine) {
+          tern::spawn(h->queue->context(), run(h, h->current_)).detach();
+          r.started = true;
+          break;
+        } else {
+          h->handler_(h->current_);
+        }
+      } catch (...) {
+        r.error = std::current_exception();
+        break;
+      }
+    }
+    return r;
+  }
+
   // The coroutine delivery: its frame holds the copy of the event the handler refers to.
   static task<void> run(handler_subscriber* self, E event) {
     struct done_guard {
@@ -227,8 +293,8 @@ class handler_subscriber final : public subscriber {
 
   F handler_;
   event_ring<E> ring_;  // on the loop
-  E current_{};
-  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)  // the event being delivered to a plain handler (a slot reused like the ring's)
+  E current_{};         // the event being delivered to a plain handler (a slot reused like the ring's)
+  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)
 };
 
 }  // namespace detail

@@ -93,10 +93,11 @@ class channel {
   // Sends without waiting: empty on success (value moved from), sync::error::full or sync::error::closed (value
   // left untouched).
   [[nodiscard]] std::error_code try_send(T&& value) {
-    lock_.lock();
-    detail::wait_state s = step_and_unlock([&](detail::sync_waiter*& wake) { return send_locked(value, wake); });
+    const bool biased = lock_.lock_biased();
+    detail::wait_state s =
+        step_and_unlock(biased, [&](detail::sync_waiter*& wake) { return send_locked(value, wake); });
     if (s == detail::wait_state::waiting) return error::full;
-    return s == detail::wait_state::closed ? make_error_code(error::closed) : std::error_code{};
+    return s == detail::wait_state::closed ? make_error_code(error::closed) : tern::detail::success;
   }
   // Sends a copy of value without waiting; same results.
   [[nodiscard]] std::error_code try_send(const T& value) {
@@ -109,7 +110,7 @@ class channel {
     std::optional<T> out;
     detail::sync_waiter* wake = nullptr;
     {
-      std::lock_guard<detail::biased_lock> guard(lock_);
+      detail::biased_guard guard(lock_);
       if (receive_locked(out, wake) == detail::wait_state::waiting) return out;
     }
     if (wake != nullptr) detail::resume_waiter(wake);
@@ -129,7 +130,7 @@ class channel {
     detail::sync_waiter* senders;
     detail::sync_waiter* receivers;
     {
-      std::lock_guard<detail::biased_lock> guard(lock_);
+      detail::biased_guard guard(lock_);
       if (closed_) return false;
       closed_ = true;
       senders = senders_.release_all(detail::wait_state::closed);
@@ -142,17 +143,17 @@ class channel {
 
   // The number of values buffered now.
   std::size_t size() const noexcept {
-    std::lock_guard<detail::biased_lock> guard(lock_);
+    detail::biased_guard guard(lock_);
     return buffer_.size();
   }
   // The capacity of a bounded channel, unbounded_capacity for an unbounded one.
   std::size_t capacity() const noexcept {
-    std::lock_guard<detail::biased_lock> guard(lock_);
+    detail::biased_guard guard(lock_);
     return bounded_ ? buffer_.capacity() : unbounded_capacity;
   }
   // True once close() has been called.
   bool is_closed() const noexcept {
-    std::lock_guard<detail::biased_lock> guard(lock_);
+    detail::biased_guard guard(lock_);
     return closed_;
   }
 
@@ -169,21 +170,21 @@ class channel {
     // inlined into the awaiting coroutine (clang's heuristics otherwise keep it a call); the rest is out of line.
     [[gnu::always_inline]] bool await_ready() {
       channel& ch = *ch_;
-      ch.lock_.lock();
+      const bool biased = ch.lock_.lock_biased();
       if (!ch.closed_ && ch.receivers_.empty() && !ch.buffer_.full()) [[likely]] {
         ch.buffer_.push_back(std::move(value_));
-        ch.lock_.unlock();
+        ch.lock_.unlock(biased);
         state = detail::wait_state::granted;
         return true;
       }
-      return ready_locked();
+      return ready_locked(biased);
     }
     // Tries again under the lock, and waits if the channel is still full.
     bool await_suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
-        std::lock_guard<detail::biased_lock> guard(ch_->lock_);
+        detail::biased_guard guard(ch_->lock_);
         detail::wait_state s = ch_->send_locked(value_, wake);
         if (s == detail::wait_state::waiting) {
           link(ch_->lock_, ch_->senders_, loop, h);
@@ -202,9 +203,9 @@ class channel {
     send_awaiter(channel& ch, T&& value) noexcept : ch_(&ch), value_(std::move(value)) {}
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
-    [[gnu::noinline]] bool ready_locked() {
-      detail::wait_state s =
-          ch_->step_and_unlock([this](detail::sync_waiter*& wake) { return ch_->send_locked(value_, wake); });
+    [[gnu::noinline]] bool ready_locked(bool biased) {
+      detail::wait_state s = ch_->step_and_unlock(
+          biased, [this](detail::sync_waiter*& wake) { return ch_->send_locked(value_, wake); });
       if (s == detail::wait_state::waiting) return false;
       state = s;
       return true;
@@ -226,21 +227,21 @@ class channel {
     // buffered, no sender waiting) is inline and the rest out of line.
     [[gnu::always_inline]] bool await_ready() {
       channel& ch = *ch_;
-      ch.lock_.lock();
+      const bool biased = ch.lock_.lock_biased();
       if (!ch.buffer_.empty() && ch.senders_.empty()) [[likely]] {
         ch.buffer_.pop_front_into(value_);
-        ch.lock_.unlock();
+        ch.lock_.unlock(biased);
         state = detail::wait_state::granted;
         return true;
       }
-      return ready_locked();
+      return ready_locked(biased);
     }
     // Tries again under the lock, and waits if there is still nothing to receive.
     bool await_suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
-        std::lock_guard<detail::biased_lock> guard(ch_->lock_);
+        detail::biased_guard guard(ch_->lock_);
         detail::wait_state s = ch_->receive_locked(value_, wake);
         if (s == detail::wait_state::waiting) {
           link(ch_->lock_, ch_->receivers_, loop, h);
@@ -262,9 +263,9 @@ class channel {
     explicit receive_awaiter(channel& ch) noexcept : ch_(&ch) {}
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
-    [[gnu::noinline]] bool ready_locked() noexcept {
-      detail::wait_state s =
-          ch_->step_and_unlock([this](detail::sync_waiter*& wake) { return ch_->receive_locked(value_, wake); });
+    [[gnu::noinline]] bool ready_locked(bool biased) noexcept {
+      detail::wait_state s = ch_->step_and_unlock(
+          biased, [this](detail::sync_waiter*& wake) { return ch_->receive_locked(value_, wake); });
       if (s == detail::wait_state::waiting) return false;
       state = s;
       return true;
@@ -283,14 +284,14 @@ class channel {
     return capacity;
   }
 
-  // With lock_ held (adopted here): runs step, a send_locked or receive_locked that may free a waiter, releases the
-  // lock, and only then resumes that waiter. Returns the step's state.
+  // With lock_ held (adopted here; biased as lock_biased() said): runs step, a send_locked or receive_locked that
+  // may free a waiter, releases the lock, and only then resumes that waiter. Returns the step's state.
   template <class Step>
-  detail::wait_state step_and_unlock(Step step) {
+  detail::wait_state step_and_unlock(bool biased, Step step) {
     detail::sync_waiter* wake = nullptr;
     detail::wait_state s;
     {
-      std::lock_guard<detail::biased_lock> guard(lock_, std::adopt_lock);
+      detail::biased_guard guard(lock_, biased);
       s = step(wake);
     }
     if (wake != nullptr) detail::resume_waiter(wake);
