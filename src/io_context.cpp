@@ -21,11 +21,13 @@
 
 namespace tern {
 
-namespace {
-constinit thread_local io_context* current_ = nullptr;
-}
+// The loop running on the calling thread (io_context::current). The assembler name is what the inline read in
+// io_context.hpp refers to; external linkage for that reference.
+constinit thread_local io_context* current_ asm("tern_current_loop") = nullptr;
 
+#ifndef TERN_CURRENT_LOOP_INLINE
 io_context* io_context::current() noexcept { return current_; }
+#endif
 
 namespace detail {
 namespace {

@@ -265,9 +265,10 @@ class io_context {
   // The backend this loop uses (never automatic).
   backend_kind backend() const noexcept { return kind_; }
 
-  // The loop running on the calling thread, or nullptr.
-  // Out of line on purpose: a coroutine can resume on another thread, and an inlined thread_local read may
-  // keep an address computed before the suspension (see frame_pool::local).
+  // The loop running on the calling thread, or nullptr. A constinit thread_local, read inline on x86-64 by one
+  // volatile asm statement (its offset from the thread pointer, then the load): a coroutine can resume on another
+  // thread, and a plain thread_local read inlined into its body may keep an address computed before the
+  // suspension (see thread_identity.hpp); the asm is neither hoisted nor reused. Elsewhere an out-of-line call.
   static io_context* current() noexcept;
   // True if the calling thread is inside this loop's run (possibly with another loop's run nested in it). One
   // register read and one load: the check every post and resumption makes.
@@ -690,6 +691,17 @@ class io_context {
   io_context* registry_next_ = nullptr;
   friend struct detail::loop_registry;
 };
+
+#if defined(__x86_64__)
+// io_context.cpp defines the variable under this assembler name; initial-exec: one GOT load of its offset from
+// the thread pointer (the linker makes it a constant in an executable), so it serves a shared libtern too.
+inline io_context* io_context::current() noexcept {
+  io_context* c;
+  asm volatile("movq tern_current_loop@gottpoff(%%rip), %0\n\tmovq %%fs:(%0), %0" : "=r"(c));
+  return c;
+}
+#define TERN_CURRENT_LOOP_INLINE 1
+#endif
 
 }  // namespace tern
 
