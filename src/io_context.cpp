@@ -21,11 +21,13 @@
 
 namespace tern {
 
-namespace {
-constinit thread_local io_context* current_ = nullptr;
-}
+// The loop running on the calling thread (io_context::current). The assembler name is what the inline read in
+// io_context.hpp refers to; external linkage for that reference.
+constinit thread_local io_context* current_ asm("tern_current_loop") = nullptr;
 
+#ifndef TERN_CURRENT_LOOP_INLINE
 io_context* io_context::current() noexcept { return current_; }
+#endif
 
 namespace detail {
 namespace {
@@ -67,6 +69,7 @@ class io_context::scope {
     c->owner_.store(detail::thread_identity(), std::memory_order_relaxed);
   }
   ~scope() {
+    ctx_->publish_counts();  // every run's end, an exception's included
     current_ = prev_;
     ctx_->owner_.store(prev_owner_, std::memory_order_relaxed);
   }
@@ -211,6 +214,7 @@ io_context::~io_context() {
     ::close(p[1]);
   }
   free_descriptors();
+  publish_counts();
   detail::loop_registry::retire(this);  // its counts go on in the process totals
 }
 
@@ -307,13 +311,12 @@ bool io_context::has_work() const noexcept {
 
 std::size_t io_context::run() {
   claim_thread("run");
-  static const std::atomic<std::uintptr_t> never_done{0};
-  return run_loop(&never_done);
+  return run_loop(nullptr, nullptr);
 }
 
-void io_context::run_until(const std::atomic<std::uintptr_t>* done) {
+void io_context::run_until(const std::atomic<std::uintptr_t>* done, const detail::root_hook* root) {
   claim_thread("run_until");
-  run_loop(done);
+  run_loop(done, root);
 }
 
 void io_context::claim_thread(const char* operation) {
@@ -333,10 +336,33 @@ bool io_context::on_bound_thread() const noexcept {
   return bound == 0 || bound == detail::thread_serial();
 }
 
-std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word) {
-  // Set by this thread (a spawned task finishing on its home loop), so a relaxed load sees it.
-  auto done = [done_word] { return (done_word->load(std::memory_order_relaxed) & 1) != 0; };
+bool io_context::attend() noexcept {
+  const unsigned a = attention_.load(std::memory_order_relaxed);
+  if ((a & attend_root) != 0) {
+    attention_.fetch_and(~attend_root, std::memory_order_relaxed);
+    // Set by this thread (a spawned task finishing on its home loop), so a relaxed load sees it.
+    if (watched_ != nullptr && (watched_->load(std::memory_order_relaxed) & 1) != 0) return true;
+  }
+  if ((a & (attend_stop | attend_poll)) != 0) return true;
+  // Submissions waiting behind long handlers go now, not at the end of the turn (submit_within).
+  if ((a & attend_submit) != 0 && deadline_now_ns() - unsubmitted_since_ >= submit_within_ns_) backend_->flush();
+  return false;
+}
+
+std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word, const detail::root_hook* root) {
+  // run_until's word (null for run()): set by this thread (a spawned task finishing on its home loop), so a relaxed
+  // load sees it.
+  auto done = [done_word] { return done_word != nullptr && (done_word->load(std::memory_order_relaxed) & 1) != 0; };
   scope s(this);
+  struct watch {  // restored on every exit: a run may be nested in a handler of another run
+    io_context* c;
+    const std::atomic<std::uintptr_t>* prev;
+    const detail::root_hook* prev_root;
+    ~watch() {
+      c->watched_ = prev;
+      c->watched_root_ = prev_root;
+    }
+  } w{this, std::exchange(watched_, done_word), std::exchange(watched_root_, root)};
   std::size_t n = 0;
   while (!stopped() && !done()) {
     drain_inbox();
@@ -344,16 +370,15 @@ std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word) {
     if ((++turn_ & (lag_sample_turns - 1)) == 0) sample_lag();
     std::size_t ran = 0;
     while (ran < batch_limit) {
-      detail::work_item* w = next_ready();
-      if (w == nullptr) break;
+      detail::work_item* item = next_ready();
+      if (item == nullptr) break;
       ++ran;
-      run_item(w);
-      if (stopped() || done() || poll_due_) break;
-      // Submissions waiting behind long handlers go now, not at the end of the turn (submit_within).
-      if (unsubmitted_since_ != 0 && deadline_now_ns() - unsubmitted_since_ >= submit_within_ns_) backend_->flush();
+      run_item(item);
+      if (attention_.load(std::memory_order_relaxed) != 0 && attend()) [[unlikely]] break;
     }
     n += ran;
     counters_.items_run.add(ran);
+    publish_counts();
     if (stopped() || done()) break;
     if (group_ != nullptr) balance();
     if (!has_work()) break;
@@ -401,7 +426,7 @@ std::size_t io_context::poll() {
 }
 
 void io_context::stop() noexcept {
-  stopped_.store(true, std::memory_order_relaxed);
+  attention_.fetch_or(attend_stop, std::memory_order_relaxed);
   wake_if_sleeping();
 }
 
@@ -414,7 +439,9 @@ std::int64_t io_context::timer_timeout_ns() const noexcept {
 }
 
 void io_context::poll_io(bool may_block) {
-  poll_due_ = false;
+  if ((attention_.load(std::memory_order_relaxed) & attend_poll) != 0) {
+    attention_.fetch_and(~attend_poll, std::memory_order_relaxed);
+  }
   if (returning_count_ != 0) publish_returned();
   const bool has_timers = timers_.size() != 0;
   if (!may_block || !ready_empty()) {
@@ -620,12 +647,14 @@ bool io_context::start(detail::io_op& op) noexcept {
     // sockets/bidirectional with a quarter of the other's buffer (440 KB against 1.6-2 MB: 3.4 GB/s, not 6).
     if (op.res > 0 && (op.code == detail::op_code::send || op.code == detail::op_code::write ||
                        op.code == detail::op_code::sendmsg)) {
-      inline_bytes_ += static_cast<std::size_t>(op.res);
+      inline_used_ += static_cast<std::uint64_t>(op.res);
     }
-    if (++inline_streak_ <= inline_limit && inline_bytes_ <= inline_byte_limit) return true;
-    inline_streak_ = 0;
-    inline_bytes_ = 0;
-    poll_due_ = true;
+    inline_used_ += inline_op_unit;
+    if ((inline_used_ >> inline_op_shift) <= inline_limit && (inline_used_ & (inline_op_unit - 1)) <= inline_byte_limit) {
+      return true;
+    }
+    inline_used_ = 0;
+    attention_.fetch_or(attend_poll, std::memory_order_relaxed);
     run_queue_.push_back(&op);
     return false;
   }
@@ -892,6 +921,7 @@ void io_context::link_spawned(detail::root_hook* s) noexcept {
 }
 
 void io_context::unlink_spawned(detail::root_hook* s) noexcept {
+  if (s == watched_root_) [[unlikely]] attention_.fetch_or(attend_root, std::memory_order_relaxed);
   if (s->prev != nullptr) s->prev->next = s->next; else spawned_ = s->next;
   if (s->next != nullptr) s->next->prev = s->prev;
   s->prev = s->next = nullptr;
@@ -972,7 +1002,10 @@ void io_context::lag_probe_ran(detail::work_item* w) noexcept {
 }
 
 metrics::loop_snapshot io_context::metrics() const noexcept {
-  if (running_here()) const_cast<io_context*>(this)->publish_gauges();  // the caller's own pools: fresh figures
+  if (running_here()) {  // the loop's own thread: exact counts, and the caller's own pools as fresh figures
+    const_cast<io_context*>(this)->publish_counts();
+    const_cast<io_context*>(this)->publish_gauges();
+  }
   return tern::metrics::snapshot(*this);
 }
 

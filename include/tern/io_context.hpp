@@ -159,9 +159,9 @@ class io_context {
   // Makes run() return as soon as the current item finishes. Any thread.
   void stop() noexcept;
   // True after stop() until restart().
-  bool stopped() const noexcept { return stopped_.load(std::memory_order_relaxed); }
+  bool stopped() const noexcept { return (attention_.load(std::memory_order_relaxed) & attend_stop) != 0; }
   // Clears the stopped state so that run() may be called again.
-  void restart() noexcept { stopped_.store(false, std::memory_order_relaxed); }
+  void restart() noexcept { attention_.fetch_and(~attend_stop, std::memory_order_relaxed); }
   // True if items queued from other threads (posts, wake-ups, work handed over by a runtime peer) wait to be run.
   // Any thread; a relaxed look, exact only once every poster is known to have stopped posting.
   bool has_incoming() const noexcept { return inbox_.maybe_nonempty(); }
@@ -176,7 +176,7 @@ class io_context {
         handler_block* b = handler_blocks_.load(std::memory_order_relaxed);
         handler_blocks_.store(b->next, std::memory_order_relaxed);
         run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
-        posts_local_.add();
+        ++posts_local_;
         return;
       }
     }
@@ -191,7 +191,7 @@ class io_context {
       if (running_here()) {
         if (void* b = grow_handler_blocks()) {
           run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
-          posts_local_.add();
+          ++posts_local_;
           return;
         }
       }
@@ -207,7 +207,7 @@ class io_context {
     }
     using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
-    if (running_here()) posts_local_.add();  // from elsewhere: counted when the loop drains its inbox
+    if (running_here()) ++posts_local_;  // from elsewhere: counted when the loop drains its inbox
     enqueue(p);
   }
 
@@ -237,14 +237,14 @@ class io_context {
         if (b != nullptr) {
           shared_queue_.push_back(::new (b) detail::posted_roaming<D>(std::forward<F>(f), this));
           ++shared_count_;
-          posts_local_.add();
+          ++posts_local_;
           return;
         }
       }
     }
     using P = detail::posted<D>;
     auto* p = ::new (detail::frame_pool::allocate(sizeof(P))) P(std::forward<F>(f));
-    if (running_here()) posts_local_.add();
+    if (running_here()) ++posts_local_;
     enqueue_shared(p);
   }
 
@@ -265,9 +265,10 @@ class io_context {
   // The backend this loop uses (never automatic).
   backend_kind backend() const noexcept { return kind_; }
 
-  // The loop running on the calling thread, or nullptr.
-  // Out of line on purpose: a coroutine can resume on another thread, and an inlined thread_local read may
-  // keep an address computed before the suspension (see frame_pool::local).
+  // The loop running on the calling thread, or nullptr. A constinit thread_local, read inline on x86-64 by one
+  // volatile asm statement (its offset from the thread pointer, then the load): a coroutine can resume on another
+  // thread, and a plain thread_local read inlined into its body may keep an address computed before the
+  // suspension (see thread_identity.hpp); the asm is neither hoisted nor reused. Elsewhere an out-of-line call.
   static io_context* current() noexcept;
   // True if the calling thread is inside this loop's run (possibly with another loop's run nested in it). One
   // register read and one load: the check every post and resumption makes.
@@ -302,9 +303,9 @@ class io_context {
 
   // ---- Internal interface used by tern's awaiters and I/O objects; not part of the API. ----
 
-  // Runs like run() but also returns as soon as the low bit of *done is set (by this thread: a spawned task's
-  // state word, spawn.hpp).
-  void run_until(const std::atomic<std::uintptr_t>* done);
+  // Runs like run() but also returns as soon as the low bit of *done is set (by this thread: the state word of
+  // the spawned task whose entry on the loop's list is root, spawn.hpp).
+  void run_until(const std::atomic<std::uintptr_t>* done, const detail::root_hook* root);
   // Binds the loop to the calling thread if no thread has run it yet; throws std::system_error (wrong_loop) if it
   // is bound to another. `operation` names the caller in the message. Every run calls it first.
   void claim_thread(const char* operation);
@@ -372,7 +373,11 @@ class io_context {
   // The loop's counters (metrics.hpp), for the backends to bump: from the loop's thread only.
   detail::loop_counters& counters() noexcept { return counters_; }
   const detail::loop_counters& counters() const noexcept { return counters_; }
-  std::uint64_t posts_local() const noexcept { return posts_local_.get(); }
+  // Handlers posted from the loop's own thread, as last published (once per turn, and by every snapshot the loop
+  // takes of itself): from another thread, at most one turn behind.
+  std::uint64_t posts_local() const noexcept { return counters_.posts_local.get(); }
+  // Loop thread: publishes the counts kept in plain integers (posts_local_) for snapshots taken elsewhere.
+  void publish_counts() noexcept { counters_.posts_local.set(posts_local_); }
   // Loop thread: publishes the gauges of the loop's thread (its pools) for snapshots taken elsewhere.
   void publish_gauges() noexcept;
 
@@ -417,9 +422,17 @@ class io_context {
   // The backend queued a submission that the kernel has not seen yet (io_uring), and it submitted them all.
   // run_loop submits them before the next item once the first has waited submit_within (io_context_options).
   void note_unsubmitted() noexcept {
-    if (unsubmitted_since_ == 0) unsubmitted_since_ = deadline_now_ns();
+    if (unsubmitted_since_ == 0) {
+      unsubmitted_since_ = deadline_now_ns();
+      attention_.fetch_or(attend_submit, std::memory_order_relaxed);
+    }
   }
-  void note_submitted() noexcept { unsubmitted_since_ = 0; }
+  void note_submitted() noexcept {
+    if (unsubmitted_since_ != 0) {
+      unsubmitted_since_ = 0;
+      attention_.fetch_and(~attend_submit, std::memory_order_relaxed);
+    }
+  }
   // The clock as last read by the loop (at most one turn old; never ahead of the real clock).
   std::uint64_t loop_time_ns() const noexcept { return loop_time_ns_; }
   detail::backend& backend_impl() noexcept { return *backend_; }
@@ -463,6 +476,8 @@ class io_context {
   std::stop_source take_stop_source();
   void give_stop_source(std::stop_source&& s) noexcept;
   void link_spawned(detail::root_hook* s) noexcept;
+  // Called on the task's home loop, in the same queued item that then sets the task's done bit (spawn.hpp): for
+  // the task run_until watches, this is what makes the loop look at the done word after that item.
   void unlink_spawned(detail::root_hook* s) noexcept;
   // send_file's pipes under io_uring (loop thread only): take_pipe hands out a kept pipe (read end, write end), or
   // makes one (false, with errno, if that fails); give_pipe keeps an empty pipe for the next call, or closes it
@@ -482,11 +497,21 @@ class io_context {
   static constexpr std::size_t inline_byte_limit = std::size_t{128} << 10;
 
   class scope;
-  std::size_t run_loop(const std::atomic<std::uintptr_t>* done);
+  std::size_t run_loop(const std::atomic<std::uintptr_t>* done, const detail::root_hook* root);
+  // The attention word: what must be looked at between two items, one bit per reason, so that the loop tests one
+  // word after each item instead of each reason in turn. stop() sets attend_stop from any thread; the others are
+  // set and cleared by the loop's thread. Read-modify-writes throughout (a stop never lost to a loop-side update);
+  // they are made where a reason starts or ends, never per item.
+  static constexpr unsigned attend_stop = 1;    // stop() until restart()
+  static constexpr unsigned attend_poll = 2;    // the inline allowance ran out (start): poll before more items
+  static constexpr unsigned attend_submit = 4;  // a submission waits for the kernel (note_unsubmitted)
+  static constexpr unsigned attend_root = 8;    // the task run_until watches finished (unlink_spawned)
+  // After an item that left the attention word set: true if the batch ends here (stop, the watched task done, a
+  // poll due); submits the waiting submissions once the first has waited submit_within.
+  bool attend() noexcept;
   // Runs one queued item with a fresh inline allowance.
   void run_item(detail::work_item* w) {
-    inline_streak_ = 0;
-    inline_bytes_ = 0;
+    inline_used_ = 0;
     w->run(w);  // counted in items_run by the caller, once per batch: a bump per item cost dispatch/post 1.5%
   }
   // Moves what other threads queued into the run queue, counting it.
@@ -503,10 +528,15 @@ class io_context {
   bool ready_empty() const noexcept { return run_queue_.empty() && shared_queue_.empty(); }
   // Pinned work first (completions, resumptions), then shareable work; but when both are queued, at least one
   // item in shared_every + 1 is shareable, so a stream of pinned work (a handler that re-posts itself) cannot
-  // starve the shareable queue.
+  // starve the shareable queue. The streak is kept only while shareable work waits: a loop without it (every loop
+  // outside a runtime) pays one test.
   static constexpr unsigned shared_every = 4;
   detail::work_item* next_ready() noexcept {
-    if (shared_count_ != 0 && pinned_streak_ >= shared_every) {
+    if (shared_count_ == 0) [[likely]] return run_queue_.pop_front_prefetch();
+    return next_ready_shared();
+  }
+  detail::work_item* next_ready_shared() noexcept {
+    if (pinned_streak_ >= shared_every) {
       pinned_streak_ = 0;
       return pop_shared();
     }
@@ -575,13 +605,14 @@ class io_context {
   // thread_identity() of the thread inside run, or 0. Written by that thread only; other threads read it to learn
   // that they are not that thread, which any value they can see tells them.
   std::atomic<std::uintptr_t> owner_{0};
-  std::atomic<bool> stopped_{false};
+  std::atomic<unsigned> attention_{0};  // attend_* bits
   // The loop thread's free list. Atomic (relaxed, plain moves on x86) only because post() from another thread
   // looks at it before it learns that it is not the loop's thread; only the loop's thread follows or changes it.
   std::atomic<handler_block*> handler_blocks_{nullptr};
   // Handlers posted from the loop's own thread (metrics::loop_snapshot::posts_local): bumped by every such post,
-  // so it lives in this line, which the post writes anyway, rather than in loop_counters' lines.
-  detail::counter posts_local_;
+  // so it lives in this line, which the post writes anyway. A plain integer (one add), published to
+  // counters_.posts_local once per turn (publish_counts).
+  std::uint64_t posts_local_ = 0;
   handler_slab* handler_slabs_ = nullptr;
   returned_block* returning_ = nullptr;  // loop thread: blocks of remote posts that ran, not yet published
   returned_block* returning_last_ = nullptr;
@@ -605,9 +636,15 @@ class io_context {
   detail::work_queue closes_waiters_;  // tasks awaiting closes_settled, queued to run when lingering_ empties
   backend_kind kind_;
   std::size_t pending_ops_ = 0;
-  unsigned inline_streak_ = 0;
-  std::size_t inline_bytes_ = 0;  // bytes sent by the inline completions of the item running now
-  bool poll_due_ = false;  // inline_limit was reached: end the turn and poll before running more
+  // The inline allowance of the item running now, in one word (one store resets it): the operations completed
+  // inline times inline_op_unit, plus the bytes they sent.
+  static constexpr unsigned inline_op_shift = 48;  // far above any item's bytes (16 operations' worth)
+  static constexpr std::uint64_t inline_op_unit = std::uint64_t{1} << inline_op_shift;
+  std::uint64_t inline_used_ = 0;
+  // The done word run_until watches (null in run()), and its task's entry: its finish (unlink_spawned) raises
+  // attend_root.
+  const std::atomic<std::uintptr_t>* watched_ = nullptr;
+  const detail::root_hook* watched_root_ = nullptr;
   std::uint64_t loop_time_ns_;
   detail::tsc_scale tsc_;
   std::uint64_t tsc_base_ = 0;
@@ -654,6 +691,17 @@ class io_context {
   io_context* registry_next_ = nullptr;
   friend struct detail::loop_registry;
 };
+
+#if defined(__x86_64__)
+// io_context.cpp defines the variable under this assembler name; initial-exec: one GOT load of its offset from
+// the thread pointer (the linker makes it a constant in an executable), so it serves a shared libtern too.
+inline io_context* io_context::current() noexcept {
+  io_context* c;
+  asm volatile("movq tern_current_loop@gottpoff(%%rip), %0\n\tmovq %%fs:(%0), %0" : "=r"(c));
+  return c;
+}
+#define TERN_CURRENT_LOOP_INLINE 1
+#endif
 
 }  // namespace tern
 

@@ -9,7 +9,9 @@
 // cost of the loop metrics"). With TERN_METRICS=OFF every figure reads 0 and `enabled` is false.
 //
 // A snapshot may be taken from any thread. Each counter in it is exact at some moment of the read; the snapshot is
-// not one instant across counters (a loop that runs meanwhile may have moved on between two reads).
+// not one instant across counters (a loop that runs meanwhile may have moved on between two reads). posts_local,
+// bumped by every post, is kept in a plain integer of the loop and published once per turn: a snapshot taken on
+// another thread while the loop runs may lag it by up to one turn's posts; the loop's own snapshot is exact.
 //
 //   auto s = ctx.metrics();                      // this loop
 //   auto r = rt.metrics();                       // every worker of a runtime, and r.total()

@@ -254,8 +254,9 @@ class [[nodiscard]] join_handle {
   awaiter operator co_await() && noexcept { return awaiter{std::exchange(s_, nullptr)}; }
   awaiter operator co_await() & noexcept { return awaiter{std::exchange(s_, nullptr)}; }
 
-  // Internal: the word block_on watches.
+  // Internal: the word block_on watches, and the task's entry on its loop's list.
   const std::atomic<std::uintptr_t>* done_word() const noexcept { return s_->done_word(); }
+  const detail::root_hook* root() const noexcept { return s_; }
 
  private:
   detail::spawn_state<T>* s_ = nullptr;
@@ -377,7 +378,7 @@ template <class T>
 T io_context::block_on(task<T> t) {
   claim_thread("block_on");  // before the spawn: a refused call leaves nothing queued
   join_handle<T> h = spawn(*this, std::move(t));
-  run_until(h.done_word());
+  run_until(h.done_word(), h.root());
   if (!h.done()) {
     throw std::logic_error(stopped() ? "tern::io_context::block_on: the loop was stopped"
                                      : "tern::io_context::block_on: the task can never finish (no pending work)");

@@ -12,10 +12,12 @@
 namespace tern {
 
 namespace detail {
+// Its fields are written only when it suspends (prepare, then the push writes next).
 struct [[nodiscard]] yield_awaiter : resume_item {
+  yield_awaiter() noexcept : resume_item(unset_t{}) {}
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) noexcept {
-    handle = h;
+    prepare(h);
     io_context::current()->schedule(this);
   }
   void await_resume() const noexcept {}

@@ -33,6 +33,8 @@ class counter {
   void add(std::uint64_t n = 1) noexcept {
     value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
+  // Loop thread only: publishes a count the loop keeps in a plain integer of its own (io_context::posts_local_).
+  void set(std::uint64_t v) noexcept { value_.store(v, std::memory_order_relaxed); }
   // Any thread.
   std::uint64_t get() const noexcept { return value_.load(std::memory_order_relaxed); }
 
@@ -53,6 +55,7 @@ class gauge {
 class counter {
  public:
   void add(std::uint64_t = 1) noexcept {}
+  void set(std::uint64_t) noexcept {}
   std::uint64_t get() const noexcept { return 0; }
 };
 class gauge {
@@ -73,6 +76,7 @@ struct loop_counters {
   // The loop (io_context.cpp).
   counter turns;              // passes of the loop: drain the inbox, run a batch, poll I/O, fire timers
   counter items_run;          // queued items run: resumptions, completions, posted handlers
+  counter posts_local;        // handlers posted from the loop's thread: io_context::posts_local_, published per turn
   counter posts_remote;       // items that arrived through the inbox from other threads (posts, wake-ups, work shared)
   counter wakeups_sent;       // parked loops this loop's thread woke (by posting to them)
   counter wakeups_received;   // times this loop was woken from a park by another thread (backend-counted)
