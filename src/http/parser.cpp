@@ -360,54 +360,61 @@ bool parse_fields(const char* p, const char* end, const parser_limits& limits, s
 
 }  // namespace detail
 
-namespace {
+// ---- parser_state ----
 
-// A head's field list after its parser was copied or moved: the same fields, in the new parser's vector, with the
-// new parser's positions of the known ones.
-field_list rebound(const field_list& old, const std::vector<field>& fields,
-                   const detail::known_positions& known) noexcept {
-  if (old.empty()) return old;
-  return field_list(std::span<const field>(fields.data(), old.size()), known);
-}
-
-}  // namespace
-
-// ---- request_parser ----
-
-request_parser::request_parser(parser_limits limits) : limits_(limits) {
+template <class Head>
+detail::parser_state<Head>::parser_state(parser_limits limits) : limits_(limits) {
   fields_.reserve(limits_.max_headers < 32 ? limits_.max_headers : 32);
 }
 
-request_parser::request_parser(const request_parser& o)
+template <class Head>
+detail::parser_state<Head>::parser_state(const parser_state& o)
     : limits_(o.limits_), scanner_(o.scanner_), fields_(o.fields_), known_(o.known_), head_(o.head_) {
-  head_.headers = rebound(head_.headers, fields_, known_);
+  rebind();
 }
 
-request_parser::request_parser(request_parser&& o) noexcept
+template <class Head>
+detail::parser_state<Head>::parser_state(parser_state&& o) noexcept
     : limits_(o.limits_), scanner_(o.scanner_), fields_(std::move(o.fields_)), known_(o.known_), head_(o.head_) {
-  head_.headers = rebound(head_.headers, fields_, known_);
+  rebind();
 }
 
-request_parser& request_parser::operator=(const request_parser& o) {
-  if (this != &o) *this = request_parser(o);
+template <class Head>
+detail::parser_state<Head>& detail::parser_state<Head>::operator=(const parser_state& o) {
+  if (this != &o) *this = parser_state(o);
   return *this;
 }
 
-request_parser& request_parser::operator=(request_parser&& o) noexcept {
+template <class Head>
+detail::parser_state<Head>& detail::parser_state<Head>::operator=(parser_state&& o) noexcept {
   limits_ = o.limits_;
   scanner_ = o.scanner_;
   fields_ = std::move(o.fields_);
   known_ = o.known_;
   head_ = o.head_;
-  head_.headers = rebound(head_.headers, fields_, known_);
+  rebind();
   return *this;
 }
 
-void request_parser::reset() noexcept {
+template <class Head>
+void detail::parser_state<Head>::reset() noexcept {
   scanner_.reset();
   fields_.clear();
-  head_ = request_head{};
+  head_ = Head{};
 }
+
+// The head copied from another parser views that parser's fields: point it at this one's, which hold the same.
+template <class Head>
+void detail::parser_state<Head>::rebind() noexcept {
+  if (!head_.headers.empty()) {
+    head_.headers = field_list(std::span<const field>(fields_.data(), head_.headers.size()), known_);
+  }
+}
+
+template class detail::parser_state<request_head>;
+template class detail::parser_state<response_head>;
+
+// ---- request_parser ----
 
 bool request_parser::parse(std::string_view data, std::error_code& ec) noexcept {
   ec.clear();
@@ -470,41 +477,6 @@ bool request_parser::parse_head(std::string_view data, std::size_t end, std::err
 }
 
 // ---- response_parser ----
-
-response_parser::response_parser(parser_limits limits) : limits_(limits) {
-  fields_.reserve(limits_.max_headers < 32 ? limits_.max_headers : 32);
-}
-
-response_parser::response_parser(const response_parser& o)
-    : limits_(o.limits_), scanner_(o.scanner_), fields_(o.fields_), known_(o.known_), head_(o.head_) {
-  head_.headers = rebound(head_.headers, fields_, known_);
-}
-
-response_parser::response_parser(response_parser&& o) noexcept
-    : limits_(o.limits_), scanner_(o.scanner_), fields_(std::move(o.fields_)), known_(o.known_), head_(o.head_) {
-  head_.headers = rebound(head_.headers, fields_, known_);
-}
-
-response_parser& response_parser::operator=(const response_parser& o) {
-  if (this != &o) *this = response_parser(o);
-  return *this;
-}
-
-response_parser& response_parser::operator=(response_parser&& o) noexcept {
-  limits_ = o.limits_;
-  scanner_ = o.scanner_;
-  fields_ = std::move(o.fields_);
-  known_ = o.known_;
-  head_ = o.head_;
-  head_.headers = rebound(head_.headers, fields_, known_);
-  return *this;
-}
-
-void response_parser::reset() noexcept {
-  scanner_.reset();
-  fields_.clear();
-  head_ = response_head{};
-}
 
 bool response_parser::parse(std::string_view data, method request_method, std::error_code& ec) noexcept {
   ec.clear();

@@ -116,16 +116,40 @@ struct field_facts {
 bool parse_fields(const char* p, const char* end, const parser_limits& limits, std::vector<field>& out,
                   known_positions& known, field_facts& facts, std::error_code& ec) noexcept;
 
+// What a request or a response parser holds: its limits, the scanner, the field list and the head that views it.
+// A copy or a moved state's head views its own field list, with the same positions of the known fields.
+template <class Head>
+class parser_state {
+ public:
+  explicit parser_state(parser_limits limits);
+  parser_state(const parser_state& o);
+  parser_state(parser_state&& o) noexcept;
+  parser_state& operator=(const parser_state& o);
+  parser_state& operator=(parser_state&& o) noexcept;
+
+  // Forgets the message, for the next one (keeping the memory).
+  void reset() noexcept;
+
+ protected:
+  parser_limits limits_;
+  head_scanner scanner_;
+  std::vector<field> fields_;
+  known_positions known_{};
+  Head head_;
+
+ private:
+  void rebind() noexcept;
+};
+
+extern template class parser_state<request_head>;
+extern template class parser_state<response_head>;
+
 }  // namespace detail
 
-class request_parser {
+class request_parser : private detail::parser_state<request_head> {
  public:
-  explicit request_parser(parser_limits limits = {});
   // A copy or a moved parser's head views its own field list.
-  request_parser(const request_parser& o);
-  request_parser(request_parser&& o) noexcept;
-  request_parser& operator=(const request_parser& o);
-  request_parser& operator=(request_parser&& o) noexcept;
+  explicit request_parser(parser_limits limits = {}) : parser_state(limits) {}
 
   // Parses the request head at the start of data: what has arrived of the message so far (on the next call the
   // same bytes again, with more after them). True once the head is complete: head() then describes it, with views
@@ -136,26 +160,16 @@ class request_parser {
   const request_head& head() const noexcept { return head_; }
   const parser_limits& limits() const noexcept { return limits_; }
   // Forgets the message, for the next one (keeping the memory).
-  void reset() noexcept;
+  using parser_state::reset;
 
  private:
   bool parse_head(std::string_view data, std::size_t end, std::error_code& ec) noexcept;
-
-  parser_limits limits_;
-  detail::head_scanner scanner_;
-  std::vector<field> fields_;
-  detail::known_positions known_{};
-  request_head head_;
 };
 
-class response_parser {
+class response_parser : private detail::parser_state<response_head> {
  public:
-  explicit response_parser(parser_limits limits = {});
   // A copy or a moved parser's head views its own field list.
-  response_parser(const response_parser& o);
-  response_parser(response_parser&& o) noexcept;
-  response_parser& operator=(const response_parser& o);
-  response_parser& operator=(response_parser&& o) noexcept;
+  explicit response_parser(parser_limits limits = {}) : parser_state(limits) {}
 
   // As request_parser::parse, for the response to a request made with request_method (a response to HEAD has no
   // body whatever its headers say). A 1xx response is a complete head of its own, with framing none; the final
@@ -164,16 +178,10 @@ class response_parser {
 
   const response_head& head() const noexcept { return head_; }
   const parser_limits& limits() const noexcept { return limits_; }
-  void reset() noexcept;
+  using parser_state::reset;
 
  private:
   bool parse_head(std::string_view data, std::size_t end, method request_method, std::error_code& ec) noexcept;
-
-  parser_limits limits_;
-  detail::head_scanner scanner_;
-  std::vector<field> fields_;
-  detail::known_positions known_{};
-  response_head head_;
 };
 
 }  // namespace tern::http
