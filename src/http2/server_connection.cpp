@@ -30,6 +30,12 @@
 
 #include <sys/mman.h>
 
+#if defined(__has_include)
+#if __has_include(<sanitizer/asan_interface.h>)
+#include <sanitizer/asan_interface.h>
+#endif
+#endif
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -749,11 +755,35 @@ namespace {
 // a smaller one is kept for the stream's next bytes.
 constexpr std::size_t mapped_kept = 256 * 1024;
 std::size_t round_to_pages(std::size_t n) noexcept { return (n + 4095) & ~std::size_t{4095}; }
+
+// Under AddressSanitizer only the bytes a body buffer holds, [begin_, end_) of the buffer in use, are addressable:
+// its pages are its own (mmap), which ASan does not watch, and a read past what arrived would otherwise go unseen.
+// The small buffer is poisoned whole while the pages are in use, and a region is made addressable again before
+// its pages are moved or given back, so that whatever the kernel maps there next starts clean.
+#if defined(__SANITIZE_ADDRESS__)
+#define TERN_H2_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TERN_H2_ASAN 1
+#endif
+#endif
+#ifdef TERN_H2_ASAN
+void poison(const char* p, std::size_t n) noexcept {
+  if (n != 0) __asan_poison_memory_region(p, n);
+}
+void unpoison(const char* p, std::size_t n) noexcept {
+  if (n != 0) __asan_unpoison_memory_region(p, n);
+}
+#else
+void poison(const char*, std::size_t) noexcept {}
+void unpoison(const char*, std::size_t) noexcept {}
+#endif
 }  // namespace
 
 void body_buffer::append(const char* data, std::size_t n) {
   if (n == 0) return;
   if (end_ + n > capacity_) make_room(n);
+  unpoison(data_ + end_, n);
   std::memcpy(data_ + end_, data, n);
   end_ += n;
 }
@@ -763,30 +793,43 @@ void body_buffer::append(const char* data, std::size_t n) {
 // written to take memory; mremap moves the pages, it does not copy them).
 void body_buffer::make_room(std::size_t n) {
   if (begin_ != 0) {
+    unpoison(data_, begin_);
     std::memmove(data_, data_ + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
+    poison(data_ + end_, capacity_ - end_);
     if (end_ + n <= capacity_) return;
   }
   const std::size_t need = end_ + n;
   if (need <= small_size) {
-    if (!small_) small_.reset(new char[small_size]);
+    if (!small_) {
+      small_.reset(new char[small_size]);
+      poison(small_.get(), small_size);
+    }
     data_ = small_.get();
     capacity_ = small_size;
     return;
   }
   const std::size_t size = round_to_pages(std::max(need, 2 * std::max(capacity_, small_size)));
+  if (mapped_ != nullptr) unpoison(mapped_, mapped_size_);
   void* p = mapped_ != nullptr ? ::mremap(mapped_, mapped_size_, size, MREMAP_MAYMOVE)
                                : ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (p == MAP_FAILED) {
+    if (mapped_ != nullptr) poison(mapped_ + end_, mapped_size_ - end_);
+    throw std::bad_alloc();
+  }
+  unpoison(static_cast<char*>(p), size);
   if (mapped_ == nullptr && end_ != 0) std::memcpy(p, data_, end_);
+  if (data_ != nullptr && data_ == small_.get()) poison(data_, end_);
   mapped_ = data_ = static_cast<char*>(p);
   mapped_size_ = capacity_ = size;
+  poison(data_ + end_, capacity_ - end_);
 }
 
 std::size_t body_buffer::take(char* out, std::size_t n) noexcept {
   n = std::min(n, size());
   std::memcpy(out, data_ + begin_, n);
+  poison(data_ + begin_, n);
   begin_ += n;
   if (begin_ == end_) {
     begin_ = end_ = 0;
@@ -797,6 +840,7 @@ std::size_t body_buffer::take(char* out, std::size_t n) noexcept {
 
 void body_buffer::unmap() noexcept {
   if (mapped_ == nullptr) return;
+  unpoison(mapped_, mapped_size_);
   ::munmap(mapped_, mapped_size_);
   mapped_ = nullptr;
   mapped_size_ = 0;
@@ -807,12 +851,15 @@ void body_buffer::unmap() noexcept {
 // Pages of up to kept_buffer stay for the stream's next request: a body of 16 to 64 KiB on a warm stream then costs
 // no mmap, mremap and munmap.
 void body_buffer::clear() noexcept {
+  if (data_ != nullptr) poison(data_ + begin_, end_ - begin_);
   begin_ = end_ = 0;
   if (mapped_size_ > kept_buffer) unmap();
 }
 
 void body_buffer::release() noexcept {
   clear();
+  unmap();
+  if (small_) unpoison(small_.get(), small_size);
   small_.reset();
   data_ = nullptr;
   capacity_ = 0;
