@@ -70,12 +70,12 @@ bool eight_digits(std::uint64_t chunk, std::uint64_t& out) noexcept {
 bool parse_decimal(const char* p, const char* end, std::int64_t& out) noexcept {
   const bool negative = p != end && *p == '-';
   if (negative) ++p;
-  const char* start = p;
-  while (p != end && *p == '0') ++p;
-  const char* significant = p;
+  if (p == end) return false;
+  while (*p == '0' && end - p > 1) ++p;  // leading zeros, down to the last digit
+  if (end - p > 19) return false;         // more significant digits than an int64 has (or not digits)
   std::uint64_t v = 0;
   if constexpr (std::endian::native == std::endian::little) {
-    for (; end - p >= 8 && end - significant <= 19; p += 8) {
+    for (; end - p >= 8; p += 8) {
       std::uint64_t chunk = 0;
       std::memcpy(&chunk, p, 8);
       std::uint64_t eight = 0;
@@ -88,7 +88,6 @@ bool parse_decimal(const char* p, const char* end, std::int64_t& out) noexcept {
     if (d > 9) return false;
     v = v * 10 + d;
   }
-  if (p == start || p - significant > 19) return false;
   const std::uint64_t limit = std::uint64_t{1} << 63;
   if (negative ? v > limit : v >= limit) return false;
   out = negative ? static_cast<std::int64_t>(std::uint64_t{0} - v) : static_cast<std::int64_t>(v);
