@@ -70,12 +70,12 @@ bool eight_digits(std::uint64_t chunk, std::uint64_t& out) noexcept {
 bool parse_decimal(const char* p, const char* end, std::int64_t& out) noexcept {
   const bool negative = p != end && *p == '-';
   if (negative) ++p;
-  const char* start = p;
-  while (p != end && *p == '0') ++p;
-  const char* significant = p;
+  if (p == end) return false;
+  while (*p == '0' && end - p > 1) ++p;  // leading zeros, down to the last digit
+  if (end - p > 19) return false;         // more significant digits than an int64 has (or not digits)
   std::uint64_t v = 0;
   if constexpr (std::endian::native == std::endian::little) {
-    for (; end - p >= 8 && end - significant <= 19; p += 8) {
+    for (; end - p >= 8; p += 8) {
       std::uint64_t chunk = 0;
       std::memcpy(&chunk, p, 8);
       std::uint64_t eight = 0;
@@ -88,7 +88,6 @@ bool parse_decimal(const char* p, const char* end, std::int64_t& out) noexcept {
     if (d > 9) return false;
     v = v * 10 + d;
   }
-  if (p == start || p - significant > 19) return false;
   const std::uint64_t limit = std::uint64_t{1} << 63;
   if (negative ? v > limit : v >= limit) return false;
   out = negative ? static_cast<std::int64_t>(std::uint64_t{0} - v) : static_cast<std::int64_t>(v);
@@ -343,40 +342,6 @@ std::error_code decode_date(const field_data& f, std::int32_t& out) noexcept {
 
 namespace detail {
 
-struct column_entry {
-  oid type;
-  std::int32_t modifier;
-  oid table;
-  std::uint32_t name;         // offset
-  std::int16_t table_column;
-  format fmt;
-};
-
-struct cell {
-  std::uint32_t offset;
-  std::int32_t length;        // -1: NULL
-};
-
-struct result_block {
-  std::uint32_t size_class;
-  std::int32_t rows;
-  std::int32_t columns;
-  std::uint32_t tag;          // offset of the command tag
-  std::uint32_t tag_length;
-
-  const char* base() const noexcept { return reinterpret_cast<const char*>(this); }
-  const column_entry* column_entries() const noexcept {
-    return reinterpret_cast<const column_entry*>(base() + sizeof(result_block));
-  }
-  const cell* cells() const noexcept {
-    return reinterpret_cast<const cell*>(column_entries() + columns);
-  }
-  const column_entry* column_at(int i) const noexcept {
-    return i >= 0 && i < columns ? column_entries() + i : nullptr;
-  }
-};
-static_assert(alignof(column_entry) <= alignof(result_block) && alignof(cell) <= alignof(column_entry));
-
 namespace {
 
 // Size classes of 128 bytes to 8 KiB; a thread keeps up to 256 KiB of free blocks per class (2048 of the smallest:
@@ -471,10 +436,36 @@ void give_block(const result_block* b) noexcept {
   poison(f, smallest_block << c);
 }
 
+// n bytes from p to at, for the short strings of a result (a name, a number, a tag) without a call: two loads and
+// two stores of a width that fits, overlapping in the middle, never reading outside [p, p + n).
+inline void copy_short(char* at, const char* p, std::size_t n) noexcept {
+  if (n >= 8) {
+    if (n > 16) {
+      std::memcpy(at, p, n);
+      return;
+    }
+    std::uint64_t a, b;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + n - 8, 8);
+    std::memcpy(at, &a, 8);
+    std::memcpy(at + n - 8, &b, 8);
+  } else if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + n - 4, 4);
+    std::memcpy(at, &a, 4);
+    std::memcpy(at + n - 4, &b, 4);
+  } else if (n != 0) {
+    at[0] = p[0];
+    at[n / 2] = p[n / 2];
+    at[n - 1] = p[n - 1];
+  }
+}
+
 // Copies n bytes and a NUL to at, if they fit before limit; where the next go, or null.
 inline char* put(char* at, const char* limit, const char* p, std::size_t n) noexcept {
   if (static_cast<std::size_t>(limit - at) <= n) return nullptr;
-  std::memcpy(at, p, n);
+  copy_short(at, p, n);
   at[n] = '\0';
   return at + n + 1;
 }
@@ -581,6 +572,26 @@ void dispose_held(result_source& s) noexcept {
   s = {};
 }
 
+int pg_row_count(const pg_result* r) noexcept { return r != nullptr ? PQntuples(r) : 0; }
+
+int pg_column_count(const pg_result* r) noexcept { return r != nullptr ? PQnfields(r) : 0; }
+
+field_data pg_field(const pg_result* r, int row, int column) noexcept {
+  field_data f;
+  // Checked here: libpq reports a field out of range through the notice receiver, which may be a connection's
+  // that is gone.
+  if (r == nullptr || row < 0 || row >= PQntuples(r) || column < 0 || column >= PQnfields(r)) {
+    f.data = "";
+    return f;
+  }
+  f.null = PQgetisnull(r, row, column) != 0;
+  f.data = PQgetvalue(r, row, column);
+  f.length = PQgetlength(r, row, column);
+  f.fmt = PQfformat(r, column) == 1 ? format::binary : format::text;
+  f.type = PQftype(r, column);
+  return f;
+}
+
 }  // namespace detail
 
 namespace {
@@ -588,45 +599,13 @@ namespace {
 using detail::result_source;
 
 int column_count(result_source r) noexcept {
-  if (r.block != nullptr) return r.block->columns;
-  return r.pg != nullptr ? PQnfields(r.pg) : 0;
-}
-
-int row_count(result_source r) noexcept {
-  if (r.block != nullptr) return r.block->rows;
-  return r.pg != nullptr ? PQntuples(r.pg) : 0;
+  return r.block != nullptr ? r.block->columns : detail::pg_column_count(r.pg);
 }
 
 // The field at (row, column) of r, NULL for one r does not have (as libpq reads it).
 detail::field_data field_of(result_source r, int row, int column) noexcept {
-  detail::field_data f;
-  if (const detail::result_block* b = r.block) {
-    const detail::column_entry* c = b->column_at(column);
-    if (c == nullptr || row < 0 || row >= b->rows) {
-      f.data = "";
-      return f;
-    }
-    const detail::cell& v = b->cells()[static_cast<std::size_t>(row) * static_cast<std::size_t>(b->columns) +
-                                       static_cast<std::size_t>(column)];
-    f.null = v.length < 0;
-    f.data = f.null ? "" : b->base() + v.offset;
-    f.length = f.null ? 0 : v.length;
-    f.fmt = c->fmt;
-    f.type = c->type;
-    return f;
-  }
-  // Checked here: libpq reports a field out of range through the notice receiver, which may be a connection's
-  // that is gone.
-  if (r.pg == nullptr || row < 0 || row >= PQntuples(r.pg) || column < 0 || column >= PQnfields(r.pg)) {
-    f.data = "";
-    return f;
-  }
-  f.null = PQgetisnull(r.pg, row, column) != 0;
-  f.data = PQgetvalue(r.pg, row, column);
-  f.length = PQgetlength(r.pg, row, column);
-  f.fmt = PQfformat(r.pg, column) == 1 ? format::binary : format::text;
-  f.type = PQftype(r.pg, column);
-  return f;
+  if (r.block != nullptr) return r.block->field_at(row, column);
+  return detail::pg_field(r.pg, row, column);
 }
 
 std::string_view name_of(result_source r, int i) noexcept {
@@ -661,7 +640,6 @@ format field::fmt() const noexcept { return exists() ? field_of(r_, row_, column
 
 oid field::type() const noexcept { return exists() ? field_of(r_, row_, column_).type : oids::unspecified; }
 
-detail::field_data field::data() const noexcept { return field_of(r_, row_, column_); }
 
 void field::throw_error(std::error_code ec) const {
   std::string what = "tern::pg: column ";
@@ -675,7 +653,6 @@ void field::throw_error(std::error_code ec) const {
 
 field row::operator[](std::string_view name) const noexcept { return {r_, index_, find_column(r_, name)}; }
 
-int row::columns() const noexcept { return column_count(r_); }
 
 result& result::operator=(result&& o) noexcept {
   if (this != &o) {
@@ -685,7 +662,6 @@ result& result::operator=(result&& o) noexcept {
   return *this;
 }
 
-std::size_t result::size() const noexcept { return static_cast<std::size_t>(row_count(r_)); }
 
 int result::columns() const noexcept { return column_count(r_); }
 

@@ -219,6 +219,37 @@ TEST_P(pg_query_test, small_and_large_results_read_alike_with_their_columns_desc
   }(*this, ctx));
 }
 
+TEST_P(pg_query_test, a_copied_results_short_strings_of_every_length_read_back_intact) {
+  run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    // Values of 0 to 40 bytes and column names of 2 to 20: every width the copy into a block takes (result.cpp,
+    // copy_short), each byte distinct from its neighbours so that a misplaced one shows.
+    std::vector<std::string> values, names;
+    std::string sql = "SELECT ";
+    for (int n = 0; n <= 40; ++n) {
+      std::string v;
+      for (int i = 0; i < n; ++i) v += static_cast<char>('a' + (i * 7 + n) % 26);
+      std::string name = "k" + std::string(static_cast<std::size_t>(1 + n % 19), static_cast<char>('a' + n % 26));
+      name += std::to_string(n);
+      if (n != 0) sql += ", ";
+      sql += "'" + v + "'::text AS \"" + name + "\"";
+      values.push_back(std::move(v));
+      names.push_back(std::move(name));
+    }
+    for (int round = 0; round < 2; ++round) {  // the second from a block the first gave back
+      auto [ec, r] = co_await c.query(sql.c_str());
+      PG_ASSERT_OK(ec, r);
+      CO_ASSERT(r.size() == 1 && r.columns() == 41);
+      for (int i = 0; i <= 40; ++i) {
+        EXPECT_EQ(r.column_name(i), names[static_cast<std::size_t>(i)]) << i;
+        EXPECT_EQ(r[0][i].raw(), values[static_cast<std::size_t>(i)]) << i;
+        EXPECT_FALSE(r[0][i].is_null()) << i;
+      }
+      EXPECT_EQ(r.command_tag(), "SELECT 1");
+    }
+  }(*this, ctx));
+}
+
 TEST_P(pg_query_test, server_errors_carry_their_sqlstate_and_message_and_the_connection_goes_on) {
   run_bounded(ctx, [](pg_query_test& t, tern::io_context& ctx) -> tern::task<void> {
     pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());

@@ -57,7 +57,7 @@ struct pg_result;  // libpq's PGresult
 namespace tern::pg {
 
 namespace detail {
-struct result_block;  // a result copied out of its PGresult (result.cpp)
+struct result_block;  // a result copied out of its PGresult (below; filled by result.cpp)
 
 // What a result holds: its copy, or the PGresult itself, or nothing (at most one is set).
 struct result_source {
@@ -84,6 +84,66 @@ struct field_data {
   format fmt = format::text;
   oid type = oids::unspecified;
 };
+
+// The layout of a copied result (result.cpp fills it): this header, one column_entry per column, one cell per field
+// (row by row), then the column names, the values and the command tag, each NUL-terminated; offsets from the start
+// of the block. Here rather than in result.cpp so that a field of a copied result is read inline (the common case:
+// a call and the copy of a field_data less per read).
+struct column_entry {
+  oid type;
+  std::int32_t modifier;
+  oid table;
+  std::uint32_t name;         // offset
+  std::int16_t table_column;
+  format fmt;
+};
+
+struct cell {
+  std::uint32_t offset;
+  std::int32_t length;        // -1: NULL
+};
+
+struct result_block {
+  std::uint32_t size_class;
+  std::int32_t rows;
+  std::int32_t columns;
+  std::uint32_t tag;          // offset of the command tag
+  std::uint32_t tag_length;
+
+  const char* base() const noexcept { return reinterpret_cast<const char*>(this); }
+  const column_entry* column_entries() const noexcept {
+    return reinterpret_cast<const column_entry*>(base() + sizeof(result_block));
+  }
+  const cell* cells() const noexcept {
+    return reinterpret_cast<const cell*>(column_entries() + columns);
+  }
+  const column_entry* column_at(int i) const noexcept {
+    return i >= 0 && i < columns ? column_entries() + i : nullptr;
+  }
+  // The field at (row, column); NULL for one the block does not have (as libpq reads it).
+  field_data field_at(int row, int column) const noexcept {
+    field_data f;
+    const column_entry* c = column_at(column);
+    if (c == nullptr || row < 0 || row >= rows) {
+      f.data = "";
+      return f;
+    }
+    const cell& v = cells()[static_cast<std::size_t>(row) * static_cast<std::size_t>(columns) +
+                            static_cast<std::size_t>(column)];
+    f.null = v.length < 0;
+    f.data = f.null ? "" : base() + v.offset;
+    f.length = f.null ? 0 : v.length;
+    f.fmt = c->fmt;
+    f.type = c->type;
+    return f;
+  }
+};
+static_assert(alignof(column_entry) <= alignof(result_block) && alignof(cell) <= alignof(column_entry));
+
+// The same reads of a result kept as a PGresult (out of line: they call libpq).
+int pg_row_count(const pg_result* r) noexcept;
+int pg_column_count(const pg_result* r) noexcept;
+field_data pg_field(const pg_result* r, int row, int column) noexcept;
 
 std::error_code decode_signed(const field_data& f, std::int64_t min, std::int64_t max, std::int64_t& out) noexcept;
 std::error_code decode_unsigned(const field_data& f, std::uint64_t max, std::uint64_t& out) noexcept;
@@ -228,7 +288,10 @@ class field {
   }
 
  private:
-  detail::field_data data() const noexcept;
+  detail::field_data data() const noexcept {
+    if (r_.block != nullptr) return r_.block->field_at(row_, column_);
+    return detail::pg_field(r_.pg, row_, column_);
+  }
   [[noreturn]] void throw_error(std::error_code ec) const;
 
   detail::result_source r_;
@@ -245,7 +308,9 @@ class row {
   field operator[](int column) const noexcept { return {r_, index_, column >= 0 && column < columns() ? column : -1}; }
   // The field of the column named name (exactly: no case folding); a field that does not exist if none is.
   field operator[](std::string_view name) const noexcept;
-  int columns() const noexcept;
+  int columns() const noexcept {
+    return r_.block != nullptr ? r_.block->columns : detail::pg_column_count(r_.pg);
+  }
   int index() const noexcept { return index_; }
 
   // The first sizeof...(T) fields, read into out...; the first error stops it.
@@ -286,7 +351,9 @@ class result {
   ~result() { detail::dispose(r_); }
 
   // The number of rows.
-  std::size_t size() const noexcept;
+  std::size_t size() const noexcept {
+    return static_cast<std::size_t>(r_.block != nullptr ? r_.block->rows : detail::pg_row_count(r_.pg));
+  }
   bool empty() const noexcept { return size() == 0; }
   int columns() const noexcept;
   row operator[](std::size_t i) const noexcept { return {r_, static_cast<int>(i)}; }
