@@ -1,14 +1,18 @@
 // Timers: sleep_for / sleep_until never fire early, timers fire in deadline order (within one wheel tick and
 // across wheel levels), re-arming, cancellation with counts, several waiters on one timer, and a million
 // armed-then-cancelled timers leaving nothing behind.
-#include "support.hpp"
+#include "net_support.hpp"
+
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <deque>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <stop_token>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -244,6 +248,79 @@ TEST_P(timer_test, rearm_cancels_pending_wait) {
     EXPECT_OK(ec);
     EXPECT_GE(clock_type::now() - before, 10ms);
   }(ctx));
+}
+
+// A deadline that moves later at every wake-up of the loop, as a connection's timeout re-armed for each request
+// does: bytes arrive from another thread every millisecond and each read moves the timer 30 ms past it. The timer
+// must fire at its last deadline, not at an earlier one that was passed over while the reads went on, and not
+// much after it. On epoll the timerfd expiry already armed serves while the deadline only moves later (the loop
+// wakes once when it passes, finds nothing due, and arms the new one), so the waits between the reads make no
+// timerfd_settime each: a read costs its wait and its recv. (On a loaded machine a gap between two bytes may
+// outlast the timeout: the timer then fires in the middle, which is right as long as it is not early.)
+constexpr auto moved_timeout = 30ms;
+
+TEST_P(timer_test, a_deadline_moved_later_at_every_wake_up_fires_on_its_last_deadline) {
+  std::optional<socket_pair> pair;
+  run_bounded(ctx, [](tern::io_context& ctx, std::optional<socket_pair>& out) -> tern::task<void> {
+    out.emplace(co_await connected_pair(ctx));
+  }(ctx, pair));
+  ASSERT_TRUE(pair.has_value());
+  constexpr int sends = 60;
+  std::thread sender([fd = pair->client.native_handle()] {
+    for (int i = 0; i < sends; ++i) {
+      std::this_thread::sleep_for(1ms);
+      (void)::send(fd, "x", 1, MSG_NOSIGNAL);
+    }
+  });
+  tern::timer t(ctx);
+  clock_type::time_point last_moved{};  // taken before each expires_after: the deadline is no earlier than this + 30 ms
+  clock_type::duration fired_after{};   // from last_moved to the firing
+  bool fired = false;
+  std::uint64_t read_calls = 0;
+  std::uint64_t reads = 0;
+  run_bounded(ctx, [](tern::io_context& ctx, tern::net::tcp_socket& s, tern::timer& t, clock_type::time_point& last_moved,
+                      clock_type::duration& fired_after, bool& fired, std::uint64_t& read_calls,
+                      std::uint64_t& reads) -> tern::task<void> {
+    last_moved = clock_type::now();
+    t.expires_after(moved_timeout);
+    auto waiter = tern::spawn(ctx, [](tern::timer& t, const clock_type::time_point& last_moved,
+                                      clock_type::duration& fired_after, bool& fired) -> tern::task<void> {
+      for (;;) {
+        std::error_code ec = co_await t.wait();
+        if (ec == std::errc::operation_canceled) continue;  // moved: wait for the new deadline
+        EXPECT_OK(ec);
+        fired_after = clock_type::now() - last_moved;
+        fired = true;
+        co_return;
+      }
+    }(t, last_moved, fired_after, fired));
+    const std::uint64_t before = ctx.metrics().syscalls;
+    int got = 0;
+    while (got < sends) {
+      char buf[64];
+      auto [ec, n] = co_await s.read_some(tern::mutable_buffer(buf, sizeof buf));
+      EXPECT_OK(ec);
+      if (ec) co_return;
+      got += static_cast<int>(n);
+      ++reads;
+      if (fired) continue;  // a gap longer than the timeout (see above): checked below like the last deadline
+      last_moved = clock_type::now();
+      t.expires_after(moved_timeout);
+    }
+    read_calls = ctx.metrics().syscalls - before;
+    co_await std::move(waiter);
+  }(ctx, pair->server, t, last_moved, fired_after, fired, read_calls, reads));
+  sender.join();
+  ASSERT_TRUE(fired);
+  EXPECT_GE(fired_after, moved_timeout) << "fired before its deadline";
+  EXPECT_LT(fired_after, moved_timeout + 1s) << "fired long after its deadline";
+  ASSERT_GT(reads, 0u);
+  if (GetParam() == tern::backend_kind::epoll) {
+    // A read's wait and its recv, and a few re-arms over the whole run (each time an armed expiry passes); a
+    // timerfd_settime per wait makes it three (3.08).
+    EXPECT_LT(static_cast<double>(read_calls) / static_cast<double>(reads), 2.5)
+        << read_calls << " system calls for " << reads << " reads";
+  }
 }
 
 TEST_P(timer_test, cancel_returns_count_and_waiters_get_operation_canceled) {

@@ -460,7 +460,9 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
                           "raw/redis-benchmark: redis-benchmark -c 1 -P tasks -d 32 -t set,get, the server's own "
                           "reference client, which checks no reply: the floor the server allows; "
                           "raw/redis-benchmark-keys: the same with -r tasks (keys drawn from as many as there are "
-                          "tasks, not one)",
+                          "tasks, not one); tern/io_uring-latency and tern/epoll-latency: tern's loop busy-polls "
+                          "instead of parking (io_context_options::spin_before_park without end, as in latency mode), "
+                          "so a reply finds the client's vCPU awake: CPU 0 is kept busy while it waits",
                           {{"commands_per_s", "commands/s", better::higher},
                            {"client_cpu_us_per_command", "us", better::lower},
                            {"server_cpu_us_per_command", "us", better::lower},
@@ -468,6 +470,8 @@ void add_redis_scenarios(std::vector<scenario_def>& s) {
                           sweep("tasks", {256}),
                           sweep("tasks", {1, 16, 256}),
                           true, true, clients, socket_quick_s};
+    pipeline.impls.push_back("tern/io_uring-latency");
+    pipeline.impls.push_back("tern/epoll-latency");
     pipeline.impls.push_back("raw/redis-benchmark");
     pipeline.impls.push_back("raw/redis-benchmark-keys");
     pipeline.comparators = {"hiredis/"};
@@ -945,7 +949,11 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
          "a program of its own, run for a fixed count of requests: it opens no instruction window, and the worker "
          "that runs it is not that process (its per-command count, from two request counts' difference, is in "
          "docs/benchmarks.md)"},
-        {"raw/redis-benchmark-keys", "", "as raw/redis-benchmark"}};
+        {"raw/redis-benchmark-keys", "", "as raw/redis-benchmark"},
+        {"tern/io_uring-latency", "",
+         "busy polling: the loop polls while each reply is on its way, so the count follows the round trip's time, "
+         "not the work per command (tern/io_uring counts that work)"},
+        {"tern/epoll-latency", "", "as tern/io_uring-latency (tern/epoll counts the work)"}};
     plan("redis/pipeline", redis_pipeline);
     // pg/select: the client process alone (pg_ctl starts the server, which callgrind does not follow), at the point
     // of the targets, 256 tasks on one connection, against the floor; libpq's share apart, since every client

@@ -63,6 +63,8 @@ constexpr std::array entries = {
     impl_entry{"ws/echo", "tern/epoll", t::ws_echo},
     impl_entry{"redis/pipeline", "tern/io_uring", t::redis_pipeline},
     impl_entry{"redis/pipeline", "tern/epoll", t::redis_pipeline},
+    impl_entry{"redis/pipeline", "tern/io_uring-latency", t::redis_pipeline},
+    impl_entry{"redis/pipeline", "tern/epoll-latency", t::redis_pipeline},
     impl_entry{"redis/pubsub", "tern/io_uring", t::redis_pubsub},
     impl_entry{"redis/pubsub", "tern/epoll", t::redis_pubsub},
     impl_entry{"pg/select", "tern/io_uring", t::pg_select},

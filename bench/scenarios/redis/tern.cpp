@@ -14,6 +14,7 @@
 #include <tern/sync/event.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,7 +142,12 @@ tern::task<void> run_pubsub(tern::io_context& ctx, session& s, const redis_bench
 void redis_pipeline(session& s) {
     redis_bench::server srv;
     redis_bench::announce(s, srv);
-    tern::io_context ctx(options_for(s));
+    // The -latency implementations never park (busy polling, as a runtime's workers do in latency mode): at one
+    // task every command waits for its round trip, and a parked loop pays the vCPU's wake-up on each reply. The
+    // others park at once, as an io_context does by default.
+    tern::io_context_options opts = options_for(s);
+    if (latency_mode(s)) opts.spin_before_park = std::chrono::nanoseconds::max();
+    tern::io_context ctx(opts);
     announce(s, ctx);
     ctx.block_on(run_pipeline(ctx, s, srv));
 }
