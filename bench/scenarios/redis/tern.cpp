@@ -20,10 +20,11 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 namespace redis = tern::redis;
 using redis_bench::op_meter;
+
+namespace redis_tern {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 redis::config config_for(const redis_bench::server& srv) {
     redis::config c;
@@ -137,13 +138,14 @@ tern::task<void> run_pubsub(tern::io_context& ctx, session& s, const redis_bench
 }
 
 }  // namespace
+}  // namespace redis_tern
 
 void redis_pipeline(session& s) {
     redis_bench::server srv;
     redis_bench::announce(s, srv);
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_pipeline(ctx, s, srv));
+    ctx.block_on(redis_tern::run_pipeline(ctx, s, srv));
 }
 
 void redis_pubsub(session& s) {
@@ -151,7 +153,7 @@ void redis_pubsub(session& s) {
     redis_bench::announce(s, srv);
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_pubsub(ctx, s, srv));
+    ctx.block_on(redis_tern::run_pubsub(ctx, s, srv));
 }
 
 }  // namespace tern_bench::tern_impl
