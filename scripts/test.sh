@@ -12,7 +12,8 @@
 # briefly through scripts/fuzz.sh: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (30 by
 # default; 0 leaves the step out), two at a time, at nice 19 beside the reliability suite's quick run
 # (scripts/reliability.sh --quick; TERN_TEST_RELIABILITY=0 leaves it out). A crash, or a violated invariant, fails
-# the run. The release preset's benchmark (tern-bench and its workers) builds last, also at nice 19 beside the suite.
+# the run. What no test of a preset runs builds last, also at nice 19 beside the suite: the release preset's
+# benchmark (tern-bench and its workers), and the gcc preset's build of the reliability suite's programs.
 # Compiled objects are kept between runs by ccache (installed by setup-deps.sh; TERN_TEST_CCACHE=0 builds without
 # it): a run after a change compiles what the change touched.
 # Each step prints its time as it ends, and a table of all of them comes at the end (also after a failure): wall
@@ -130,7 +131,6 @@ if [[ -n ${TERN_TEST_JOBS:-} ]]; then jobs=(-j "$TERN_TEST_JOBS"); fi
 # dependency file (-MD, which the build asks for anyway) keys the result, instead of a separate preprocessor run
 # first (a cold build of the core and tern::http under ASan: 45.4 CPU s instead of 50.3; without ccache 43.5). The
 # hits and misses of this run are printed at the end.
-bench_later=0
 ccache_log=""
 if [[ ${TERN_TEST_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null 2>&1; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
@@ -138,6 +138,22 @@ if [[ ${TERN_TEST_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null 2>&1; then
   ccache_log="$step_dir/ccache.log"
   export CCACHE_STATSLOG=$ccache_log
 fi
+
+# targets_except BUILD_NINJA NODE EXCLUDED...: the inputs of the phony target NODE (a directory's `all`), but for the
+# EXCLUDED ones; an input that holds an excluded one (its directory's `all`) is replaced by its own inputs.
+targets_except() {
+  local file=$1 node=$2 t x inner
+  shift 2
+  for t in $(sed -n "s|^build $node: phony ||p" "$file"); do
+    inner=0
+    for x in "$@"; do
+      if [[ $t == "$x" ]]; then continue 2; fi
+      if [[ $t == */all && $x == "${t%all}"* ]]; then inner=1; fi
+    done
+    if ((inner)); then targets_except "$file" "$t" "$@"; else echo "$t"; fi
+  done
+}
+later=()  # "PRESET TARGET": built at the end, beside the reliability suite (below)
 
 # A preset's tests run while the next preset builds: the tests wait on sockets, timers and servers more than they
 # compute (a test run keeps about one of the two CPUs busy), and the build takes what they leave. The suite is
@@ -147,12 +163,17 @@ for preset in "${presets[@]}"; do
   banner "tern tests: preset '${preset}'"
   step "configure $preset" cmake --preset "$preset"
   build_args=(-j2)
-  if [[ $preset == release ]]; then
-    # Everything but the benchmark (bench/all: Asio, Beast and the other comparators, a third of this build), which
-    # no test runs: it builds at the end, where the reliability suite leaves the CPUs idle.
-    read -r -a targets <<<"$(sed -n 's/^build all: phony //p' "build/$preset/build.ninja")"
-    for t in "${targets[@]}"; do
-      if [[ $t == bench/all ]]; then bench_later=1; else build_args+=(--target "$t"); fi
+  # What no test of the preset runs builds at the end, where the reliability suite leaves the CPUs idle: the
+  # benchmark (bench/all: Asio, Beast and the other comparators, a third of the release build), and the reliability
+  # suite's programs (tests/reliability) where the suite does not run them (it runs those of release, asan and tsan).
+  # Their compile is still a check of every run; the rest of the tree (the build's `all` without them) builds here.
+  built_later=()
+  if [[ $preset == release ]]; then built_later+=(bench/all); fi
+  if [[ $preset != release && $preset != asan && $preset != tsan ]]; then built_later+=(tests/reliability/all); fi
+  if ((${#built_later[@]})); then
+    for t in $(targets_except "build/$preset/build.ninja" all "${built_later[@]}"); do build_args+=(--target "$t"); done
+    for t in "${built_later[@]}"; do
+      if grep -q "^build $t: phony" "build/$preset/build.ninja"; then later+=("$preset $t"); fi
     done
   fi
   step "build $preset" cmake --build --preset "$preset" "${build_args[@]}"
@@ -176,17 +197,18 @@ if [[ $fuzz_seconds != 0 ]]; then
 fi
 step_join
 
-# Beside the reliability suite, at nice 19, one after the other: the fuzzers, then the benchmark's build (left out of
-# the release build above; its compile is a check that no test waits for).
+# Beside the reliability suite, at nice 19, one after the other: the fuzzers, then the builds left out above
+# (tern-bench; the gcc preset's reliability programs): their compile is a check that no test waits for.
 late=() late_name=()
 if [[ $fuzz_seconds != 0 ]]; then
   late+=("bash scripts/fuzz.sh --no-build --seconds $fuzz_seconds --jobs 2")
   late_name+=("fuzz (${fuzz_seconds} s each)")
 fi
-if ((bench_later)); then
-  late+=("cmake --build --preset release -j2 --target bench/all")
-  late_name+=("build tern-bench")
-fi
+for entry in "${later[@]}"; do
+  read -r preset target <<<"$entry"
+  late+=("cmake --build --preset $preset -j2 --target $target")
+  if [[ $target == bench/all ]]; then late_name+=("build tern-bench"); else late_name+=("build $preset $target"); fi
+done
 if ((${#late[@]})); then
   joined=$(IFS='+'; echo "${late_name[*]}")
   banner "${joined//+/, then }: beside the reliability suite"

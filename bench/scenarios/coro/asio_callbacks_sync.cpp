@@ -20,6 +20,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace coro_asio_callbacks_sync {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 using int_channel = asio::experimental::channel<void(asio::error_code, int)>;
@@ -78,6 +79,7 @@ struct event_loop {
 };
 
 }  // namespace
+}  // namespace coro_asio_callbacks_sync
 
 void coro_channel_callbacks(session& s) {
     announce(s);
@@ -89,9 +91,10 @@ void coro_channel_callbacks(session& s) {
     s.for_each_phase([&](const phase&) {
         std::vector<std::unique_ptr<asio::io_context>> ctxs;
         for (int i = 0; i < threads; ++i) ctxs.push_back(std::make_unique<asio::io_context>(concurrency_hint));
-        std::vector<std::unique_ptr<pair_state>> states;
+        std::vector<std::unique_ptr<coro_asio_callbacks_sync::pair_state>> states;
         for (int p = 0; p < pairs; ++p)
-            states.push_back(std::make_unique<pair_state>(*ctxs[static_cast<std::size_t>(p % threads)], m));
+            states.push_back(
+                std::make_unique<coro_asio_callbacks_sync::pair_state>(*ctxs[static_cast<std::size_t>(p % threads)], m));
         for (auto& st : states) {
             st->receive();
             st->send();
@@ -123,7 +126,7 @@ void coro_event_callbacks(session& s) {
     auto n = static_cast<std::uint64_t>(s.param_int("n"));
     asio::io_context ctx(concurrency_hint);
     s.for_each_phase([&](const phase&) {
-        event_loop loop(ctx, n);
+        coro_asio_callbacks_sync::event_loop loop(ctx, n);
         ctx.restart();
         auto t0 = bench_clock::now();
         loop.step();

@@ -11,6 +11,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace coro_asio_coroutines {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 asio::awaitable<void> empty_child(std::uint64_t& done) {
@@ -51,15 +52,18 @@ void each_phase_on(session& s, const char* metric, Make make) {
 }
 
 }  // namespace
+}  // namespace coro_asio_coroutines
 
 void coro_spawn_coroutines(session& s) {
     auto n = static_cast<std::uint64_t>(s.param_int("n"));
-    each_phase_on(s, "ns_per_task", [n](double& out) { return spawn_all(n, out); });
+    coro_asio_coroutines::each_phase_on(s, "ns_per_task", [n](double& out) { return coro_asio_coroutines::spawn_all(n,
+        out); });
 }
 
 void coro_switch_coroutines(session& s) {
     auto n = static_cast<std::uint64_t>(s.param_int("n"));
-    each_phase_on(s, "ns_per_switch", [n](double& out) { return switch_n(n, out); });
+    coro_asio_coroutines::each_phase_on(s, "ns_per_switch", [n](double& out) { return coro_asio_coroutines::switch_n(n,
+        out); });
 }
 
 }  // namespace tern_bench::asio_impl

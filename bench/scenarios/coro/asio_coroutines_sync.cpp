@@ -27,6 +27,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace coro_asio_coroutines_sync {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 using int_channel = asio::experimental::channel<void(asio::error_code, int)>;
@@ -62,6 +63,7 @@ asio::awaitable<void> event_loop(std::uint64_t n, std::uint64_t& woken) {
 }
 
 }  // namespace
+}  // namespace coro_asio_coroutines_sync
 
 void coro_channel_coroutines(session& s) {
     announce(s);
@@ -73,14 +75,15 @@ void coro_channel_coroutines(session& s) {
     s.for_each_phase([&](const phase&) {
         std::vector<std::unique_ptr<asio::io_context>> ctxs;
         for (int i = 0; i < threads; ++i) ctxs.push_back(std::make_unique<asio::io_context>(concurrency_hint));
-        std::vector<std::unique_ptr<int_channel>> chans;
+        std::vector<std::unique_ptr<coro_asio_coroutines_sync::int_channel>> chans;
         for (int p = 0; p < pairs; ++p)
             chans.push_back(
-                std::make_unique<int_channel>(*ctxs[static_cast<std::size_t>(p % threads)], channel_capacity));
+                std::make_unique<coro_asio_coroutines_sync::int_channel>(*ctxs[static_cast<std::size_t>(p % threads)],
+                    coro_asio_coroutines_sync::channel_capacity));
         std::atomic<int> left{pairs};
         for (auto& ch : chans) {
-            asio::co_spawn(ch->get_executor(), consume(*ch, m, left), rethrow{});
-            asio::co_spawn(ch->get_executor(), produce(*ch, m), rethrow{});
+            asio::co_spawn(ch->get_executor(), coro_asio_coroutines_sync::consume(*ch, m, left), rethrow{});
+            asio::co_spawn(ch->get_executor(), coro_asio_coroutines_sync::produce(*ch, m), rethrow{});
         }
         std::exception_ptr failure;
         std::mutex failure_lock;
@@ -112,7 +115,7 @@ void coro_event_coroutines(session& s) {
         std::uint64_t woken = 0;
         ctx.restart();
         auto t0 = bench_clock::now();
-        asio::co_spawn(ctx, event_loop(n, woken), rethrow{});
+        asio::co_spawn(ctx, coro_asio_coroutines_sync::event_loop(n, woken), rethrow{});
         ctx.run();
         auto t1 = bench_clock::now();
         if (woken != n) throw bench_failure("woke " + std::to_string(woken) + " times of " + std::to_string(n));

@@ -12,6 +12,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace coro_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 tern::task<void> empty_task() { co_return; }
@@ -33,6 +34,7 @@ tern::task<double> switch_n(std::uint64_t n) {
 }
 
 }  // namespace
+}  // namespace coro_tern
 
 void coro_spawn(session& s) {
     auto n = static_cast<std::uint64_t>(s.param_int("n"));
@@ -40,14 +42,16 @@ void coro_spawn(session& s) {
     announce(s, ctx);
     std::vector<tern::join_handle<void>> handles;
     handles.reserve(n);
-    s.for_each_phase([&](const phase&) { return metric_values{{"ns_per_task", ctx.block_on(spawn_all(n, handles))}}; });
+    s.for_each_phase([&](const phase&) { return metric_values{{"ns_per_task", ctx.block_on(coro_tern::spawn_all(n,
+        handles))}}; });
 }
 
 void coro_switch(session& s) {
     auto n = static_cast<std::uint64_t>(s.param_int("n"));
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    s.for_each_phase([&](const phase&) { return metric_values{{"ns_per_switch", ctx.block_on(switch_n(n))}}; });
+    s.for_each_phase([&](const phase&) { return metric_values{{"ns_per_switch",
+        ctx.block_on(coro_tern::switch_n(n))}}; });
 }
 
 }  // namespace tern_bench::tern_impl

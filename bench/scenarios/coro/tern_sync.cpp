@@ -20,6 +20,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace coro_tern_sync {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr std::size_t channel_capacity = 1024;
@@ -71,6 +72,7 @@ tern::task<void> event_loop(tern::io_context& ctx, std::uint64_t n, std::uint64_
 }
 
 }  // namespace
+}  // namespace coro_tern_sync
 
 void coro_channel(session& s) {
     auto pairs = static_cast<int>(s.param_int("pairs"));
@@ -86,7 +88,8 @@ void coro_channel(session& s) {
     tern::runtime rt(o);
     announce(s, rt.worker(0));
     for (int i = 0; i < threads; ++i) rt.post_to(static_cast<std::size_t>(i), [i] { pin_thread_index(i); });
-    s.for_each_phase([&](const phase&) { return metric_values{{"ms", rt.block_on(run_pairs(rt, pairs, m))}}; });
+    s.for_each_phase([&](const phase&) { return metric_values{{"ms", rt.block_on(coro_tern_sync::run_pairs(rt, pairs,
+        m))}}; });
     rt.shutdown();
 }
 
@@ -97,7 +100,7 @@ void coro_event(session& s) {
     s.for_each_phase([&](const phase&) {
         std::uint64_t woken = 0;
         auto t0 = bench_clock::now();
-        ctx.block_on(event_loop(ctx, n, woken));
+        ctx.block_on(coro_tern_sync::event_loop(ctx, n, woken));
         auto t1 = bench_clock::now();
         if (woken != n) throw bench_failure("woke " + std::to_string(woken) + " times of " + std::to_string(n));
         return metric_values{{"iter_per_s", static_cast<double>(n) / std::chrono::duration<double>(t1 - t0).count()}};

@@ -10,6 +10,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace dispatch_asio_callbacks_threads {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr int chains = 1000;
@@ -40,15 +41,16 @@ struct concurrent_driver {
 };
 
 }  // namespace
+}  // namespace dispatch_asio_callbacks_threads
 
 void dispatch_scaling_callbacks(session& s) {
     announce(s);
     bool shared = shared_model(s);
     launch_fn launch = [shared](int threads, thread_counters& c) {
         auto pool = std::make_shared<context_pool>(threads, shared);
-        for (int i = 0; i < chains; ++i) {
+        for (int i = 0; i < dispatch_asio_callbacks_threads::chains; ++i) {
             auto& ctx = pool->context(static_cast<std::size_t>(i));
-            asio::post(ctx, chain{&ctx, &c});
+            asio::post(ctx, dispatch_asio_callbacks_threads::chain{&ctx, &c});
         }
         pool->start();
         return std::function<void()>([pool] { pool->stop_and_join(); });
@@ -64,7 +66,7 @@ void dispatch_interleaved_callbacks(session& s) {
     constexpr int batch = 100;
     meter.start();
     while (!meter.done()) {
-        for (int i = 0; i < batch; ++i) asio::post(ctx, counted{&meter});
+        for (int i = 0; i < batch; ++i) asio::post(ctx, dispatch_asio_callbacks_threads::counted{&meter});
         ctx.poll();
     }
 }
@@ -74,7 +76,8 @@ void dispatch_concurrent_callbacks(session& s) {
     constexpr int threads = 4;
     launch_fn launch = [](int n, thread_counters& c) {
         auto pool = std::make_shared<context_pool>(n, true);
-        for (int i = 0; i < n; ++i) asio::post(pool->context(0), concurrent_driver{&pool->context(0), &c});
+        for (int i = 0; i < n; ++i) asio::post(pool->context(0),
+            dispatch_asio_callbacks_threads::concurrent_driver{&pool->context(0), &c});
         pool->start();
         return std::function<void()>([pool] { pool->stop_and_join(); });
     };

@@ -14,6 +14,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace dispatch_asio_coroutines_threads {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr int chains = 1000;
@@ -58,14 +59,16 @@ asio::awaitable<void> produce(asio::io_context& loop, std::uint64_t count, F& on
 }
 
 }  // namespace
+}  // namespace dispatch_asio_coroutines_threads
 
 void dispatch_scaling_coroutines(session& s) {
     announce(s);
     bool shared = shared_model(s);
     launch_fn launch = [shared](int threads, thread_counters& c) {
         auto pool = std::make_shared<context_pool>(threads, shared);
-        for (int i = 0; i < chains; ++i)
-            asio::co_spawn(pool->context(static_cast<std::size_t>(i)), post_loop(c), rethrow{});
+        for (int i = 0; i < dispatch_asio_coroutines_threads::chains; ++i)
+            asio::co_spawn(pool->context(static_cast<std::size_t>(i)), dispatch_asio_coroutines_threads::post_loop(c),
+                rethrow{});
         pool->start();
         return std::function<void()>([pool] { pool->stop_and_join(); });
     };
@@ -76,7 +79,7 @@ void dispatch_interleaved_coroutines(session& s) {
     announce(s);
     asio::io_context ctx(concurrency_hint);
     ops_meter meter(s, "ops_per_s");
-    asio::co_spawn(ctx, interleave(meter), rethrow{});
+    asio::co_spawn(ctx, dispatch_asio_coroutines_threads::interleave(meter), rethrow{});
     meter.start();
     ctx.run();
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
@@ -88,7 +91,8 @@ void dispatch_concurrent_coroutines(session& s) {
     launch_fn launch = [](int n, thread_counters& c) {
         auto pool = std::make_shared<context_pool>(n, true);
         for (int i = 0; i < n; ++i)
-            asio::co_spawn(asio::make_strand(pool->context(0)), concurrent_driver(pool->context(0), c), rethrow{});
+            asio::co_spawn(asio::make_strand(pool->context(0)),
+                dispatch_asio_coroutines_threads::concurrent_driver(pool->context(0), c), rethrow{});
         pool->start();
         return std::function<void()>([pool] { pool->stop_and_join(); });
     };
@@ -98,7 +102,7 @@ void dispatch_concurrent_coroutines(session& s) {
 void dispatch_cross_thread_coroutines(session& s) {
     cross_thread_run(s, [](asio::io_context& loop, std::uint64_t count, auto& on_run) {
         asio::io_context own(1);
-        asio::co_spawn(own, produce(loop, count, on_run), rethrow{});
+        asio::co_spawn(own, dispatch_asio_coroutines_threads::produce(loop, count, on_run), rethrow{});
         own.run();
     });
 }

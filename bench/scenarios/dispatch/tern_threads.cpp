@@ -18,6 +18,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace dispatch_tern_threads {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr int chains = 1000;
@@ -67,6 +68,7 @@ std::function<void()> finisher(std::shared_ptr<runtime_box> box) {
 }
 
 }  // namespace
+}  // namespace dispatch_tern_threads
 
 void dispatch_scaling(session& s) {
     {
@@ -75,19 +77,20 @@ void dispatch_scaling(session& s) {
     }
     bool shared = s.request().params.at("model") == "shared";
     launch_fn launch = [&s, shared](int threads, thread_counters& c) {
-        auto box = make_runtime(s, threads);
+        auto box = dispatch_tern_threads::make_runtime(s, threads);
         tern::runtime* rt = &box->rt;
-        for (int i = 0; i < chains; ++i) {
+        for (int i = 0; i < dispatch_tern_threads::chains; ++i) {
             if (shared)
-                rt->post(shared_chain{rt, &c});
+                rt->post(dispatch_tern_threads::shared_chain{rt, &c});
             else
-                rt->post_to(static_cast<std::size_t>(i % threads), placed_chain{rt, &c});
+                rt->post_to(static_cast<std::size_t>(i % threads), dispatch_tern_threads::placed_chain{rt, &c});
         }
         return finisher(box);
     };
     report_scaling(s, launch);
 }
 
+namespace dispatch_tern_threads {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 struct counted {
@@ -96,6 +99,7 @@ struct counted {
 };
 
 }  // namespace
+}  // namespace dispatch_tern_threads
 
 void dispatch_interleaved(session& s) {
     tern::io_context ctx(options_for(s));
@@ -105,11 +109,12 @@ void dispatch_interleaved(session& s) {
     constexpr int batch = 100;
     meter.start();
     while (!meter.done()) {
-        for (int i = 0; i < batch; ++i) ctx.post(counted{&meter});
+        for (int i = 0; i < batch; ++i) ctx.post(dispatch_tern_threads::counted{&meter});
         ctx.poll();
     }
 }
 
+namespace dispatch_tern_threads {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 struct concurrent_driver {
@@ -124,6 +129,7 @@ struct concurrent_driver {
 };
 
 }  // namespace
+}  // namespace dispatch_tern_threads
 
 void dispatch_concurrent(session& s) {
     {
@@ -132,10 +138,10 @@ void dispatch_concurrent(session& s) {
     }
     constexpr int threads = 4;
     launch_fn launch = [&s](int n, thread_counters& c) {
-        auto box = make_runtime(s, n);
+        auto box = dispatch_tern_threads::make_runtime(s, n);
         for (int i = 0; i < n; ++i)
             box->rt.post_to(static_cast<std::size_t>(i),
-                            concurrent_driver{&box->rt.worker(static_cast<std::size_t>(i)), &c});
+                            dispatch_tern_threads::concurrent_driver{&box->rt.worker(static_cast<std::size_t>(i)), &c});
         return finisher(box);
     };
     report_rates(s, threads, launch, "ops_per_s");

@@ -6,6 +6,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace files_asio_callbacks {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 struct reader {
@@ -27,6 +28,7 @@ struct reader {
 };
 
 }  // namespace
+}  // namespace files_asio_callbacks
 
 void files_read_callbacks(session& s) {
     announce(s);
@@ -37,7 +39,7 @@ void files_read_callbacks(session& s) {
     auto task_files = open_task_files(ctx, p);
     files::aligned_buffers bufs(p.tasks, p.block);
     files::read_meter meter(s, p.block);
-    std::vector<reader> readers;
+    std::vector<files_asio_callbacks::reader> readers;
     readers.reserve(p.tasks);
     for (std::size_t t = 0; t < p.tasks; ++t) readers.push_back({task_files[t], p, files::offsets(p, t), bufs[t], meter});
     meter.start();

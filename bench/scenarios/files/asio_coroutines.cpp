@@ -5,6 +5,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace files_asio_coroutines {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 asio::awaitable<void> reader(asio::random_access_file& file, const files::file_params& p, std::size_t task,
@@ -18,6 +19,7 @@ asio::awaitable<void> reader(asio::random_access_file& file, const files::file_p
 }
 
 }  // namespace
+}  // namespace files_asio_coroutines
 
 void files_read_coroutines(session& s) {
     announce(s);
@@ -30,7 +32,7 @@ void files_read_coroutines(session& s) {
     files::read_meter meter(s, p.block);
     meter.start();
     for (std::size_t t = 0; t < p.tasks; ++t)
-        asio::co_spawn(ctx, reader(task_files[t], p, t, bufs[t], meter), rethrow{});
+        asio::co_spawn(ctx, files_asio_coroutines::reader(task_files[t], p, t, bufs[t], meter), rethrow{});
     ctx.run();
     if (!meter.done()) throw bench_failure("the readers ended before the last phase");
 }

@@ -18,9 +18,10 @@
 
 namespace tern_bench::raw_impl {
 
-namespace {
-
 using files::file_params;
+
+namespace files_raw {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 struct file_fd {
     int fd = -1;
@@ -145,7 +146,7 @@ void libaio_read(session& s, const file_params& p) {
     std::vector<iocb> cbs(p.tasks);
     std::vector<iocb*> to_submit;
     to_submit.reserve(p.tasks);
-    std::vector<io_event> events(p.tasks);
+    std::vector<::io_event> events(p.tasks);  // libaio's, not tern_bench::io_event (a unity batch may hold it)
     std::vector<files::offsets> next;
     for (std::size_t t = 0; t < p.tasks; ++t) next.emplace_back(p, t);
     auto queue = [&](std::size_t t) {
@@ -191,23 +192,24 @@ void libaio_read(session& s, const file_params& p) {
 }
 
 }  // namespace
+}  // namespace files_raw
 
 void files_read_liburing(session& s) {
     file_params p = files::params_of(s);
     files::ensure_data_file(s, p);
-    uring_read(s, p);
+    files_raw::uring_read(s, p);
 }
 
 void files_read_pread(session& s) {
     file_params p = files::params_of(s);
     files::ensure_data_file(s, p);
-    pread_read(s, p);
+    files_raw::pread_read(s, p);
 }
 
 void files_read_libaio(session& s) {
     file_params p = files::params_of(s);
     files::ensure_data_file(s, p);
-    libaio_read(s, p);
+    files_raw::libaio_read(s, p);
 }
 
 }  // namespace tern_bench::raw_impl

@@ -11,9 +11,10 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 using files::file_params;
+
+namespace files_tern {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 tern::task<void> reader(tern::fs::file& f, const file_params& p, std::size_t task, unsigned char* buf,
                         const tern::fs::registered_buffer* reg, files::read_meter& meter) {
@@ -58,6 +59,7 @@ tern::task<void> run_files(tern::io_context& ctx, session& s, const file_params&
 }
 
 }  // namespace
+}  // namespace files_tern
 
 void files_read(session& s) {
     file_params p = files::params_of(s);
@@ -66,7 +68,7 @@ void files_read(session& s) {
     files::ensure_data_file(s, p);
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_files(ctx, s, p));
+    ctx.block_on(files_tern::run_files(ctx, s, p));
 }
 
 }  // namespace tern_bench::tern_impl

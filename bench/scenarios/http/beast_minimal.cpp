@@ -40,13 +40,14 @@
 
 namespace tern_bench::http_impl {
 
-namespace {
-
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+
+namespace http_beast_minimal {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 constexpr std::string_view hello = "Hello, World!";
 constexpr std::size_t read_buffer_size = 4096;  // either side's read buffer, also the limit of a head
@@ -209,11 +210,12 @@ void count_minimal_beast(session& s) {
 }
 
 }  // namespace
+}  // namespace http_beast_minimal
 
 void http_minimal_beast(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("http/minimal runs on one thread (threads=1)");
     s.info("boost", BOOST_LIB_VERSION);
-    if (s.instructions()) return count_minimal_beast(s);
+    if (s.instructions()) return http_beast_minimal::count_minimal_beast(s);
     asio::io_context ctx(1);
     tcp::acceptor acceptor(ctx, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
     const tcp::endpoint where = acceptor.local_endpoint();
@@ -221,9 +223,9 @@ void http_minimal_beast(session& s) {
 
     // Blocking connect and accept: connect() completes from the listen backlog, so no loop is needed yet.
     const auto conns = static_cast<std::size_t>(s.param_int("conns"));
-    std::vector<std::unique_ptr<connection_pair>> pairs;
+    std::vector<std::unique_ptr<http_beast_minimal::connection_pair>> pairs;
     for (std::size_t i = 0; i < conns; ++i) {
-        auto p = std::make_unique<connection_pair>(ctx);
+        auto p = std::make_unique<http_beast_minimal::connection_pair>(ctx);
         p->client.connect(where);
         acceptor.accept(p->server);
         p->client.set_option(tcp::no_delay(true));
@@ -233,11 +235,11 @@ void http_minimal_beast(session& s) {
     acceptor.close();
 
     request_meter meter(s, "req_per_s");
-    std::vector<std::unique_ptr<server_connection>> servers;
-    std::vector<std::unique_ptr<client_connection>> clients;
+    std::vector<std::unique_ptr<http_beast_minimal::server_connection>> servers;
+    std::vector<std::unique_ptr<http_beast_minimal::client_connection>> clients;
     for (auto& p : pairs) {
-        servers.push_back(std::make_unique<server_connection>(p->server));
-        clients.push_back(std::make_unique<client_connection>(p->client, host, meter));
+        servers.push_back(std::make_unique<http_beast_minimal::server_connection>(p->server));
+        clients.push_back(std::make_unique<http_beast_minimal::client_connection>(p->client, host, meter));
     }
     meter.start();
     for (std::size_t i = 0; i < conns; ++i) {

@@ -35,13 +35,14 @@
 
 namespace tern_bench::http_impl {
 
-namespace {
-
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+
+namespace http_beast_ping {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 constexpr std::size_t read_buffer_size = 8192;  // also the limit of a request's head
 
@@ -230,7 +231,8 @@ std::unique_ptr<ping::server> start_beast_server(session& s, int threads) {
 }
 
 }  // namespace
+}  // namespace http_beast_ping
 
-void http_ping_json_beast(session& s) { ping::run_ping_json(s, start_beast_server); }
+void http_ping_json_beast(session& s) { ping::run_ping_json(s, http_beast_ping::start_beast_server); }
 
 }  // namespace tern_bench::http_impl

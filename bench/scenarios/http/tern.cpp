@@ -38,9 +38,10 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 namespace http = tern::http;
+
+namespace http_tern {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 constexpr std::string_view hello = "Hello, World!";
 
@@ -183,12 +184,13 @@ tern::task<void> count_minimal(tern::io_context& ctx, session& s) {
 }
 
 }  // namespace
+}  // namespace http_tern
 
 void http_minimal(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("http/minimal runs on one thread (threads=1)");
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(s.instructions() ? count_minimal(ctx, s) : run_minimal(ctx, s));
+    ctx.block_on(s.instructions() ? http_tern::count_minimal(ctx, s) : http_tern::run_minimal(ctx, s));
 }
 
 }  // namespace tern_bench::tern_impl

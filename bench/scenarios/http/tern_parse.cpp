@@ -10,6 +10,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace http_tern_parse {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // Parses c.text once and checks it; `all`: every field.
@@ -37,14 +38,15 @@ void parse_once(tern::http::request_parser& p, const http_parse::request_case& c
 }
 
 }  // namespace
+}  // namespace http_tern_parse
 
 void http_parse(session& s) {
     const http_parse::request_case& c = http_parse::case_for(s);
     tern::http::request_parser p;
-    parse_once(p, c, true);
+    http_tern_parse::parse_once(p, c, true);
     ops_meter meter(s, "req_per_s");
     meter.start();
-    do parse_once(p, c, false);
+    do http_tern_parse::parse_once(p, c, false);
     while (meter.tick());
 }
 

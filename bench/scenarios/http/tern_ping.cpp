@@ -38,6 +38,7 @@ http::server_options ping_options() {
     return opts;
 }
 
+namespace http_tern_ping {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // One server thread: its loop, its service and its server, made and destroyed on the thread itself.
@@ -145,16 +146,18 @@ private:
 };
 
 }  // namespace
+}  // namespace http_tern_ping
 
 std::unique_ptr<ping::server> start_tern_server(session& s, int threads, routes_for routes,
                                                 const http::server_options& opts) {
-    return std::make_unique<tern_ping_server>(s, threads, routes, opts);
+    return std::make_unique<http_tern_ping::tern_ping_server>(s, threads, routes, opts);
 }
 
 std::unique_ptr<ping::server> start_tern_ping_server(session& s, int threads) {
     return start_tern_server(s, threads, ping_routes, ping_options());
 }
 
+namespace http_tern_ping {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // Instruction mode: the same server on the worker's own thread (no harness thread beside it: ../served.hpp says
@@ -177,9 +180,10 @@ void count_ping(session& s) {
 }
 
 }  // namespace
+}  // namespace http_tern_ping
 
 void http_ping_json(session& s) {
-    if (s.instructions()) return count_ping(s);
+    if (s.instructions()) return http_tern_ping::count_ping(s);
     ping::run_ping_json(s, start_tern_ping_server);
 }
 

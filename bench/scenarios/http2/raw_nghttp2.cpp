@@ -33,6 +33,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace http2_raw_nghttp2 {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr std::size_t io_size = 64 * 1024;
@@ -346,8 +347,9 @@ std::unique_ptr<ping::server> start_raw_server(session&, int threads) {
 }
 
 }  // namespace
+}  // namespace http2_raw_nghttp2
 
-void http2_ping_json_nghttp2(session& s) { h2::run_ping(s, start_raw_server); }
-void http2_streams_nghttp2(session& s) { h2::run_streams(s, start_raw_server); }
+void http2_ping_json_nghttp2(session& s) { h2::run_ping(s, http2_raw_nghttp2::start_raw_server); }
+void http2_streams_nghttp2(session& s) { h2::run_streams(s, http2_raw_nghttp2::start_raw_server); }
 
 }  // namespace tern_bench::raw_impl

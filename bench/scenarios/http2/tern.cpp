@@ -21,9 +21,10 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 namespace http = tern::http;
+
+namespace http2_tern {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 http::router h2_routes(ping::service& service) {
     http::router routes = ping_routes(service);
@@ -83,14 +84,15 @@ std::unique_ptr<ping::server> start_h1_server(session& s, int threads) {
 }
 
 }  // namespace
+}  // namespace http2_tern
 
 void http2_ping_json(session& s) {
     if (s.request().impl == "tern/io_uring-http1")
-        return ping::run_ping_json(s, start_h1_server, s.param_int("conns") * s.param_int("streams"), 1);
-    if (s.instructions()) return count_ping(s);
-    h2::run_ping(s, start_h2_server);
+        return ping::run_ping_json(s, http2_tern::start_h1_server, s.param_int("conns") * s.param_int("streams"), 1);
+    if (s.instructions()) return http2_tern::count_ping(s);
+    h2::run_ping(s, http2_tern::start_h2_server);
 }
 
-void http2_streams(session& s) { h2::run_streams(s, start_h2_server); }
+void http2_streams(session& s) { h2::run_streams(s, http2_tern::start_h2_server); }
 
 }  // namespace tern_bench::tern_impl

@@ -31,9 +31,10 @@
 
 namespace tern_bench::raw_impl {
 
-namespace {
-
 using pg_bench::op_meter;
+
+namespace pg_libpq {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 struct conn_deleter {
     void operator()(PGconn* c) const { PQfinish(c); }
@@ -248,13 +249,14 @@ void insert_batch_rounds(session& s, PGconn* c, Insert&& insert) {
 }
 
 }  // namespace
+}  // namespace pg_libpq
 
 void pg_insert_batch_libpq_blocking(session& s) {
     pg_bench::cluster c;
     pg_bench::announce(s, c);
-    conn_ptr conn = connect(c);
-    exec_ok(conn.get(), pg_bench::create_sql);
-    insert_batch_rounds(s, conn.get(), [&](int n) { insert_blocking(conn.get(), n); });
+    pg_libpq::conn_ptr conn = pg_libpq::connect(c);
+    pg_libpq::exec_ok(conn.get(), pg_bench::create_sql);
+    pg_libpq::insert_batch_rounds(s, conn.get(), [&](int n) { pg_libpq::insert_blocking(conn.get(), n); });
 }
 
 void pg_insert_batch_libpq_pipeline(session& s) {
@@ -262,18 +264,18 @@ void pg_insert_batch_libpq_pipeline(session& s) {
     pg_bench::announce(s, c);
     if (pg_bench::copy_mode(s)) throw bench_failure("raw/libpq_pipeline runs mode=insert only");
     const int tasks = static_cast<int>(s.param_int("tasks"));
-    conn_ptr conn = connect(c);
+    pg_libpq::conn_ptr conn = pg_libpq::connect(c);
     PGconn* pc = conn.get();
-    exec_ok(pc, pg_bench::create_sql);
+    pg_libpq::exec_ok(pc, pg_bench::create_sql);
     static constexpr Oid types[3] = {23, 0, 701};  // int4, unknown, float8
     PGresult* r = PQprepare(pc, "bench_insert", pg_bench::insert_sql, 3, types);
     const bool prepared = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     if (!prepared) throw bench_failure(std::string("PQprepare: ") + PQerrorMessage(pc));
-    insert_batch_rounds(s, pc, [&](int n) {
+    pg_libpq::insert_batch_rounds(s, pc, [&](int n) {
         if (PQsetnonblocking(pc, 1) != 0 || PQenterPipelineMode(pc) != 1)
             throw bench_failure(std::string("pipeline mode: ") + PQerrorMessage(pc));
-        insert_pipe(pc, n, tasks).run();
+        pg_libpq::insert_pipe(pc, n, tasks).run();
         if (PQexitPipelineMode(pc) != 1 || PQsetnonblocking(pc, 0) != 0)
             throw bench_failure(std::string("leaving pipeline mode: ") + PQerrorMessage(pc));
     });
@@ -283,16 +285,17 @@ void pg_select_libpq_blocking(session& s) {
     pg_bench::cluster c;
     pg_bench::announce(s, c);
     const auto conns = static_cast<std::size_t>(s.param_int("conns"));
-    std::vector<conn_ptr> cs;
-    for (std::size_t i = 0; i < conns; ++i) cs.push_back(connect(c));
+    std::vector<pg_libpq::conn_ptr> cs;
+    for (std::size_t i = 0; i < conns; ++i) cs.push_back(pg_libpq::connect(c));
     op_meter meter(s, "queries_per_s", "client_cpu_us_per_query");
     meter.start();
     char buf[16];
     for (std::uint64_t seq = 0;; ++seq) {
         PGconn* conn = cs[seq % conns].get();
         const int sent = pg_bench::value_of(0, seq);
-        const char* values[1] = {format_int(buf, sent)};
-        check_result(conn, PQexecParams(conn, pg_bench::select_sql, 1, nullptr, values, nullptr, nullptr, 0), sent);
+        const char* values[1] = {pg_libpq::format_int(buf, sent)};
+        pg_libpq::check_result(conn, PQexecParams(conn, pg_bench::select_sql, 1, nullptr, values, nullptr, nullptr, 0),
+            sent);
         if (!meter.tick()) break;
     }
 }
@@ -302,10 +305,10 @@ void pg_select_libpq_pipeline(session& s) {
     pg_bench::announce(s, c);
     const auto conns = static_cast<std::size_t>(s.param_int("conns"));
     const auto tasks = static_cast<std::uint64_t>(s.param_int("tasks"));
-    std::vector<pipe_conn> ps(conns);
+    std::vector<pg_libpq::pipe_conn> ps(conns);
     for (std::uint64_t t = 0; t < tasks; ++t) ps[t % conns].tasks.push_back(t);
     for (auto& p : ps) {
-        p.conn = connect(c);
+        p.conn = pg_libpq::connect(c);
         if (PQsetnonblocking(p.conn.get(), 1) != 0 || PQenterPipelineMode(p.conn.get()) != 1)
             throw bench_failure(std::string("pipeline mode: ") + PQerrorMessage(p.conn.get()));
         p.seq.assign(p.tasks.size(), 0);
@@ -319,7 +322,7 @@ void pg_select_libpq_pipeline(session& s) {
     for (;;) {
         bool pending = false;
         for (std::size_t i = 0; i < conns; ++i) {
-            pipe_conn& p = ps[i];
+            pg_libpq::pipe_conn& p = ps[i];
             send_ready(p, more);
             const int flushed = PQflush(p.conn.get());
             if (flushed < 0) throw bench_failure(std::string("PQflush: ") + PQerrorMessage(p.conn.get()));

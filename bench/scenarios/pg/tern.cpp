@@ -18,10 +18,11 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 namespace pg = tern::pg;
 using pg_bench::op_meter;
+
+namespace pg_tern {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 tern::task<void> select_loop(pg::connection& conn, std::uint64_t id, op_meter& meter) {
     for (std::uint64_t seq = 0;; ++seq) {
@@ -121,13 +122,14 @@ tern::task<void> run_insert_batch(tern::io_context& ctx, session& s, const pg_be
 }
 
 }  // namespace
+}  // namespace pg_tern
 
 void pg_insert_batch(session& s) {
     pg_bench::cluster c;
     pg_bench::announce(s, c);
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_insert_batch(ctx, s, c));
+    ctx.block_on(pg_tern::run_insert_batch(ctx, s, c));
 }
 
 void pg_select(session& s) {
@@ -135,7 +137,7 @@ void pg_select(session& s) {
     pg_bench::announce(s, c);
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_select(ctx, s, c));
+    ctx.block_on(pg_tern::run_select(ctx, s, c));
 }
 
 }  // namespace tern_bench::tern_impl

@@ -9,9 +9,10 @@
 
 namespace tern_bench::asio_impl {
 
-namespace {
-
 namespace rj = realtime_jitter;
+
+namespace realtime_asio_callbacks {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 struct jitter_step {
     asio::steady_timer* timer;
@@ -36,6 +37,7 @@ struct jitter_step {
 };
 
 }  // namespace
+}  // namespace realtime_asio_callbacks
 
 void realtime_jitter_callbacks(session& s) {
     announce(s);
@@ -50,7 +52,8 @@ void realtime_jitter_callbacks(session& s) {
     {
         rj::background_load load(s.param_int("load") != 0);
         meter.start();
-        jitter_step{&timer, &meter, bench_clock::now() + period, period, iterations, &wakeups, &sum}.arm();
+        realtime_asio_callbacks::jitter_step{&timer, &meter, bench_clock::now() + period, period, iterations, &wakeups,
+            &sum}.arm();
         ctx.run();
     }
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");

@@ -16,9 +16,10 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 namespace rj = realtime_jitter;
+
+namespace realtime_tern {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 struct jitter_state {
     std::uint64_t wakeups = 0;
@@ -41,6 +42,7 @@ tern::task<void> periodic(lateness_meter& meter, std::chrono::microseconds perio
 }
 
 }  // namespace
+}  // namespace realtime_tern
 
 void realtime_jitter(session& s) {
     const std::string& id = s.request().impl;
@@ -70,7 +72,7 @@ void realtime_jitter(session& s) {
                             tern::to_string(rt->worker(0).backend()));
     const std::int64_t iterations = s.param_int("work_iterations");
     lateness_meter meter(s, latency_meter::figures::jitter);
-    jitter_state st;
+    realtime_tern::jitter_state st;
     {
         rj::background_load load(s.param_int("load") != 0);
         rt->block_on(periodic(meter, std::chrono::microseconds(s.param_int("period_us")), iterations, st));

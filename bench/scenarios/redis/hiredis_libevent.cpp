@@ -23,9 +23,10 @@
 
 namespace tern_bench::hiredis_impl {
 
-namespace {
-
 using redis_bench::op_meter;
+
+namespace redis_hiredis_libevent {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 struct loop {
     event_base* base = event_base_new();
@@ -193,21 +194,22 @@ void on_message(redisAsyncContext*, void* reply, void* data) {
 }
 
 }  // namespace
+}  // namespace redis_hiredis_libevent
 
 void redis_pipeline(session& s) {
     redis_bench::server srv;
     redis_bench::announce(s, srv);
     s.info("hiredis", std::to_string(HIREDIS_MAJOR) + "." + std::to_string(HIREDIS_MINOR) + "." +
                           std::to_string(HIREDIS_PATCH) + ", libevent " + event_get_version());
-    loop l;
+    redis_hiredis_libevent::loop l;
     auto c = open(l, srv.port());
     const auto tasks = static_cast<std::uint64_t>(s.param_int("tasks"));
     op_meter meter(s, "commands_per_s", "client_cpu_us_per_command", &srv);
     int running = static_cast<int>(tasks);
-    std::vector<chain> chains(tasks);
+    std::vector<redis_hiredis_libevent::chain> chains(tasks);
     meter.start();
     for (std::uint64_t t = 0; t < tasks; ++t) {
-        chains[t] = chain{&l, c->ac, &meter, redis_bench::key_of(t), {}, t, 0, &running};
+        chains[t] = redis_hiredis_libevent::chain{&l, c->ac, &meter, redis_bench::key_of(t), {}, t, 0, &running};
         send_set(chains[t]);
     }
     event_base_dispatch(l.base);
@@ -219,18 +221,20 @@ void redis_pipeline(session& s) {
 void redis_pubsub(session& s) {
     redis_bench::server srv;
     redis_bench::announce(s, srv);
-    loop l;
+    redis_hiredis_libevent::loop l;
     const auto subscribers = static_cast<std::size_t>(s.param_int("subscribers"));
     op_meter meter(s, "messages_per_s", "client_cpu_us_per_message");
-    pubsub_state st{&l, &meter, std::vector<std::uint64_t>(subscribers, 0), 0, redis_bench::window_of(s)};
-    std::vector<std::unique_ptr<context>> subs;
-    std::vector<subscriber> sub_state(subscribers);
+    redis_hiredis_libevent::pubsub_state st{&l, &meter, std::vector<std::uint64_t>(subscribers, 0), 0,
+        redis_bench::window_of(s)};
+    std::vector<std::unique_ptr<redis_hiredis_libevent::context>> subs;
+    std::vector<redis_hiredis_libevent::subscriber> sub_state(subscribers);
     for (std::size_t i = 0; i < subscribers; ++i) {
         subs.push_back(open(l, srv.port()));
-        sub_state[i] = subscriber{&st, i};
+        sub_state[i] = redis_hiredis_libevent::subscriber{&st, i};
         const char* argv[] = {"SUBSCRIBE", "bench"};
         const std::size_t lens[] = {9, 5};
-        if (redisAsyncCommandArgv(subs.back()->ac, on_message, &sub_state[i], 2, argv, lens) != REDIS_OK)
+        if (redisAsyncCommandArgv(subs.back()->ac, redis_hiredis_libevent::on_message, &sub_state[i], 2, argv,
+            lens) != REDIS_OK)
             throw bench_failure("SUBSCRIBE could not be sent");
         while (!sub_state[i].subscribed && l.failure.empty()) event_base_loop(l.base, EVLOOP_ONCE);
     }

@@ -20,6 +20,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace redis_redis_benchmark {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // The rps of each test in redis-benchmark's CSV output ("SET","123.45",...).
@@ -39,7 +40,9 @@ std::map<std::string, double> parse_csv(const std::string& out) {
 }
 
 }  // namespace
+}  // namespace redis_redis_benchmark
 
+namespace redis_redis_benchmark {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // per_task_keys: -r tasks, keys drawn at random from as many as there are tasks (else its one key).
@@ -79,8 +82,9 @@ void run_benchmark(session& s, bool per_task_keys) {
 }
 
 }  // namespace
+}  // namespace redis_redis_benchmark
 
-void redis_pipeline_benchmark(session& s) { run_benchmark(s, false); }
-void redis_pipeline_benchmark_keys(session& s) { run_benchmark(s, true); }
+void redis_pipeline_benchmark(session& s) { redis_redis_benchmark::run_benchmark(s, false); }
+void redis_pipeline_benchmark_keys(session& s) { redis_redis_benchmark::run_benchmark(s, true); }
 
 }  // namespace tern_bench::raw_impl

@@ -21,10 +21,11 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 namespace redis = tern::redis;
 using redis_bench::op_meter;
+
+namespace redis_tern {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 redis::config config_for(const redis_bench::server& srv) {
     redis::config c;
@@ -138,6 +139,7 @@ tern::task<void> run_pubsub(tern::io_context& ctx, session& s, const redis_bench
 }
 
 }  // namespace
+}  // namespace redis_tern
 
 void redis_pipeline(session& s) {
     redis_bench::server srv;
@@ -149,7 +151,7 @@ void redis_pipeline(session& s) {
     if (latency_mode(s)) opts.spin_before_park = std::chrono::nanoseconds::max();
     tern::io_context ctx(opts);
     announce(s, ctx);
-    ctx.block_on(run_pipeline(ctx, s, srv));
+    ctx.block_on(redis_tern::run_pipeline(ctx, s, srv));
 }
 
 void redis_pubsub(session& s) {
@@ -157,7 +159,7 @@ void redis_pubsub(session& s) {
     redis_bench::announce(s, srv);
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(run_pubsub(ctx, s, srv));
+    ctx.block_on(redis_tern::run_pubsub(ctx, s, srv));
 }
 
 }  // namespace tern_bench::tern_impl

@@ -15,9 +15,10 @@
 
 namespace tern_bench::asio_impl {
 
-namespace {
-
 namespace ev = services_events;
+
+namespace services_asio_callbacks {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 template <int K>
 void post_event(asio::io_context& target, ev::sink<K>& sink, std::uint64_t sequence) {
@@ -91,6 +92,7 @@ private:
 };
 
 }  // namespace
+}  // namespace services_asio_callbacks
 
 void services_events_callbacks(session& s) {
     announce(s);
@@ -100,9 +102,10 @@ void services_events_callbacks(session& s) {
     ev::sinks sinks;
     std::uint64_t first = 0;
     auto run_phase = [&](asio::io_context& home, asio::io_context& target, auto&& wait) {
-        publish_state st{&home, &target, &sinks, first, first + rounds, first * ev::event_types, {}, {}};
+        services_asio_callbacks::publish_state st{&home, &target, &sinks, first, first + rounds,
+            first * ev::event_types, {}, {}};
         auto seconds = st.seconds.get_future();
-        asio::post(home, publisher{&st});
+        asio::post(home, services_asio_callbacks::publisher{&st});
         wait();
         double secs = seconds.get();
         first += rounds;
@@ -119,7 +122,7 @@ void services_events_callbacks(session& s) {
             });
         });
     } else {
-        two_loops loops;
+        services_asio_callbacks::two_loops loops;
         s.for_each_phase([&](const phase&) {
             return run_phase(loops.publisher_ctx, loops.handler_ctx, [] {});  // the future waits
         });

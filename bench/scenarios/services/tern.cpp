@@ -26,6 +26,9 @@ namespace tern_bench::tern_impl {
 
 namespace svc = tern::services;
 
+namespace ev = services_events;
+
+namespace services_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // ---- start_stop ----
@@ -218,8 +221,6 @@ tern::task<metric_values> start_graph(const session& s, tern::io_context& ctx, s
 
 // ---- events ----
 
-namespace ev = services_events;
-
 // Publishes rounds [first, first + rounds) of the four types, keeping at most ev::window events in flight, and
 // returns the seconds from its start until every one of them was handled.
 tern::task<double> publish_rounds(svc::event_bus& bus, const ev::sinks& sinks, std::uint64_t first,
@@ -261,18 +262,19 @@ void event_phases(session& s, const ev::sinks& sinks, Run run) {
 }
 
 }  // namespace
+}  // namespace services_tern
 
 void services_start_stop(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    lifecycle_counts counts;
+    services_tern::lifecycle_counts counts;
     std::uint64_t cycles = 0;
     {
         svc::registry reg(ctx);
-        reg.add<dependency>();
-        svc::service_id id = reg.add<dependent>(&counts);
+        reg.add<services_tern::dependency>();
+        svc::service_id id = reg.add<services_tern::dependent>(&counts);
         ops_meter meter(s, "start_stop_per_s");
-        ctx.block_on(start_stop_loop(reg, id, meter, cycles));
+        ctx.block_on(services_tern::start_stop_loop(reg, id, meter, cycles));
         if (!meter.done()) throw bench_failure("the loop ended before the last phase");
     }
     // The first start by registry::start(), then one per measured cycle.
@@ -288,12 +290,12 @@ void services_start_stop(session& s) {
 
 void services_start(session& s) {
     auto n = static_cast<std::size_t>(s.param_int("n"));
-    if (n < static_cast<std::size_t>(levels) || n % stride == 0)
-        throw bench_failure("n must be at least " + std::to_string(levels) + " and not a multiple of " +
-                            std::to_string(stride));
+    if (n < static_cast<std::size_t>(services_tern::levels) || n % services_tern::stride == 0)
+        throw bench_failure("n must be at least " + std::to_string(services_tern::levels) + " and not a multiple of " +
+                            std::to_string(services_tern::stride));
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    for (const phase& p : s.phases()) s.report(p, ctx.block_on(start_graph(s, ctx, n)));
+    for (const phase& p : s.phases()) s.report(p, ctx.block_on(services_tern::start_graph(s, ctx, n)));
 }
 
 void services_events(session& s) {
@@ -305,9 +307,9 @@ void services_events(session& s) {
         pin_thread_index(0);
         tern::io_context ctx(options_for(s));
         announce(s, ctx);
-        auto subs = subscribe_all(bus, ctx, sinks);
-        event_phases(s, sinks, [&](std::uint64_t first, std::uint64_t rounds) {
-            return ctx.block_on(publish_rounds(bus, sinks, first, rounds));
+        auto subs = services_tern::subscribe_all(bus, ctx, sinks);
+        services_tern::event_phases(s, sinks, [&](std::uint64_t first, std::uint64_t rounds) {
+            return ctx.block_on(services_tern::publish_rounds(bus, sinks, first, rounds));
         });
         for (auto& sub : subs) sub.reset();
     } else if (threads == 2) {
@@ -318,9 +320,9 @@ void services_events(session& s) {
         announce(s, rt.worker(0));
         for (std::size_t i = 0; i < 2; ++i) rt.post_to(i, [i] { pin_thread_index(i); });
         // Handlers on worker 1; the publisher is the task block_on runs on worker 0.
-        auto subs = subscribe_all(bus, rt.worker(1), sinks);
-        event_phases(s, sinks, [&](std::uint64_t first, std::uint64_t rounds) {
-            return rt.block_on(publish_rounds(bus, sinks, first, rounds));
+        auto subs = services_tern::subscribe_all(bus, rt.worker(1), sinks);
+        services_tern::event_phases(s, sinks, [&](std::uint64_t first, std::uint64_t rounds) {
+            return rt.block_on(services_tern::publish_rounds(bus, sinks, first, rounds));
         });
         // Every event was handled: nothing is being delivered while the subscriptions go.
         for (auto& sub : subs) sub.reset();

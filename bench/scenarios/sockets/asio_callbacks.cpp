@@ -17,6 +17,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace sockets_asio_callbacks {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 void check_end(const latency_meter& meter, bool servers_done) {
@@ -25,6 +26,7 @@ void check_end(const latency_meter& meter, bool servers_done) {
 }
 
 }  // namespace
+}  // namespace sockets_asio_callbacks
 
 void sockets_pingpong_callbacks(session& s) {
     announce(s);
@@ -38,7 +40,7 @@ void sockets_pingpong_callbacks(session& s) {
     server.start();
     client.start();
     ctx.run();
-    check_end(meter, server.done());
+    sockets_asio_callbacks::check_end(meter, server.done());
 }
 
 void sockets_pingpong_cross_thread_callbacks(session& s) {
@@ -65,7 +67,7 @@ void sockets_pingpong_cross_thread_callbacks(session& s) {
             client_ctx.stop();
             server_ctx.stop();
         });
-    check_end(meter, server.done());
+    sockets_asio_callbacks::check_end(meter, server.done());
 }
 
 void sockets_concurrent_pairs_callbacks(session& s) {
@@ -88,7 +90,7 @@ void sockets_concurrent_pairs_callbacks(session& s) {
     ctx.run();
     bool all_done = true;
     for (auto& sv : servers) all_done = all_done && sv->done();
-    check_end(meter, all_done);
+    sockets_asio_callbacks::check_end(meter, all_done);
 }
 
 }  // namespace tern_bench::asio_impl

@@ -14,6 +14,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace sockets_asio_callbacks_churn {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // ---- accept_churn ----
@@ -157,17 +158,18 @@ void io_event_reader::start() {
 }
 
 }  // namespace
+}  // namespace sockets_asio_callbacks_churn
 
 void sockets_accept_churn_callbacks(session& s) {
     announce(s);
     asio::io_context ctx(concurrency_hint);
     auto concurrent = static_cast<unsigned>(s.param_int("concurrent"));
-    churn_server server(ctx);
+    sockets_asio_callbacks_churn::churn_server server(ctx);
     request_meter meter(s, "ops_per_s");
     std::size_t running = concurrent;
-    std::vector<std::unique_ptr<churn_client>> clients;
+    std::vector<std::unique_ptr<sockets_asio_callbacks_churn::churn_client>> clients;
     for (unsigned i = 0; i < concurrent; ++i)
-        clients.push_back(std::make_unique<churn_client>(ctx, server, i, meter, running));
+        clients.push_back(std::make_unique<sockets_asio_callbacks_churn::churn_client>(ctx, server, i, meter, running));
     server.start();
     meter.start();
     for (auto& c : clients) c->start();
@@ -179,11 +181,12 @@ void sockets_io_event_callbacks(session& s) {
     announce(s);
     asio::io_context ctx(concurrency_hint);
     auto pairs = static_cast<std::size_t>(s.param_int("pairs"));
-    io_event_run run(s, pairs);
-    std::vector<std::unique_ptr<io_event_reader>> readers;
+    sockets_asio_callbacks_churn::io_event_run run(s, pairs);
+    std::vector<std::unique_ptr<sockets_asio_callbacks_churn::io_event_reader>> readers;
     readers.reserve(pairs);
     for (std::size_t i = 0; i < pairs; ++i)
-        readers.push_back(std::make_unique<io_event_reader>(ctx, run.chain.take_read_end(i, false), i, run));
+        readers.push_back(std::make_unique<sockets_asio_callbacks_churn::io_event_reader>(ctx,
+            run.chain.take_read_end(i, false), i, run));
     for (auto& r : readers) r->start();
     run.meter.start();
     run.chain.start_iteration();

@@ -14,9 +14,10 @@
 
 namespace tern_bench::asio_impl {
 
-namespace {
-
 using frames::codec;
+
+namespace sockets_asio_callbacks_messages {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 class message_server {
 public:
@@ -91,6 +92,7 @@ private:
 };
 
 }  // namespace
+}  // namespace sockets_asio_callbacks_messages
 
 void sockets_messages_callbacks(session& s) {
     announce(s);
@@ -101,12 +103,14 @@ void sockets_messages_callbacks(session& s) {
     asio::io_context server_ctx(concurrency_hint);
     asio::io_context& servers_ctx = p.threads == 1 ? client_ctx : server_ctx;
     auto pairs = connect_pairs(client_ctx, servers_ctx, p.conns);
-    std::vector<std::unique_ptr<message_client>> clients;
-    std::vector<std::unique_ptr<message_server>> servers;
+    std::vector<std::unique_ptr<sockets_asio_callbacks_messages::message_client>> clients;
+    std::vector<std::unique_ptr<sockets_asio_callbacks_messages::message_server>> servers;
     for (std::size_t i = 0; i < p.conns; ++i) {
         clients.push_back(
-            std::make_unique<message_client>(pairs[i].client, c, p.parallel, static_cast<std::uint32_t>(i + 1), meter));
-        servers.push_back(std::make_unique<message_server>(std::move(pairs[i].server), c));
+            std::make_unique<sockets_asio_callbacks_messages::message_client>(pairs[i].client, c, p.parallel,
+                static_cast<std::uint32_t>(i + 1), meter));
+        servers.push_back(std::make_unique<sockets_asio_callbacks_messages::message_server>(std::move(pairs[i].server),
+            c));
     }
     auto run_clients = [&] {
         meter.start();

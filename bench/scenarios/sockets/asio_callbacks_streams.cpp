@@ -16,6 +16,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace sockets_asio_callbacks_streams {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr std::size_t stream_period = 4093;
@@ -189,9 +190,10 @@ private:
 };
 
 }  // namespace
+}  // namespace sockets_asio_callbacks_streams
 
-void sockets_unidirectional_callbacks(session& s) { streams(s, false); }
-void sockets_bidirectional_callbacks(session& s) { streams(s, true); }
+void sockets_unidirectional_callbacks(session& s) { sockets_asio_callbacks_streams::streams(s, false); }
+void sockets_bidirectional_callbacks(session& s) { sockets_asio_callbacks_streams::streams(s, true); }
 
 void sockets_echo_callbacks(session& s) {
     announce(s);
@@ -203,11 +205,13 @@ void sockets_echo_callbacks(session& s) {
     auto pairs = connect_pairs(client_ctx, server_ctx, sessions);
     stream_pattern pattern(block, block);
     throughput_meter meter(s, "mib_per_s", 1024.0 * 1024.0);
-    std::vector<std::unique_ptr<echo_client_session>> clients;
-    std::vector<std::unique_ptr<echo_server_session>> servers;
+    std::vector<std::unique_ptr<sockets_asio_callbacks_streams::echo_client_session>> clients;
+    std::vector<std::unique_ptr<sockets_asio_callbacks_streams::echo_server_session>> servers;
     for (auto& p : pairs) {
-        clients.push_back(std::make_unique<echo_client_session>(p.client, pattern, meter));
-        servers.push_back(std::make_unique<echo_server_session>(std::move(p.server), pattern));
+        clients.push_back(std::make_unique<sockets_asio_callbacks_streams::echo_client_session>(p.client, pattern,
+            meter));
+        servers.push_back(std::make_unique<sockets_asio_callbacks_streams::echo_server_session>(std::move(p.server),
+            pattern));
     }
     run_pinned_pair(
         s,

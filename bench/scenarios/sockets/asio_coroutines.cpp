@@ -15,6 +15,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace sockets_asio_coroutines {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 void check_end(const latency_meter& meter, int servers_done, std::size_t servers) {
@@ -24,6 +25,7 @@ void check_end(const latency_meter& meter, int servers_done, std::size_t servers
 }
 
 }  // namespace
+}  // namespace sockets_asio_coroutines
 
 void sockets_pingpong_coroutines(session& s) {
     announce(s);
@@ -36,7 +38,7 @@ void sockets_pingpong_coroutines(session& s) {
     asio::co_spawn(ctx, server_loop(pair.server, pattern, servers_done), rethrow{});
     asio::co_spawn(ctx, client_loop(pair.client, pattern, meter), rethrow{});
     ctx.run();
-    check_end(meter, servers_done, 1);
+    sockets_asio_coroutines::check_end(meter, servers_done, 1);
 }
 
 void sockets_pingpong_cross_thread_coroutines(session& s) {
@@ -60,7 +62,7 @@ void sockets_pingpong_cross_thread_coroutines(session& s) {
             client_ctx.stop();
             server_ctx.stop();
         });
-    check_end(meter, servers_done, 1);
+    sockets_asio_coroutines::check_end(meter, servers_done, 1);
 }
 
 void sockets_concurrent_pairs_coroutines(session& s) {
@@ -76,7 +78,7 @@ void sockets_concurrent_pairs_coroutines(session& s) {
         asio::co_spawn(ctx, client_loop(p.client, pattern, meter), rethrow{});
     }
     ctx.run();
-    check_end(meter, servers_done, pairs.size());
+    sockets_asio_coroutines::check_end(meter, servers_done, pairs.size());
 }
 
 }  // namespace tern_bench::asio_impl

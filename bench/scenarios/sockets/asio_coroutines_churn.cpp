@@ -10,6 +10,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace sockets_asio_coroutines_churn {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // ---- accept_churn ----
@@ -84,6 +85,7 @@ asio::awaitable<void> io_event_reader(asio::local::stream_protocol::socket sock,
 }
 
 }  // namespace
+}  // namespace sockets_asio_coroutines_churn
 
 void sockets_accept_churn_coroutines(session& s) {
     announce(s);
@@ -94,10 +96,11 @@ void sockets_accept_churn_coroutines(session& s) {
     request_meter meter(s, "ops_per_s");
     bool stopping = false;
     std::size_t running = concurrent;
-    asio::co_spawn(ctx, churn_acceptor(acceptor, stopping), rethrow{});
+    asio::co_spawn(ctx, sockets_asio_coroutines_churn::churn_acceptor(acceptor, stopping), rethrow{});
     meter.start();
     for (unsigned i = 0; i < concurrent; ++i)
-        asio::co_spawn(ctx, churn_client(where, i, meter, running, acceptor, stopping), rethrow{});
+        asio::co_spawn(ctx, sockets_asio_coroutines_churn::churn_client(where, i, meter, running, acceptor, stopping),
+            rethrow{});
     ctx.run();
     if (!meter.done() || running != 0) throw bench_failure("the clients stopped before the last phase ended");
 }
@@ -106,7 +109,7 @@ void sockets_io_event_coroutines(session& s) {
     announce(s);
     asio::io_context ctx(concurrency_hint);
     auto pairs = static_cast<std::size_t>(s.param_int("pairs"));
-    io_event_run run(s, pairs);
+    sockets_asio_coroutines_churn::io_event_run run(s, pairs);
     for (std::size_t i = 0; i < pairs; ++i) {
         int fd = run.chain.take_read_end(i, false);
         asio::local::stream_protocol::socket sock(ctx, asio::local::stream_protocol(), fd);

@@ -10,9 +10,10 @@
 
 namespace tern_bench::asio_impl {
 
-namespace {
-
 using frames::codec;
+
+namespace sockets_asio_coroutines_messages {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 asio::awaitable<void> message_server(tcp::socket sock, const codec& c, std::size_t& done) {
     frames::server_connection side(c);
@@ -49,6 +50,7 @@ asio::awaitable<void> message_client(tcp::socket& sock, const codec& c, std::siz
 }
 
 }  // namespace
+}  // namespace sockets_asio_coroutines_messages
 
 void sockets_messages_coroutines(session& s) {
     announce(s);
@@ -61,9 +63,11 @@ void sockets_messages_coroutines(session& s) {
     auto pairs = connect_pairs(client_ctx, servers_ctx, p.conns);
     std::size_t servers_done = 0;
     for (std::size_t i = 0; i < p.conns; ++i) {
-        asio::co_spawn(servers_ctx, message_server(std::move(pairs[i].server), c, servers_done), rethrow{});
+        asio::co_spawn(servers_ctx, sockets_asio_coroutines_messages::message_server(std::move(pairs[i].server), c,
+            servers_done), rethrow{});
         asio::co_spawn(client_ctx,
-                       message_client(pairs[i].client, c, p.parallel, static_cast<std::uint32_t>(i + 1), meter),
+                       sockets_asio_coroutines_messages::message_client(pairs[i].client, c, p.parallel,
+                           static_cast<std::uint32_t>(i + 1), meter),
                        rethrow{});
     }
     if (p.threads == 1) {

@@ -10,6 +10,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace sockets_asio_coroutines_streams {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr std::size_t stream_period = 4093;
@@ -104,9 +105,10 @@ asio::awaitable<void> echo_client_session(tcp::socket& sock, const stream_patter
 }
 
 }  // namespace
+}  // namespace sockets_asio_coroutines_streams
 
-void sockets_unidirectional_coroutines(session& s) { streams(s, false); }
-void sockets_bidirectional_coroutines(session& s) { streams(s, true); }
+void sockets_unidirectional_coroutines(session& s) { sockets_asio_coroutines_streams::streams(s, false); }
+void sockets_bidirectional_coroutines(session& s) { sockets_asio_coroutines_streams::streams(s, true); }
 
 void sockets_echo_coroutines(session& s) {
     announce(s);
@@ -120,8 +122,10 @@ void sockets_echo_coroutines(session& s) {
     throughput_meter meter(s, "mib_per_s", 1024.0 * 1024.0);
     std::size_t clients_done = 0;
     for (auto& p : pairs) {
-        asio::co_spawn(server_ctx, echo_server_session(std::move(p.server), pattern), rethrow{});
-        asio::co_spawn(client_ctx, echo_client_session(p.client, pattern, meter, clients_done), rethrow{});
+        asio::co_spawn(server_ctx, sockets_asio_coroutines_streams::echo_server_session(std::move(p.server), pattern),
+            rethrow{});
+        asio::co_spawn(client_ctx, sockets_asio_coroutines_streams::echo_client_session(p.client, pattern, meter,
+            clients_done), rethrow{});
     }
     run_pinned_pair(
         s,

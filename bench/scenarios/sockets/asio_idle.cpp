@@ -15,6 +15,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace sockets_asio_idle {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 struct idle_state {
@@ -56,13 +57,14 @@ void serve(std::int64_t conns, idle::probe& p, Start start) {
 }
 
 }  // namespace
+}  // namespace sockets_asio_idle
 
 void sockets_idle_connections_callbacks(session& s) {
     announce(s);
     const std::int64_t conns = s.param_int("conns");
     s.for_each_phase([&](const phase&) {
         return idle::measure(s, conns, [](std::int64_t n, idle::probe& p) {
-            serve(n, p, [](asio::io_context&, tcp::socket sock, idle_state& st) {
+            sockets_asio_idle::serve(n, p, [](asio::io_context&, tcp::socket sock, sockets_asio_idle::idle_state& st) {
                 wait_then_read(std::make_shared<tcp::socket>(std::move(sock)), st);
             });
         });
@@ -74,7 +76,8 @@ void sockets_idle_connections_coroutines(session& s) {
     const std::int64_t conns = s.param_int("conns");
     s.for_each_phase([&](const phase&) {
         return idle::measure(s, conns, [](std::int64_t n, idle::probe& p) {
-            serve(n, p, [](asio::io_context& ctx, tcp::socket sock, idle_state& st) {
+            sockets_asio_idle::serve(n, p, [](asio::io_context& ctx, tcp::socket sock,
+                sockets_asio_idle::idle_state& st) {
                 asio::co_spawn(ctx, plain_read(std::move(sock), st), rethrow{});
             });
         });

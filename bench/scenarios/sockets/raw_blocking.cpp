@@ -10,6 +10,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace sockets_raw_blocking {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 void send_all(int fd, const unsigned char* p, std::size_t n, const char* side) {
@@ -43,6 +44,7 @@ bool recv_all(int fd, unsigned char* p, std::size_t n, const char* side) {
 }
 
 }  // namespace
+}  // namespace sockets_raw_blocking
 
 void sockets_pingpong_cross_thread_blocking(session& s) {
     loopback_fds fds = connect_loopback();
@@ -55,8 +57,8 @@ void sockets_pingpong_cross_thread_blocking(session& s) {
             meter.start();
             for (std::uint64_t round = 0;; ++round) {
                 auto t0 = bench_clock::now();
-                send_all(fds.client.fd, pattern.round(round), pattern.size(), "client send");
-                if (!recv_all(fds.client.fd, buf.data(), buf.size(), "client recv"))
+                sockets_raw_blocking::send_all(fds.client.fd, pattern.round(round), pattern.size(), "client send");
+                if (!sockets_raw_blocking::recv_all(fds.client.fd, buf.data(), buf.size(), "client recv"))
                     throw bench_failure("client: unexpected end of stream");
                 auto t1 = bench_clock::now();
                 pattern.verify(buf.data(), round, "client");
@@ -66,9 +68,10 @@ void sockets_pingpong_cross_thread_blocking(session& s) {
         },
         [&] {
             std::vector<unsigned char> buf(pattern.size());
-            for (std::uint64_t round = 0; recv_all(fds.server.fd, buf.data(), buf.size(), "server recv"); ++round) {
+            for (std::uint64_t round = 0; sockets_raw_blocking::recv_all(fds.server.fd, buf.data(), buf.size(),
+                "server recv"); ++round) {
                 pattern.verify(buf.data(), round, "server");
-                send_all(fds.server.fd, buf.data(), buf.size(), "server send");
+                sockets_raw_blocking::send_all(fds.server.fd, buf.data(), buf.size(), "server send");
             }
         },
         // Blocked threads have no loop to stop: shutting both ends down makes every blocked call return.

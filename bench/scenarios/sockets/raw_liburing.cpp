@@ -16,6 +16,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace sockets_raw_liburing {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 enum step : std::uint64_t { client_send = 1, client_recv, server_recv, server_send };
@@ -137,9 +138,10 @@ private:
 };
 
 }  // namespace
+}  // namespace sockets_raw_liburing
 
 void sockets_pingpong_liburing(session& s) {
-    pingpong(s, static_cast<std::size_t>(s.param_int("size"))).run();
+    sockets_raw_liburing::pingpong(s, static_cast<std::size_t>(s.param_int("size"))).run();
 }
 
 }  // namespace tern_bench::raw_impl

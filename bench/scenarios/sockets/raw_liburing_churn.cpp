@@ -16,6 +16,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace sockets_raw_liburing_churn {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 enum step : std::uint64_t { accepted = 1, client_connect, client_send, client_recv, client_eof, server_recv,
@@ -165,9 +166,10 @@ private:
 };
 
 }  // namespace
+}  // namespace sockets_raw_liburing_churn
 
 void sockets_accept_churn_liburing(session& s) {
-    churn c(s, static_cast<unsigned>(s.param_int("concurrent")));
+    sockets_raw_liburing_churn::churn c(s, static_cast<unsigned>(s.param_int("concurrent")));
     c.run();
 }
 

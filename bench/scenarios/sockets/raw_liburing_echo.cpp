@@ -32,6 +32,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace sockets_raw_liburing_echo {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr unsigned ring_entries = 4096;
@@ -254,6 +255,7 @@ private:
 };
 
 }  // namespace
+}  // namespace sockets_raw_liburing_echo
 
 void sockets_echo_liburing(session& s) {
     auto block = static_cast<std::size_t>(s.param_int("blocksize"));
@@ -265,8 +267,9 @@ void sockets_echo_liburing(session& s) {
     throughput_meter meter(s, "mib_per_s", 1024.0 * 1024.0);
     // Each side makes its ring on its own thread: SINGLE_ISSUER binds a ring to the thread that creates it.
     run_pinned_pair(
-        s, [&] { echo_side(pairs, true, fixed, pattern, &meter).run(); },
-        [&] { echo_side(pairs, false, fixed, pattern, nullptr).run(); }, [&] { shut_all(pairs); });
+        s, [&] { sockets_raw_liburing_echo::echo_side(pairs, true, fixed, pattern, &meter).run(); },
+        [&] { sockets_raw_liburing_echo::echo_side(pairs, false, fixed, pattern, nullptr).run(); },
+            [&] { shut_all(pairs); });
     if (!meter.done()) throw bench_failure("the sessions stopped before the last phase ended");
 }
 

@@ -34,9 +34,10 @@
 
 namespace tern_bench::raw_impl {
 
-namespace {
-
 using frames::codec;
+
+namespace sockets_raw_liburing_messages {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 constexpr unsigned ring_entries = 4096;
 constexpr unsigned short buffer_group = 0;
@@ -217,6 +218,7 @@ private:
 };
 
 }  // namespace
+}  // namespace sockets_raw_liburing_messages
 
 void sockets_messages_liburing(session& s) {
     frames::messages_params p = frames::read_messages_params(s);
@@ -226,12 +228,13 @@ void sockets_messages_liburing(session& s) {
     auto pairs = connect_loopback_pairs(p.conns);
     if (p.threads == 1) {
         pin_single_thread(s);
-        message_loop(pairs, true, true, fixed, p, c, meter).run(true);
+        sockets_raw_liburing_messages::message_loop(pairs, true, true, fixed, p, c, meter).run(true);
     } else {
         // Each loop makes its ring on its own thread: SINGLE_ISSUER binds a ring to the thread that creates it.
         run_pinned_pair(
-            s, [&] { message_loop(pairs, true, false, fixed, p, c, meter).run(true); },
-            [&] { message_loop(pairs, false, true, fixed, p, c, meter).run(false); }, [&] { shut_all(pairs); });
+            s, [&] { sockets_raw_liburing_messages::message_loop(pairs, true, false, fixed, p, c, meter).run(true); },
+            [&] { sockets_raw_liburing_messages::message_loop(pairs, false, true, fixed, p, c, meter).run(false); },
+                [&] { shut_all(pairs); });
     }
     if (!meter.done()) throw bench_failure("the clients stopped before the last phase ended");
 }

@@ -13,6 +13,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace sockets_raw_liburing_streams {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr std::size_t stream_period = 4093;
@@ -110,8 +111,9 @@ private:
 };
 
 }  // namespace
+}  // namespace sockets_raw_liburing_streams
 
-void sockets_unidirectional_liburing(session& s) { streams(s, false).run(); }
-void sockets_bidirectional_liburing(session& s) { streams(s, true).run(); }
+void sockets_unidirectional_liburing(session& s) { sockets_raw_liburing_streams::streams(s, false).run(); }
+void sockets_bidirectional_liburing(session& s) { sockets_raw_liburing_streams::streams(s, true).run(); }
 
 }  // namespace tern_bench::raw_impl

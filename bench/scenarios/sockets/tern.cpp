@@ -16,6 +16,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace sockets_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 tern::task<void> pingpong(tern::io_context& ctx, session& s, std::size_t size) {
@@ -74,11 +75,12 @@ tern::task<void> concurrent_pairs(tern::io_context& ctx, session& s, std::size_t
 }
 
 }  // namespace
+}  // namespace sockets_tern
 
 void sockets_pingpong(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(pingpong(ctx, s, static_cast<std::size_t>(s.param_int("size"))));
+    ctx.block_on(sockets_tern::pingpong(ctx, s, static_cast<std::size_t>(s.param_int("size"))));
 }
 
 void sockets_pingpong_cross_thread(session& s) {
@@ -98,8 +100,8 @@ void sockets_pingpong_cross_thread(session& s) {
     net::tcp_acceptor acceptor(server_ctx);
     net::endpoint where = listen_loopback(acceptor);
     run_pinned_pair(
-        s, [&] { client_ctx.block_on(cross_thread_client(client_ctx, where, pattern, meter)); },
-        [&] { server_ctx.block_on(cross_thread_server(acceptor, pattern)); },
+        s, [&] { client_ctx.block_on(sockets_tern::cross_thread_client(client_ctx, where, pattern, meter)); },
+        [&] { server_ctx.block_on(sockets_tern::cross_thread_server(acceptor, pattern)); },
         [&] {
             client_ctx.stop();
             server_ctx.stop();
@@ -109,7 +111,7 @@ void sockets_pingpong_cross_thread(session& s) {
 void sockets_concurrent_pairs(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(concurrent_pairs(ctx, s, static_cast<std::size_t>(s.param_int("pairs"))));
+    ctx.block_on(sockets_tern::concurrent_pairs(ctx, s, static_cast<std::size_t>(s.param_int("pairs"))));
 }
 
 }  // namespace tern_bench::tern_impl

@@ -20,6 +20,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace sockets_tern_churn {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // ---- accept_churn ----
@@ -126,17 +127,18 @@ tern::task<void> io_event(tern::io_context& ctx, session& s) {
 }
 
 }  // namespace
+}  // namespace sockets_tern_churn
 
 void sockets_accept_churn(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    block_on_trapped(ctx, accept_churn(ctx, s));  // the server connections are detached tasks
+    block_on_trapped(ctx, sockets_tern_churn::accept_churn(ctx, s));  // the server connections are detached tasks
 }
 
 void sockets_io_event(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(io_event(ctx, s));
+    ctx.block_on(sockets_tern_churn::io_event(ctx, s));
 }
 
 }  // namespace tern_bench::tern_impl

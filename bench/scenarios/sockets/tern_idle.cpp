@@ -7,6 +7,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace sockets_tern_idle {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 struct idle_state {
@@ -38,6 +39,7 @@ tern::task<void> serve(tern::io_context& ctx, std::int64_t conns, idle_state& st
 }
 
 }  // namespace
+}  // namespace sockets_tern_idle
 
 void sockets_idle_connections(session& s) {
     const std::int64_t conns = s.param_int("conns");
@@ -49,7 +51,7 @@ void sockets_idle_connections(session& s) {
     s.for_each_phase([&](const phase&) {
         return idle::measure(s, conns, [&s](std::int64_t n, idle::probe& p) {
             tern::io_context ctx(options_for(s));
-            idle_state st{&p};
+            sockets_tern_idle::idle_state st{&p};
             ctx.block_on(serve(ctx, n, st));
         });
     });

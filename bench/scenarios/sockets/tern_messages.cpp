@@ -26,9 +26,10 @@
 
 namespace tern_bench::tern_impl {
 
-namespace {
-
 using frames::codec;
+
+namespace sockets_tern_messages {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 // Whether the connections of ctx read with read_some rather than receive() (see above).
 bool reads_with_read_some(const tern::io_context& ctx) {
@@ -126,6 +127,7 @@ tern::task<void> one_loop(tern::io_context& ctx, net::tcp_acceptor& acceptor, ne
 }
 
 }  // namespace
+}  // namespace sockets_tern_messages
 
 // The loops' options: receive() buffers of bench_io's receive size.
 tern::io_context_options messages_options(const session& s) {
@@ -144,7 +146,7 @@ void sockets_messages(session& s) {
         pin_single_thread(s);
         net::tcp_acceptor acceptor(client_ctx);
         net::endpoint where = listen_loopback(acceptor);
-        client_ctx.block_on(one_loop(client_ctx, acceptor, where, p, c, meter));
+        client_ctx.block_on(sockets_tern_messages::one_loop(client_ctx, acceptor, where, p, c, meter));
         return;
     }
     tern::io_context server_ctx(messages_options(s));
@@ -152,8 +154,8 @@ void sockets_messages(session& s) {
     net::tcp_acceptor acceptor(server_ctx);
     net::endpoint where = listen_loopback(acceptor);
     run_pinned_pair(
-        s, [&] { client_ctx.block_on(message_clients(client_ctx, where, p, c, meter)); },
-        [&] { server_ctx.block_on(message_servers(acceptor, p.conns, c)); },
+        s, [&] { client_ctx.block_on(sockets_tern_messages::message_clients(client_ctx, where, p, c, meter)); },
+        [&] { server_ctx.block_on(sockets_tern_messages::message_servers(acceptor, p.conns, c)); },
         [&] {
             client_ctx.stop();
             server_ctx.stop();

@@ -16,6 +16,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace sockets_tern_streams {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr std::size_t stream_period = 4093;  // prime: chunk boundaries never line up with the pattern
@@ -126,17 +127,18 @@ tern::task<void> echo_server(net::tcp_acceptor& acceptor, std::size_t sessions, 
 }
 
 }  // namespace
+}  // namespace sockets_tern_streams
 
 void sockets_unidirectional(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(streams(ctx, s, false));
+    ctx.block_on(sockets_tern_streams::streams(ctx, s, false));
 }
 
 void sockets_bidirectional(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(streams(ctx, s, true));
+    ctx.block_on(sockets_tern_streams::streams(ctx, s, true));
 }
 
 void sockets_echo(session& s) {
@@ -152,8 +154,8 @@ void sockets_echo(session& s) {
     net::tcp_acceptor acceptor(server_ctx);
     net::endpoint where = listen_loopback(acceptor);
     run_pinned_pair(
-        s, [&] { client_ctx.block_on(echo_client(client_ctx, where, sessions, pattern, meter)); },
-        [&] { server_ctx.block_on(echo_server(acceptor, sessions, pattern)); },
+        s, [&] { client_ctx.block_on(sockets_tern_streams::echo_client(client_ctx, where, sessions, pattern, meter)); },
+        [&] { server_ctx.block_on(sockets_tern_streams::echo_server(acceptor, sessions, pattern)); },
         [&] {
             client_ctx.stop();
             server_ctx.stop();

@@ -11,6 +11,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace timers_asio_callbacks {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 struct schedule_cancel_state {
@@ -69,6 +70,7 @@ struct periodic_step {
 };
 
 }  // namespace
+}  // namespace timers_asio_callbacks
 
 void timers_accuracy_callbacks(session& s) {
     announce(s);
@@ -81,7 +83,8 @@ void timers_accuracy_callbacks(session& s) {
     const auto start = bench_clock::now();
     meter.start();
     for (std::size_t i = 0; i < count; ++i)
-        periodic_step{&timers[i], &meter, periodic_first_deadline(start, period, i, count), period}.arm();
+        timers_asio_callbacks::periodic_step{&timers[i], &meter, periodic_first_deadline(start, period, i, count),
+            period}.arm();
     ctx.run();
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
 }
@@ -90,9 +93,9 @@ void timers_schedule_cancel_callbacks(session& s) {
     announce(s);
     asio::io_context ctx(concurrency_hint);
     background_timers background(ctx, static_cast<std::size_t>(s.param_int("live_timers")));
-    schedule_cancel_state st{asio::steady_timer(ctx), ops_meter(s, "ops_per_s"), &background};
+    timers_asio_callbacks::schedule_cancel_state st{asio::steady_timer(ctx), ops_meter(s, "ops_per_s"), &background};
     st.meter.start();
-    cancelled_step::arm(&st);
+    timers_asio_callbacks::cancelled_step::arm(&st);
     ctx.run();
     if (!st.meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
     background.check_drained();
@@ -107,7 +110,7 @@ void timers_fire_rate_callbacks(session& s) {
     for (std::size_t i = 0; i < count; ++i) timers.emplace_back(ctx);
     ops_meter meter(s, "fires_per_s");
     meter.start();
-    for (auto& t : timers) fire_step{&t, &meter, delay}.arm();
+    for (auto& t : timers) timers_asio_callbacks::fire_step{&t, &meter, delay}.arm();
     ctx.run();
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
 }

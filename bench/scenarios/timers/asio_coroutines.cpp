@@ -12,6 +12,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace timers_asio_coroutines {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 asio::awaitable<void> schedule_cancel_loop(asio::steady_timer& timer, ops_meter& meter, background_timers& bg) {
@@ -50,6 +51,7 @@ asio::awaitable<void> periodic_loop(lateness_meter& meter, bench_clock::time_poi
 }
 
 }  // namespace
+}  // namespace timers_asio_coroutines
 
 void timers_accuracy_coroutines(session& s) {
     announce(s);
@@ -60,7 +62,8 @@ void timers_accuracy_coroutines(session& s) {
     const auto start = bench_clock::now();
     meter.start();
     for (std::size_t i = 0; i < count; ++i)
-        asio::co_spawn(ctx, periodic_loop(meter, periodic_first_deadline(start, period, i, count), period),
+        asio::co_spawn(ctx, timers_asio_coroutines::periodic_loop(meter, periodic_first_deadline(start, period, i,
+            count), period),
                        asio::detached);
     ctx.run();
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
@@ -73,7 +76,7 @@ void timers_schedule_cancel_coroutines(session& s) {
     asio::steady_timer timer(ctx);
     ops_meter meter(s, "ops_per_s");
     meter.start();
-    asio::co_spawn(ctx, schedule_cancel_loop(timer, meter, background), rethrow{});
+    asio::co_spawn(ctx, timers_asio_coroutines::schedule_cancel_loop(timer, meter, background), rethrow{});
     ctx.run();
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
     background.check_drained();
@@ -86,7 +89,8 @@ void timers_fire_rate_coroutines(session& s) {
     std::chrono::microseconds delay(s.param_int("delay_us"));
     ops_meter meter(s, "fires_per_s");
     meter.start();
-    for (std::int64_t i = 0; i < count; ++i) asio::co_spawn(ctx, fire_loop(meter, delay), rethrow{});
+    for (std::int64_t i = 0; i < count; ++i) asio::co_spawn(ctx, timers_asio_coroutines::fire_loop(meter, delay),
+        rethrow{});
     ctx.run();
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
 }

@@ -18,6 +18,7 @@
 
 namespace tern_bench::tern_impl {
 
+namespace timers_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 class background_timers {
@@ -113,12 +114,13 @@ tern::task<void> accuracy(tern::io_context& ctx, lateness_meter& meter, std::siz
 }
 
 }  // namespace
+}  // namespace timers_tern
 
 void timers_accuracy(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
     lateness_meter meter(s);
-    ctx.block_on(accuracy(ctx, meter, static_cast<std::size_t>(s.param_int("timers")),
+    ctx.block_on(timers_tern::accuracy(ctx, meter, static_cast<std::size_t>(s.param_int("timers")),
                           std::chrono::microseconds(s.param_int("period_us"))));
     if (!meter.done()) throw bench_failure("the loop ended before the last phase");
 }
@@ -128,7 +130,7 @@ void timers_schedule_cancel(session& s) {
     announce(s, ctx);
     exception_trap trap(ctx);
     ops_meter meter(s, "ops_per_s");
-    background_timers background(ctx, static_cast<std::size_t>(s.param_int("live_timers")));
+    timers_tern::background_timers background(ctx, static_cast<std::size_t>(s.param_int("live_timers")));
     tern::spawn(ctx, schedule_cancel_loop(ctx, meter, background)).detach();
     ctx.run();  // returns once the measurement ended and every background wait completed
     trap.rethrow_if_any();
@@ -140,7 +142,8 @@ void timers_fire_rate(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
     ops_meter meter(s, "fires_per_s");
-    ctx.block_on(fire_all(ctx, meter, s.param_int("timers"), std::chrono::microseconds(s.param_int("delay_us"))));
+    ctx.block_on(timers_tern::fire_all(ctx, meter, s.param_int("timers"),
+        std::chrono::microseconds(s.param_int("delay_us"))));
     if (!meter.done()) throw bench_failure("the loop ended before the last phase");
 }
 

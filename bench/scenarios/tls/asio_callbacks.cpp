@@ -18,6 +18,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace tls_asio_callbacks {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // ---- handshake ----
@@ -228,6 +229,7 @@ private:
 };
 
 }  // namespace
+}  // namespace tls_asio_callbacks
 
 void tls_handshake_callbacks(session& s) {
     announce(s);
@@ -236,12 +238,13 @@ void tls_handshake_callbacks(session& s) {
     tls_contexts ssl_ctxs(resume);
     asio::io_context client_io(concurrency_hint);
     asio::io_context server_io(concurrency_hint);
-    handshake_server server(server_io, ssl_ctxs.server);
-    client_group group(s, concurrent);
-    std::vector<std::unique_ptr<handshake_client>> clients;
+    tls_asio_callbacks::handshake_server server(server_io, ssl_ctxs.server);
+    tls_asio_callbacks::client_group group(s, concurrent);
+    std::vector<std::unique_ptr<tls_asio_callbacks::handshake_client>> clients;
     for (unsigned i = 0; i < concurrent; ++i)
         clients.push_back(
-            std::make_unique<handshake_client>(client_io, server.where(), ssl_ctxs.client, resume, i, group));
+            std::make_unique<tls_asio_callbacks::handshake_client>(client_io, server.where(), ssl_ctxs.client, resume,
+                i, group));
     group.all_primed = [&] {
         group.meter.start();
         for (auto& c : clients) c->next();
@@ -276,8 +279,8 @@ void tls_throughput_callbacks(session& s) {
     throughput_meter meter(s, throughput_metric, 1e6);
     ssl_stream client(client_io, ssl_ctxs.client);
     std::optional<ssl_stream> server;
-    std::optional<stream_writer> up_writer, down_writer;
-    std::optional<stream_reader> up_reader, down_reader;
+    std::optional<tls_asio_callbacks::stream_writer> up_writer, down_writer;
+    std::optional<tls_asio_callbacks::stream_reader> up_reader, down_reader;
     run_pinned_pair(
         s,
         [&] {

@@ -17,6 +17,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace tls_asio_coroutines {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // ---- handshake ----
@@ -161,6 +162,7 @@ asio::awaitable<void> throughput_client(asio::io_context& io, tcp::endpoint wher
 }
 
 }  // namespace
+}  // namespace tls_asio_coroutines
 
 void tls_handshake_coroutines(session& s) {
     announce(s);
@@ -169,7 +171,7 @@ void tls_handshake_coroutines(session& s) {
     tls_contexts ssl_ctxs(resume);
     asio::io_context client_io(concurrency_hint);
     asio::io_context server_io(concurrency_hint);
-    handshake_server_state server{listen_loopback(server_io)};
+    tls_asio_coroutines::handshake_server_state server{listen_loopback(server_io)};
     const tcp::endpoint where = server.acceptor.local_endpoint();
     request_meter meter(s, handshakes_metric);
     std::vector<ssl_session_ref> kept(concurrent);
@@ -177,7 +179,8 @@ void tls_handshake_coroutines(session& s) {
         s,
         [&] {
             asio::co_spawn(client_io,
-                           handshake_client(client_io, s, where, ssl_ctxs.client, resume, concurrent, meter, kept),
+                           tls_asio_coroutines::handshake_client(client_io, s, where, ssl_ctxs.client, resume,
+                               concurrent, meter, kept),
                            rethrow{});
             client_io.run();
             if (!meter.done()) throw bench_failure("the clients stopped before the last phase ended");
@@ -199,7 +202,7 @@ void tls_handshake_coroutines(session& s) {
 void tls_throughput_coroutines(session& s) {
     announce(s);
     const auto size = static_cast<std::size_t>(s.param_int("size"));
-    coroutine_run run(size, both_ways(s));
+    tls_asio_coroutines::coroutine_run run(size, both_ways(s));
     tls_contexts ssl_ctxs(false);
     asio::io_context client_io(concurrency_hint);
     asio::io_context server_io(concurrency_hint);

@@ -34,9 +34,10 @@
 
 namespace tern_bench::raw_impl {
 
-namespace {
-
 using namespace tern_bench::tls_bench;
+
+namespace tls_raw_crypto {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 struct pkey_free {
     void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
@@ -184,11 +185,12 @@ struct memory_pair {
 };
 
 }  // namespace
+}  // namespace tls_raw_crypto
 
 void tls_handshake_openssl(session& s) {
     pin_single_thread(s);
     const bool one_at_a_time = s.param_int("concurrent") <= 1;
-    memory_pair pair(resumption(s));
+    tls_raw_crypto::memory_pair pair(resumption(s));
     pair.connection(0);  // the first session to offer
     std::uint64_t lap = 1;
     for (const phase& p : s.phases()) {
@@ -214,11 +216,12 @@ void tls_handshake_crypto(session& s) {
     pin_single_thread(s);
     const bool resume = resumption(s);
     const bool one_at_a_time = s.param_int("concurrent") <= 1;
-    const pkey_ptr certificate_key = p256_key();
-    const pkey_ptr server_share = p256_key();  // the peers' public shares (their generation is timed separately)
-    const pkey_ptr client_share = p256_key();
-    const std::vector<unsigned char> to_sign = certificate_verify_input();
-    std::vector<unsigned char> signature = sign(certificate_key.get(), to_sign);
+    const tls_raw_crypto::pkey_ptr certificate_key = tls_raw_crypto::p256_key();
+    // the peers' public shares (their generation is timed separately)
+    const tls_raw_crypto::pkey_ptr server_share = tls_raw_crypto::p256_key();
+    const tls_raw_crypto::pkey_ptr client_share = tls_raw_crypto::p256_key();
+    const std::vector<unsigned char> to_sign = tls_raw_crypto::certificate_verify_input();
+    std::vector<unsigned char> signature = tls_raw_crypto::sign(certificate_key.get(), to_sign);
     for (const phase& p : s.phases()) {
         const auto start = bench_clock::now();
         const auto end = start + to_duration(p.seconds);
@@ -226,11 +229,11 @@ void tls_handshake_crypto(session& s) {
         std::uint64_t server_ns = 0, client_ns = 0;
         for (auto now = start; now < end; ++n) {
             const auto t0 = now;
-            key_exchange(client_share.get());
-            if (!resume) signature = sign(certificate_key.get(), to_sign);
+            tls_raw_crypto::key_exchange(client_share.get());
+            if (!resume) signature = tls_raw_crypto::sign(certificate_key.get(), to_sign);
             const auto t1 = bench_clock::now();
-            key_exchange(server_share.get());
-            if (!resume) verify(certificate_key.get(), to_sign, signature);
+            tls_raw_crypto::key_exchange(server_share.get());
+            if (!resume) tls_raw_crypto::verify(certificate_key.get(), to_sign, signature);
             now = bench_clock::now();
             server_ns += elapsed_ns(t0, t1);
             client_ns += elapsed_ns(t1, now);

@@ -25,9 +25,10 @@
 
 namespace tern_bench::raw_impl {
 
-namespace {
-
 using namespace tern_bench::tls_bench;
+
+namespace tls_raw_openssl_stream {  // this file's own (see bench/CMakeLists.txt)
+namespace {
 
 [[noreturn]] void fail_errno(const char* what) { throw bench_failure(std::string(what) + ": " + std::strerror(errno)); }
 
@@ -148,46 +149,49 @@ SSL* open_ssl(SSL_CTX* ctx, int fd, bool client, ssl_guard& guard) {
 }
 
 }  // namespace
+}  // namespace tls_raw_openssl_stream
 
 void tls_throughput_openssl(session& s) {
     const auto size = static_cast<std::size_t>(s.param_int("size"));
-    stream_run run(size, both_ways(s));
+    tls_raw_openssl_stream::stream_run run(size, both_ways(s));
     openssl_contexts contexts(false);
     throughput_meter meter(s, throughput_metric, 1e6);
 
-    fd_guard listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-    if (listener.fd < 0) fail_errno("socket");
+    tls_raw_openssl_stream::fd_guard listener{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    if (listener.fd < 0) tls_raw_openssl_stream::fail_errno("socket");
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
     if (::bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener.fd, 1) != 0 ||
         ::getsockname(listener.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-        fail_errno("listen");
+        tls_raw_openssl_stream::fail_errno("listen");
 
     // Both sockets and SSL objects outlive the two threads: neither end closes while the other may still read.
-    fd_guard client_fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-    fd_guard server_fd;
+    tls_raw_openssl_stream::fd_guard client_fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    tls_raw_openssl_stream::fd_guard server_fd;
     std::atomic<int> server_sock{-1};  // server_fd's descriptor for the failure path on the other thread
-    ssl_guard client_ssl, server_ssl;
-    if (client_fd.fd < 0) fail_errno("socket");
+    tls_raw_openssl_stream::ssl_guard client_ssl, server_ssl;
+    if (client_fd.fd < 0) tls_raw_openssl_stream::fail_errno("socket");
     run_pinned_pair(
         s,
         [&] {
-            if (::connect(client_fd.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail_errno("connect");
-            set_no_delay(client_fd.fd);
+            if (::connect(client_fd.fd, reinterpret_cast<sockaddr*>(&addr),
+                sizeof addr) != 0) tls_raw_openssl_stream::fail_errno("connect");
+            tls_raw_openssl_stream::set_no_delay(client_fd.fd);
             SSL* ssl = open_ssl(contexts.client, client_fd.fd, true, client_ssl);
-            stream_end(ssl, client_fd.fd, run, &run.up, run.both ? &run.down : nullptr, nullptr, nullptr, "client")
+            tls_raw_openssl_stream::stream_end(ssl, client_fd.fd, run, &run.up, run.both ? &run.down : nullptr,
+                nullptr, nullptr, "client")
                 .run();
         },
         [&] {
             server_fd.fd = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
-            if (server_fd.fd < 0) fail_errno("accept");
+            if (server_fd.fd < 0) tls_raw_openssl_stream::fail_errno("accept");
             server_sock.store(server_fd.fd);
-            set_no_delay(server_fd.fd);
+            tls_raw_openssl_stream::set_no_delay(server_fd.fd);
             SSL* ssl = open_ssl(contexts.server, server_fd.fd, false, server_ssl);
             meter.start();
-            stream_end(ssl, server_fd.fd, run, run.both ? &run.down : nullptr, &run.up, &meter,
+            tls_raw_openssl_stream::stream_end(ssl, server_fd.fd, run, run.both ? &run.down : nullptr, &run.up, &meter,
                        run.both ? &run.down : nullptr, "server")
                 .run();
             if (!meter.done()) throw bench_failure("the stream ended before the last phase");

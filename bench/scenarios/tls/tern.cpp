@@ -25,11 +25,13 @@
 
 namespace tern_bench::tern_impl {
 
+namespace tls = tern::tls;
+using namespace tern_bench::tls_bench;
+
+namespace tls_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
-namespace tls = tern::tls;
 using tls_stream = tls::stream<net::tcp_socket>;
-using namespace tern_bench::tls_bench;
 
 // The two contexts of a run, from fresh credentials, configured alike for every stack.
 struct contexts {
@@ -198,11 +200,12 @@ tern::task<void> throughput_client(tern::io_context& ctx, net::endpoint where, c
 }
 
 }  // namespace
+}  // namespace tls_tern
 
 void tls_handshake(session& s) {
     const bool resume = resumption(s);
     const auto concurrent = static_cast<unsigned>(s.param_int("concurrent"));
-    contexts tls_contexts(resume);
+    tls_tern::contexts tls_contexts(resume);
     tern::io_context client_ctx(options_for(s));
     tern::io_context server_ctx(options_for(s));
     announce(s, client_ctx);
@@ -214,11 +217,11 @@ void tls_handshake(session& s) {
         s,
         [&] {
             block_on_trapped(client_ctx,
-                             handshake_client(client_ctx, s, where, tls_contexts.client, resume, concurrent));
+                             tls_tern::handshake_client(client_ctx, s, where, tls_contexts.client, resume, concurrent));
             stopping.store(true);
             server_ctx.post([&acceptor] { acceptor.cancel(); });
         },
-        [&] { block_on_trapped(server_ctx, handshake_server(acceptor, tls_contexts.server, stopping)); },
+        [&] { block_on_trapped(server_ctx, tls_tern::handshake_server(acceptor, tls_contexts.server, stopping)); },
         [&] {
             client_ctx.stop();
             server_ctx.stop();
@@ -228,7 +231,7 @@ void tls_handshake(session& s) {
 void tls_throughput(session& s) {
     const auto size = static_cast<std::size_t>(s.param_int("size"));
     throughput_run run(size, both_ways(s));
-    contexts tls_contexts(false);
+    tls_tern::contexts tls_contexts(false);
     tern::io_context client_ctx(options_for(s));
     tern::io_context server_ctx(options_for(s));
     announce(s, client_ctx);
@@ -237,8 +240,8 @@ void tls_throughput(session& s) {
     const net::endpoint where = listen_loopback(acceptor);
     throughput_meter meter(s, throughput_metric, 1e6);
     run_pinned_pair(
-        s, [&] { client_ctx.block_on(throughput_client(client_ctx, where, tls_contexts.client, run)); },
-        [&] { server_ctx.block_on(throughput_server(acceptor, tls_contexts.server, run, meter)); },
+        s, [&] { client_ctx.block_on(tls_tern::throughput_client(client_ctx, where, tls_contexts.client, run)); },
+        [&] { server_ctx.block_on(tls_tern::throughput_server(acceptor, tls_contexts.server, run, meter)); },
         [&] {
             client_ctx.stop();
             server_ctx.stop();

@@ -14,6 +14,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace udp_asio_callbacks {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 class pingpong_client {
@@ -141,6 +142,7 @@ private:
 };
 
 }  // namespace
+}  // namespace udp_asio_callbacks
 
 void udp_pingpong_callbacks(session& s) {
     announce(s);
@@ -148,8 +150,8 @@ void udp_pingpong_callbacks(session& s) {
     udp_pair pair(ctx);
     payload_pattern pattern(static_cast<std::size_t>(s.param_int("size")));
     latency_meter meter(s);
-    pingpong_server server(pair.b, pattern);
-    pingpong_client client(pair.a, pattern, meter);
+    udp_asio_callbacks::pingpong_server server(pair.b, pattern);
+    udp_asio_callbacks::pingpong_client client(pair.a, pattern, meter);
     meter.start();
     server.start();
     client.start();
@@ -166,8 +168,8 @@ void udp_throughput_callbacks(session& s) {
     datagram_stream stream(static_cast<std::size_t>(s.param_int("size")));
     ops_meter meter(s, "datagrams_per_s");
     std::atomic<bool> stop{false};
-    sender send_side(pair.a, stream, stop);
-    receiver receive_side(pair.b, stream, meter, stop);
+    udp_asio_callbacks::sender send_side(pair.a, stream, stop);
+    udp_asio_callbacks::receiver receive_side(pair.b, stream, meter, stop);
     run_pinned_pair(
         s,
         [&] {

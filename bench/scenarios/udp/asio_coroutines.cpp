@@ -10,6 +10,7 @@
 
 namespace tern_bench::asio_impl {
 
+namespace udp_asio_coroutines {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 asio::awaitable<void> pingpong_client(udp::socket& sock, const payload_pattern& pattern, latency_meter& meter) {
@@ -58,6 +59,7 @@ asio::awaitable<void> receive_until_done(udp::socket& sock, datagram_stream& str
 }
 
 }  // namespace
+}  // namespace udp_asio_coroutines
 
 void udp_pingpong_coroutines(session& s) {
     announce(s);
@@ -67,8 +69,8 @@ void udp_pingpong_coroutines(session& s) {
     latency_meter meter(s);
     bool server_done = false;
     meter.start();
-    asio::co_spawn(ctx, pingpong_server(pair.b, pattern, server_done), rethrow{});
-    asio::co_spawn(ctx, pingpong_client(pair.a, pattern, meter), rethrow{});
+    asio::co_spawn(ctx, udp_asio_coroutines::pingpong_server(pair.b, pattern, server_done), rethrow{});
+    asio::co_spawn(ctx, udp_asio_coroutines::pingpong_client(pair.a, pattern, meter), rethrow{});
     ctx.run();
     if (!meter.done()) throw bench_failure("the loop ran out of work before the last phase ended");
     if (!server_done) throw bench_failure("the server did not see the end of the exchange");
@@ -82,8 +84,8 @@ void udp_throughput_coroutines(session& s) {
     datagram_stream stream(static_cast<std::size_t>(s.param_int("size")));
     ops_meter meter(s, "datagrams_per_s");
     std::atomic<bool> stop{false};
-    asio::co_spawn(sender_ctx, send_until_stopped(pair.a, stream, stop), rethrow{});
-    asio::co_spawn(receiver_ctx, receive_until_done(pair.b, stream, meter, stop), rethrow{});
+    asio::co_spawn(sender_ctx, udp_asio_coroutines::send_until_stopped(pair.a, stream, stop), rethrow{});
+    asio::co_spawn(receiver_ctx, udp_asio_coroutines::receive_until_done(pair.b, stream, meter, stop), rethrow{});
     run_pinned_pair(
         s, [&] { sender_ctx.run(); },
         [&] {

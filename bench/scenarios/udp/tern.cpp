@@ -18,6 +18,7 @@ namespace tern_bench::tern_impl {
 
 namespace net = tern::net;
 
+namespace udp_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 // Two sockets on ctx, bound to loopback and connected to each other.
@@ -112,11 +113,12 @@ tern::task<void> receive_until_done(net::udp_socket& sock, datagram_stream& stre
 }
 
 }  // namespace
+}  // namespace udp_tern
 
 void udp_pingpong(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(pingpong(ctx, s, static_cast<std::size_t>(s.param_int("size"))));
+    ctx.block_on(udp_tern::pingpong(ctx, s, static_cast<std::size_t>(s.param_int("size"))));
 }
 
 void udp_throughput(session& s) {
@@ -126,14 +128,14 @@ void udp_throughput(session& s) {
     announce(s, sender_ctx);
     announce(s, receiver_ctx);
     // Both sockets are made on the sender's loop, then the receiving one moves to its own.
-    auto [sender, receiver] = connected_udp_pair(sender_ctx);
+    auto [sender, receiver] = udp_tern::connected_udp_pair(sender_ctx);
     expect_ok(receiver.move_to(receiver_ctx), "move_to");
     datagram_stream stream(static_cast<std::size_t>(s.param_int("size")));
     ops_meter meter(s, "datagrams_per_s");
     std::atomic<bool> stop{false};
     run_pinned_pair(
-        s, [&] { sender_ctx.block_on(send_until_stopped(sender, stream, stop)); },
-        [&] { receiver_ctx.block_on(receive_until_done(receiver, stream, meter, stop)); },
+        s, [&] { sender_ctx.block_on(udp_tern::send_until_stopped(sender, stream, stop)); },
+        [&] { receiver_ctx.block_on(udp_tern::receive_until_done(receiver, stream, meter, stop)); },
         [&] {
             stop.store(true);
             sender_ctx.stop();

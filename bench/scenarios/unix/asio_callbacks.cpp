@@ -7,11 +7,7 @@
 
 namespace tern_bench::asio_impl {
 
-namespace {
-
 using stream = asio::local::stream_protocol;
-
-}  // namespace
 
 void unix_pingpong_callbacks(session& s) {
     announce(s);

@@ -10,6 +10,7 @@ namespace tern_bench::tern_impl {
 
 namespace net = tern::net;
 
+namespace unix_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 tern::task<void> pingpong(tern::io_context& ctx, session& s, std::size_t size) {
@@ -26,11 +27,12 @@ tern::task<void> pingpong(tern::io_context& ctx, session& s, std::size_t size) {
 }
 
 }  // namespace
+}  // namespace unix_tern
 
 void unix_pingpong(session& s) {
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(pingpong(ctx, s, static_cast<std::size_t>(s.param_int("size"))));
+    ctx.block_on(unix_tern::pingpong(ctx, s, static_cast<std::size_t>(s.param_int("size"))));
 }
 
 }  // namespace tern_bench::tern_impl

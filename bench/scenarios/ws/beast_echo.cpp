@@ -30,13 +30,15 @@
 
 namespace tern_bench::http_impl {
 
-namespace {
-
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+
+namespace ws_beast_echo {  // this file's own (see bench/CMakeLists.txt)
+namespace {
+
 using ws_stream = websocket::stream<tcp::socket>;
 
 void expect_ok(const error_code& ec, const char* what) {
@@ -145,11 +147,12 @@ void count_echo_beast(session& s) {
 }
 
 }  // namespace
+}  // namespace ws_beast_echo
 
 void ws_echo_beast(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("ws/echo runs on one thread (threads=1)");
     s.info("boost", BOOST_LIB_VERSION);
-    if (s.instructions()) return count_echo_beast(s);
+    if (s.instructions()) return ws_beast_echo::count_echo_beast(s);
     asio::io_context ctx(1);
     tcp::acceptor acceptor(ctx, tcp::endpoint(asio::ip::make_address_v4("127.0.0.1"), 0));
     const tcp::endpoint where = acceptor.local_endpoint();
@@ -157,9 +160,9 @@ void ws_echo_beast(session& s) {
 
     const auto conns = static_cast<std::size_t>(s.param_int("conns"));
     const std::string message = ws_bench::make_message(static_cast<std::size_t>(s.param_int("size")));
-    std::vector<std::unique_ptr<connection_pair>> pairs;
+    std::vector<std::unique_ptr<ws_beast_echo::connection_pair>> pairs;
     for (std::size_t i = 0; i < conns; ++i) {
-        auto p = std::make_unique<connection_pair>(ctx);
+        auto p = std::make_unique<ws_beast_echo::connection_pair>(ctx);
         p->client.next_layer().connect(where);
         acceptor.accept(p->server.next_layer());
         p->client.next_layer().set_option(tcp::no_delay(true));
@@ -173,11 +176,11 @@ void ws_echo_beast(session& s) {
     std::size_t shaken = 0;
     for (auto& p : pairs) {
         p->server.async_accept([&shaken](error_code ec) {
-            expect_ok(ec, "server handshake");
+            ws_beast_echo::expect_ok(ec, "server handshake");
             ++shaken;
         });
         p->client.async_handshake(host, "/", [&shaken](error_code ec) {
-            expect_ok(ec, "client handshake");
+            ws_beast_echo::expect_ok(ec, "client handshake");
             ++shaken;
         });
     }
@@ -186,11 +189,11 @@ void ws_echo_beast(session& s) {
     ctx.restart();
 
     request_meter meter(s, "msg_per_s");
-    std::vector<std::unique_ptr<server_connection>> servers;
-    std::vector<std::unique_ptr<client_connection>> clients;
+    std::vector<std::unique_ptr<ws_beast_echo::server_connection>> servers;
+    std::vector<std::unique_ptr<ws_beast_echo::client_connection>> clients;
     for (auto& p : pairs) {
-        servers.push_back(std::make_unique<server_connection>(p->server));
-        clients.push_back(std::make_unique<client_connection>(p->client, message, meter));
+        servers.push_back(std::make_unique<ws_beast_echo::server_connection>(p->server));
+        clients.push_back(std::make_unique<ws_beast_echo::client_connection>(p->client, message, meter));
     }
     meter.start();
     for (std::size_t i = 0; i < conns; ++i) {

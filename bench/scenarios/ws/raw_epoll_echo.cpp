@@ -32,6 +32,7 @@
 
 namespace tern_bench::raw_impl {
 
+namespace ws_raw_epoll_echo {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
 constexpr unsigned char fin_binary = 0x82;
@@ -308,11 +309,13 @@ void count_echo(session& s) {
 }
 
 }  // namespace
+}  // namespace ws_raw_epoll_echo
 
 void ws_echo_epoll(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("ws/echo runs on one thread (threads=1)");
-    if (s.instructions()) return count_echo(s);
-    echo_loop loop(s, static_cast<std::size_t>(s.param_int("conns")), static_cast<std::size_t>(s.param_int("size")));
+    if (s.instructions()) return ws_raw_epoll_echo::count_echo(s);
+    ws_raw_epoll_echo::echo_loop loop(s, static_cast<std::size_t>(s.param_int("conns")),
+        static_cast<std::size_t>(s.param_int("size")));
     loop.run();
 }
 

@@ -27,9 +27,11 @@
 
 namespace tern_bench::tern_impl {
 
+namespace ws = tern::ws;
+
+namespace ws_tern {  // this file's own (see bench/CMakeLists.txt)
 namespace {
 
-namespace ws = tern::ws;
 using ws_tcp = ws::stream<net::tcp_socket>;
 
 struct echo_run {
@@ -138,12 +140,13 @@ tern::task<void> count_echo(tern::io_context& ctx, session& s) {
 }
 
 }  // namespace
+}  // namespace ws_tern
 
 void ws_echo(session& s) {
     if (s.param_int("threads") != 1) throw bench_failure("ws/echo runs on one thread (threads=1)");
     tern::io_context ctx(options_for(s));
     announce(s, ctx);
-    ctx.block_on(s.instructions() ? count_echo(ctx, s) : run_echo(ctx, s));
+    ctx.block_on(s.instructions() ? ws_tern::count_echo(ctx, s) : ws_tern::run_echo(ctx, s));
 }
 
 }  // namespace tern_bench::tern_impl
