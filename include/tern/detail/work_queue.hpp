@@ -146,6 +146,20 @@ class remote_inbox {
   // to the next look, and the look before a sleep comes after a seq_cst fence (io_context::poll_io).
   bool maybe_nonempty() const noexcept { return head_.load(std::memory_order_relaxed) != nullptr; }
 
+  // Loop thread only: takes everything posted so far, as a chain linked oldest first through next (null if none).
+  work_item* take_all() noexcept {
+    if (!maybe_nonempty()) return nullptr;
+    work_item* list = head_.exchange(nullptr, std::memory_order_acquire);
+    work_item* prev = nullptr;
+    while (list != nullptr) {
+      work_item* next = list->next;
+      list->next = prev;
+      prev = list;
+      list = next;
+    }
+    return prev;
+  }
+
   // Loop thread only: moves everything posted so far to q, oldest first; returns how many items that was.
   std::size_t drain_into(work_queue& q) noexcept {
     if (!maybe_nonempty()) return 0;
