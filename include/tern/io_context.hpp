@@ -171,7 +171,17 @@ class io_context {
   template <class F>
   void post(F&& f) {
     using D = std::decay_t<F>;
-    if constexpr (fits_handler_block<D>) {
+    if constexpr (detail::fits_run_slot<D>) {
+      // The fastest path: a small trivially copyable handler posted from the loop's own thread goes into its run
+      // queue slot itself (detail/run_ring.hpp), no block.
+      if (running_here()) [[likely]] {
+        run_queue_.push_handler<D>(f);
+        ++posts_local_;
+        return;
+      }
+      post_small_slow<D>(f);  // by value: f is two registers, never spilled to be referred to
+      return;
+    } else if constexpr (fits_handler_block<D>) {
       // Fast path, kept small enough to inline: a post from the loop's own thread with a free block at hand.
       if (handler_blocks_.load(std::memory_order_relaxed) != nullptr && running_here()) [[likely]] {
         handler_block* b = handler_blocks_.load(std::memory_order_relaxed);
@@ -182,6 +192,12 @@ class io_context {
       }
     }
     post_slow(std::forward<F>(f));
+  }
+
+  // post() of a handler that fits a run queue slot, from another thread (or from the loop's while it is destroyed).
+  template <class D>
+  [[gnu::noinline]] void post_small_slow(D f) {
+    post_slow(std::move(f));
   }
 
   // post() without a free block at hand, or from another thread.
