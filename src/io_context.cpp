@@ -30,6 +30,16 @@ io_context* io_context::current() noexcept { return current_; }
 #endif
 
 namespace detail {
+void run_work_item(std::uintptr_t item, std::uintptr_t) {
+  auto* w = reinterpret_cast<work_item*>(item);
+  w->run(w);
+}
+void resume_handle(std::uintptr_t frame, std::uintptr_t) {
+  std::coroutine_handle<>::from_address(reinterpret_cast<void*>(frame)).resume();
+}
+}  // namespace detail
+
+namespace detail {
 namespace {
 // Relaxed: the counter only has to hand out distinct numbers; nothing is published through it.
 std::atomic<std::uint64_t> next_thread_serial{1};
@@ -173,7 +183,7 @@ io_context::~io_context() {
   // 2. Nothing the kernel may still write goes before the kernel is done with it: cancel and reap what is in flight
   //    (the completions land on the run queue, resumptions that are dropped unread).
   if (!io_shut_down_) shutdown_io();
-  run_queue_ = detail::work_queue{};
+  run_queue_.clear();
   // 3. Destroy every spawned task still suspended, in teardown mode (teardown_owner): their destructors close
   //    sockets, disarm timers, post handlers and spawn tasks, and whatever they queue that owns itself is kept to
   //    be discarded in 4; resumptions that may point into the frames being destroyed are dropped unread.
@@ -183,7 +193,7 @@ io_context::~io_context() {
   // 4. The handlers queued meanwhile (by the destructors above, or by other threads), and what their own discards
   //    queue, until nothing is left.
   discard_teardown_items();
-  run_queue_ = detail::work_queue{};
+  run_queue_.clear();
   handler_blocks_.store(nullptr, std::memory_order_relaxed);
   publish_returned();
   for (returned_block* b = returned_.exchange(nullptr, std::memory_order_acquire); b != nullptr;) {
@@ -299,9 +309,25 @@ void io_context::reclaim_returned() noexcept {
 
 void io_context::discard_queued() noexcept {
   drain_inbox();
-  while (detail::work_item* w = next_ready()) {
+  detail::run_slot s;
+  while (next_ready(s)) {
+    // Only a work item can own something (detail/run_ring.hpp): a handler in a slot is trivially destructible, and
+    // a resumption is forgotten.
+    if (s.run != &detail::run_work_item) continue;
+    auto* w = reinterpret_cast<detail::work_item*>(s.a);
     if (w->discard != nullptr) w->discard(w);
   }
+}
+
+void io_context::drain_inbox_slow() noexcept {
+  std::size_t n = 0;
+  for (detail::work_item* w = inbox_.take_all(); w != nullptr;) {
+    detail::work_item* next = w->next;
+    run_queue_.push_item(w);
+    w = next;
+    ++n;
+  }
+  counters_.posts_remote.add(n);
 }
 
 bool io_context::has_work() const noexcept {
@@ -369,9 +395,9 @@ std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word, c
     counters_.turns.add();
     if ((++turn_ & (lag_sample_turns - 1)) == 0) sample_lag();
     std::size_t ran = 0;
+    detail::run_slot item;
     while (ran < batch_limit) {
-      detail::work_item* item = next_ready();
-      if (item == nullptr) break;
+      if (!next_ready(item)) break;
       ++ran;
       run_item(item);
       if (attention_.load(std::memory_order_relaxed) != 0 && attend()) [[unlikely]] break;
@@ -392,8 +418,9 @@ std::size_t io_context::run_one() {
   scope s(this);
   while (!stopped()) {
     drain_inbox();
-    if (detail::work_item* w = next_ready()) {
-      run_item(w);
+    detail::run_slot s;
+    if (next_ready(s)) {
+      run_item(s);
       counters_.items_run.add();
       return 1;
     }
@@ -409,17 +436,24 @@ std::size_t io_context::poll() {
   scope s(this);
   poll_io(false);
   drain_inbox();
-  // Only what is ready now: items queued by these handlers wait for the next call.
-  detail::work_queue ready = std::exchange(run_queue_, detail::work_queue{});
-  while (detail::work_item* w = pop_shared()) ready.push_back(w);
+  // Only what is ready now: items queued by these handlers wait for the next call. Pinned work first, then
+  // shareable; a stop leaves the rest queued where it was.
+  std::size_t pinned = run_queue_.size();
+  std::size_t shared = shared_count_;
   std::size_t n = 0;
-  while (detail::work_item* w = ready.pop_front()) {
-    ++n;
-    run_item(w);
-    if (stopped()) {
-      while (detail::work_item* rest = ready.pop_front()) run_queue_.push_back(rest);
+  detail::run_slot item;
+  while (!stopped()) {
+    if (pinned != 0 && !run_queue_.empty()) {
+      --pinned;
+      item = run_queue_.pop();
+    } else if (shared != 0 && pop_shared(item)) {
+      pinned = 0;
+      --shared;
+    } else {
       break;
     }
+    ++n;
+    run_item(item);
   }
   counters_.items_run.add(n);
   return n;
@@ -655,7 +689,7 @@ bool io_context::start(detail::io_op& op) noexcept {
     }
     inline_used_ = 0;
     attention_.fetch_or(attend_poll, std::memory_order_relaxed);
-    run_queue_.push_back(&op);
+    run_queue_.push_item(&op);
     return false;
   }
   op.st = detail::io_op::state::pending;
@@ -669,7 +703,7 @@ void io_context::complete(detail::io_op& op) noexcept {
   op.st = op.st == detail::io_op::state::cancelling ? detail::io_op::state::cancelled : detail::io_op::state::done;
   counters_.ops_completed[static_cast<std::size_t>(op.code)].add();
   --pending_ops_;
-  run_queue_.push_back(&op);
+  run_queue_.push_item(&op);
   if (d == nullptr) return;
   d->unlink(&op);
   if (d->closing && !d->has_pending()) free_descriptor(d);
@@ -691,7 +725,7 @@ void io_context::end_multishot(detail::descriptor* d) noexcept {
     d->lingering = false;
     --pending_ops_;
     if (lingering_ == nullptr) {
-      while (detail::work_item* w = closes_waiters_.pop_front()) run_queue_.push_back(w);
+      while (detail::work_item* w = closes_waiters_.pop_front()) run_queue_.push_item(w);
     }
   }
   if (d->closing && !d->has_pending()) free_descriptor(d);
@@ -984,7 +1018,7 @@ void io_context::sample_lag() noexcept {
   if (lag_probe_queued_ || ready_empty()) return;  // an idle loop has no lag to measure
   lag_probe_queued_ = true;
   lag_probe_.queued_ns = deadline_now_ns();
-  run_queue_.push_back(&lag_probe_);
+  run_queue_.push_item(&lag_probe_);
 }
 
 void io_context::lag_probe_ran(detail::work_item* w) noexcept {

@@ -1,16 +1,19 @@
 // Internal structures whose layout was bent to save the bytes an idle connection holds (docs/design.md, "What waits
 // in an idle connection is sized to its chunk"): the descriptor's list of pending operations, which has no tail
 // pointer (the head's prev_pending is the last operation), the close item that finds its descriptor by offset, and
-// the frame pool, whose size classes follow malloc's chunks and whose totals are kept as blocks come and go. No
-// loop and no kernel: these are data structures, tested as such.
+// the frame pool, whose size classes follow malloc's chunks and whose totals are kept as blocks come and go; and the
+// loop's run queue, a ring of slots that wraps and grows. No loop and no kernel: these are data structures, tested
+// as such.
 #include <gtest/gtest.h>
 
+#include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "tern/detail/frame_pool.hpp"
 #include "tern/detail/io_op.hpp"
+#include "tern/detail/run_ring.hpp"
 
 namespace {
 
@@ -133,6 +136,120 @@ TEST(frame_pool_usage, follows_blocks_taken_freed_and_adopted) {
   frame_pool::usage(in_use, cached);
   EXPECT_EQ(in_use, in_use0);
   EXPECT_EQ(cached, cached_before + 2);
+}
+
+// ---- the loop's run queue (detail/run_ring.hpp) ----
+
+using tern::detail::run_ring;
+using tern::detail::run_slot;
+using tern::detail::work_item;
+
+// A handler that fits a slot (two words, trivially copyable): it records its value.
+struct record {
+  std::vector<int>* out;
+  int value;
+  void operator()() const { out->push_back(value); }
+};
+static_assert(tern::detail::fits_run_slot<record>);
+
+// A work item that records its value when run.
+struct recording_item : work_item {
+  std::vector<int>* out = nullptr;
+  int value = 0;
+  recording_item() { run = &ran; }
+  static void ran(work_item* w) {
+    auto* self = static_cast<recording_item*>(w);
+    self->out->push_back(self->value);
+  }
+};
+
+void run_one(run_ring& q) {
+  ASSERT_FALSE(q.empty());
+  const run_slot s = q.pop();
+  s.run(s.a, s.b);
+}
+
+// Pushes and pops in uneven waves, so that the write position wraps past the end many times, and the ring fills up
+// and grows while it is wrapped (the queued slots then lie in two pieces); handlers in slots and work items are
+// mixed, and everything comes out once, in the order it went in.
+TEST(run_ring, keeps_the_order_through_wraps_and_growth) {
+  run_ring q;
+  std::vector<int> out;
+  std::vector<recording_item> items(100000);
+  int next = 0;
+  int expected_next = 0;
+  std::size_t queued = 0;
+  for (int wave = 0; wave < 60; ++wave) {
+    const int pushes = 37 + (wave * 53) % 301;  // up to 337: more than the 128 slots a ring starts with
+    for (int i = 0; i < pushes; ++i, ++next) {
+      if (next % 3 == 0) {
+        items[next].out = &out;
+        items[next].value = next;
+        q.push_item(&items[next]);
+      } else {
+        q.push_handler(record{&out, next});
+      }
+    }
+    queued += static_cast<std::size_t>(pushes);
+    ASSERT_EQ(q.size(), queued);
+    const int pops = wave % 4 == 3 ? static_cast<int>(queued) : pushes - 20 + (wave * 7) % 41;
+    for (int i = 0; i < pops && !q.empty(); ++i, --queued) run_one(q);
+    ASSERT_EQ(q.size(), queued);
+    for (; expected_next < static_cast<int>(out.size()); ++expected_next) {
+      ASSERT_EQ(out[expected_next], expected_next) << "wave " << wave;
+    }
+  }
+  while (!q.empty()) run_one(q);
+  EXPECT_EQ(out.size(), static_cast<std::size_t>(next));
+  for (int i = 0; i < next; ++i) ASSERT_EQ(out[i], i);
+}
+
+// remove() takes one work item out from anywhere, the wrap included, and the rest keep their order; pushes after it
+// neither overwrite a queued slot nor lose one (the free stretch a push checks against is reset).
+TEST(run_ring, remove_keeps_the_order_of_the_rest_across_the_wrap) {
+  for (int start : {0, 60, 88, 100, 127}) {
+    for (int victim : {0, 10, 20, 27, 28, 29, 39}) {
+      run_ring q;
+      std::vector<int> out;
+      std::vector<recording_item> items(400);
+      for (int i = 0; i < start; ++i) q.push_handler(record{&out, -1});
+      while (!q.empty()) run_one(q);  // the read and write positions now stand at start
+      out.clear();
+      for (int i = 0; i < 40; ++i) {  // from start = 100 on, these wrap past the end
+        items[i].out = &out;
+        items[i].value = i;
+        q.push_item(&items[i]);
+      }
+      EXPECT_TRUE(q.remove(&items[victim]));
+      EXPECT_FALSE(q.remove(&items[victim])) << "removed twice";
+      EXPECT_EQ(q.size(), 39u);
+      for (int i = 40; i < 400; ++i) {  // past the ring's size: it grows while wrapped
+        items[i].out = &out;
+        items[i].value = i;
+        q.push_item(&items[i]);
+      }
+      while (!q.empty()) run_one(q);
+      std::vector<int> expected;
+      for (int i = 0; i < 400; ++i) {
+        if (i != victim) expected.push_back(i);
+      }
+      EXPECT_EQ(out, expected) << "start " << start << ", victim " << victim;
+    }
+  }
+}
+
+// What a teardown goes by: only a work item's slot runs run_work_item; a handler's and a resumption's never do.
+TEST(run_ring, only_work_items_are_queued_as_work_items) {
+  run_ring q;
+  std::vector<int> out;
+  recording_item item;
+  q.push_item(&item);
+  q.push_handler(record{&out, 1});
+  q.push_handle(std::noop_coroutine());
+  EXPECT_EQ(q.pop().run, &tern::detail::run_work_item);
+  EXPECT_NE(q.pop().run, &tern::detail::run_work_item);
+  EXPECT_EQ(q.pop().run, &tern::detail::resume_handle);
+  EXPECT_TRUE(q.empty());
 }
 
 }  // namespace

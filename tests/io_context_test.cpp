@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -423,6 +425,57 @@ TEST_P(io_context_test, yield_lets_posted_handlers_run) {
     trace.push_back("after");
   }(ctx, trace));
   EXPECT_EQ(trace, (std::vector<std::string>{"before", "posted", "after"}));
+}
+
+// The run queue keeps three kinds of entry in one ring: a small handler's bytes, a handler's block (this one owns
+// memory, so it is not trivially copyable) and a coroutine's handle. Several coroutines each post one of
+// both kinds and yield, for long enough that the ring wraps and grows; everything runs in the one order it was
+// queued in, which the test works out with a plain queue of the same events.
+TEST_P(io_context_test, handlers_in_slots_in_blocks_and_resumptions_keep_one_order) {
+  constexpr int workers = 60;  // 180 entries queued at once at the peak: the ring wraps, and grows past 128
+  constexpr int rounds = 50;
+  std::vector<std::string> trace;
+  auto worker = [](tern::io_context& ctx, int w, std::vector<std::string>& trace) -> tern::task<void> {
+    for (int i = 0; i < rounds; ++i) {
+      ctx.post([&trace, w] { trace.push_back("s" + std::to_string(w)); });  // two words: in the slot
+      ctx.post([&trace, owned = std::make_unique<int>(w)] { trace.push_back("b" + std::to_string(*owned)); });
+      co_await tern::yield();
+      trace.push_back("r" + std::to_string(w));
+    }
+  };
+  for (int w = 0; w < workers; ++w) tern::spawn(ctx, worker(ctx, w, trace)).detach();
+  EXPECT_TRUE(run_context_bounded(ctx));
+
+  // The model: a FIFO of events; a worker's step (its start or a resumption) queues its next three.
+  struct event {
+    char kind;  // 'g': a worker's step, 's'/'b': its handlers
+    int w;
+    int round;
+  };
+  std::vector<std::string> expected;
+  std::deque<event> q;
+  for (int w = 0; w < workers; ++w) q.push_back({'g', w, 0});
+  while (!q.empty()) {
+    const event e = q.front();
+    q.pop_front();
+    if (e.kind != 'g') {
+      expected.push_back(e.kind + std::to_string(e.w));
+      continue;
+    }
+    if (e.round > 0) expected.push_back("r" + std::to_string(e.w));
+    if (e.round < rounds) {
+      q.push_back({'s', e.w, e.round});
+      q.push_back({'b', e.w, e.round});
+      q.push_back({'g', e.w, e.round + 1});
+    }
+  }
+  ASSERT_EQ(trace.size(), expected.size());
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    if (trace[i] != expected[i]) {
+      ADD_FAILURE() << "entry " << i << " is " << trace[i] << ", queued as " << expected[i];
+      break;
+    }
+  }
 }
 
 TEST_P(io_context_test, run_returns_when_out_of_work) {

@@ -46,6 +46,7 @@
 #include "tern/detail/line_pool.hpp"
 #include "tern/detail/loop_counters.hpp"
 #include "tern/detail/posted.hpp"
+#include "tern/detail/run_ring.hpp"
 #include "tern/detail/share_group.hpp"
 #include "tern/detail/thread_identity.hpp"
 #include "tern/detail/timer_wheel.hpp"
@@ -170,17 +171,33 @@ class io_context {
   template <class F>
   void post(F&& f) {
     using D = std::decay_t<F>;
-    if constexpr (fits_handler_block<D>) {
+    if constexpr (detail::fits_run_slot<D>) {
+      // The fastest path: a small trivially copyable handler posted from the loop's own thread goes into its run
+      // queue slot itself (detail/run_ring.hpp), no block.
+      if (running_here()) [[likely]] {
+        run_queue_.push_handler<D>(f);
+        ++posts_local_;
+        return;
+      }
+      post_small_slow<D>(f);  // by value: f is two registers, never spilled to be referred to
+      return;
+    } else if constexpr (fits_handler_block<D>) {
       // Fast path, kept small enough to inline: a post from the loop's own thread with a free block at hand.
       if (handler_blocks_.load(std::memory_order_relaxed) != nullptr && running_here()) [[likely]] {
         handler_block* b = handler_blocks_.load(std::memory_order_relaxed);
         handler_blocks_.store(b->next, std::memory_order_relaxed);
-        run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
+        run_queue_.push_item(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
         ++posts_local_;
         return;
       }
     }
     post_slow(std::forward<F>(f));
+  }
+
+  // post() of a handler that fits a run queue slot, from another thread (or from the loop's while it is destroyed).
+  template <class D>
+  [[gnu::noinline]] void post_small_slow(D f) {
+    post_slow(std::move(f));
   }
 
   // post() without a free block at hand, or from another thread.
@@ -190,7 +207,7 @@ class io_context {
     if constexpr (fits_handler_block<D>) {
       if (running_here()) {
         if (void* b = grow_handler_blocks()) {
-          run_queue_.push_back(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
+          run_queue_.push_item(::new (b) detail::posted_here<D>(std::forward<F>(f), this));
           ++posts_local_;
           return;
         }
@@ -321,11 +338,13 @@ class io_context {
   static constexpr std::chrono::seconds teardown_wait{1};
 
   // Queues w on the local run queue (loop thread only).
-  void schedule(detail::work_item* w) noexcept { run_queue_.push_back(w); }
+  void schedule(detail::work_item* w) noexcept { run_queue_.push_item(w); }
+  // Queues the resumption of h on the local run queue (loop thread only): the handle alone, in its slot.
+  void schedule_handle(std::coroutine_handle<> h) noexcept { run_queue_.push_handle(h); }
   // Queues w from any thread.
   void enqueue(detail::work_item* w) noexcept {
     if (running_here()) {
-      run_queue_.push_back(w);
+      run_queue_.push_item(w);
     } else {
       enqueue_remote(w);
     }
@@ -510,12 +529,16 @@ class io_context {
   // poll due); submits the waiting submissions once the first has waited submit_within.
   bool attend() noexcept;
   // Runs one queued item with a fresh inline allowance.
-  void run_item(detail::work_item* w) {
+  void run_item(const detail::run_slot& s) {
     inline_used_ = 0;
-    w->run(w);  // counted in items_run by the caller, once per batch: a bump per item cost dispatch/post 1.5%
+    s.run(s.a, s.b);  // counted in items_run by the caller, once per batch: a bump per item cost dispatch/post 1.5%
   }
   // Moves what other threads queued into the run queue, counting it.
-  void drain_inbox() noexcept { counters_.posts_remote.add(inbox_.drain_into(run_queue_)); }
+  void drain_inbox() noexcept {
+    if (!inbox_.maybe_nonempty()) return;
+    drain_inbox_slow();
+  }
+  void drain_inbox_slow() noexcept;
   // Loop lag sampling: one turn in lag_sample_turns that starts with work queued puts the probe at the back of
   // the run queue with the time; its run records how long it waited (metrics::lag_histogram).
   static constexpr std::uint64_t lag_sample_turns = 64;
@@ -531,24 +554,31 @@ class io_context {
   // starve the shareable queue. The streak is kept only while shareable work waits: a loop without it (every loop
   // outside a runtime) pays one test.
   static constexpr unsigned shared_every = 4;
-  detail::work_item* next_ready() noexcept {
-    if (shared_count_ == 0) [[likely]] return run_queue_.pop_front_prefetch();
-    return next_ready_shared();
-  }
-  detail::work_item* next_ready_shared() noexcept {
-    if (pinned_streak_ >= shared_every) {
-      pinned_streak_ = 0;
-      return pop_shared();
+  // Sets s to the next item to run; false if there is none.
+  bool next_ready(detail::run_slot& s) noexcept {
+    if (shared_count_ == 0) [[likely]] {
+      if (run_queue_.empty()) return false;
+      s = run_queue_.pop();
+      return true;
     }
-    detail::work_item* w = run_queue_.pop_front_prefetch();
-    if (w != nullptr) {
+    return next_ready_shared(s);
+  }
+  bool next_ready_shared(detail::run_slot& s) noexcept {
+    if (pinned_streak_ < shared_every && !run_queue_.empty()) {
+      s = run_queue_.pop();
       ++pinned_streak_;
-      return w;
+      return true;
     }
     pinned_streak_ = 0;
-    return pop_shared();
+    return pop_shared(s);
   }
   detail::work_item* pop_shared() noexcept;
+  bool pop_shared(detail::run_slot& s) noexcept {
+    detail::work_item* w = pop_shared();
+    if (w == nullptr) return false;
+    s = {&detail::run_work_item, reinterpret_cast<std::uintptr_t>(w), 0};
+    return true;
+  }
   // Runs once per turn in a runtime: publishes this loop's load, then gives work to an idle peer, or (every few
   // turns, with plenty queued) to a peer with far less.
   void balance() noexcept;
@@ -601,7 +631,7 @@ class io_context {
   void* grow_handler_blocks();
 
   // The fields every item touches come first, in one cache line.
-  detail::work_queue run_queue_;
+  detail::run_ring run_queue_;
   // thread_identity() of the thread inside run, or 0. Written by that thread only; other threads read it to learn
   // that they are not that thread, which any value they can see tells them.
   std::atomic<std::uintptr_t> owner_{0};

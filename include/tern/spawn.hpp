@@ -51,7 +51,9 @@ class spawn_state final : public root_hook, public spawn_step {
 
   // Queues the task's first step on ctx. Any thread: the state joins ctx's list of spawned tasks only when that
   // first step runs, on ctx's own thread. shareable: an idle worker of ctx's runtime may take the first step over.
-  static spawn_state* create(io_context& ctx, handle_type h, bool shareable = false) {
+  // Always inline: spawn(task) is this and a check or two, and clang 16 stopped inlining it once the run queue's
+  // push held a call to its rare path (coroutine/spawn's probe: 21 instructions more per spawn).
+  [[gnu::always_inline]] static spawn_state* create(io_context& ctx, handle_type h, bool shareable = false) {
     spawn_state* s = make(ctx, h, shareable);
     s->start(ctx, shareable);
     return s;

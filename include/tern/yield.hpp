@@ -1,7 +1,8 @@
 // tern/yield.hpp
 //
-// co_await tern::yield(): lets every other ready coroutine of the loop run, then continues. The awaiter is its own
-// queue node, so a switch costs a queue push and pop, no allocation.
+// co_await tern::yield(): lets every other ready coroutine of the loop run, then continues. The run queue's slot
+// holds the coroutine's handle itself (detail/run_ring.hpp), so a switch costs a slot's push and pop, no node and
+// no allocation.
 #pragma once
 
 #include <coroutine>
@@ -12,14 +13,10 @@
 namespace tern {
 
 namespace detail {
-// Its fields are written only when it suspends (prepare, then the push writes next).
-struct [[nodiscard]] yield_awaiter : resume_item {
-  yield_awaiter() noexcept : resume_item(unset_t{}) {}
+// Stateless: the handle goes straight into the run queue's slot.
+struct [[nodiscard]] yield_awaiter {
   bool await_ready() const noexcept { return false; }
-  void await_suspend(std::coroutine_handle<> h) noexcept {
-    prepare(h);
-    io_context::current()->schedule(this);
-  }
+  void await_suspend(std::coroutine_handle<> h) noexcept { io_context::current()->schedule_handle(h); }
   void await_resume() const noexcept {}
 };
 }  // namespace detail

@@ -2,10 +2,12 @@
 //
 // The loop's units of work and the two queues that hold them.
 //
-// A work_item is an intrusive node with a function pointer: coroutine resumptions, I/O completions, timer expiries
-// and posted handlers all derive from it, so queueing never allocates and running an item is one indirect call.
+// A work_item is an intrusive node with a function pointer: I/O completions, timer expiries, spawned tasks' steps and
+// posted handlers in blocks derive from it, so queueing never allocates. The loop's run queue itself is a ring of
+// slots (detail/run_ring.hpp), where a work item is one kind of entry, next to handles and small handlers.
 //
-// - work_queue: the loop-local FIFO (single thread, no atomics).
+// - work_queue: a loop-local FIFO (single thread, no atomics): the shareable work, closes_settled's waiters, what a
+//   teardown keeps to discard.
 // - remote_inbox: posts from other threads. Producers push onto a lock-free LIFO list with one CAS; the loop takes
 //   the whole list with one exchange and reverses it to restore FIFO order. Taking everything at once means the
 //   consumer never contends with producers node by node, and there is no ABA problem because nodes are never popped
@@ -145,6 +147,20 @@ class remote_inbox {
   // Loop thread only: a cheap check before paying for the exchange. relaxed: a stale null only delays the item
   // to the next look, and the look before a sleep comes after a seq_cst fence (io_context::poll_io).
   bool maybe_nonempty() const noexcept { return head_.load(std::memory_order_relaxed) != nullptr; }
+
+  // Loop thread only: takes everything posted so far, as a chain linked oldest first through next (null if none).
+  work_item* take_all() noexcept {
+    if (!maybe_nonempty()) return nullptr;
+    work_item* list = head_.exchange(nullptr, std::memory_order_acquire);
+    work_item* prev = nullptr;
+    while (list != nullptr) {
+      work_item* next = list->next;
+      list->next = prev;
+      prev = list;
+      list = next;
+    }
+    return prev;
+  }
 
   // Loop thread only: moves everything posted so far to q, oldest first; returns how many items that was.
   std::size_t drain_into(work_queue& q) noexcept {
