@@ -736,8 +736,8 @@ void connection_state::drain_gate() noexcept {
   }
 }
 
-void connection_state::check_drained() noexcept {
-  if (drain_waiter == nullptr || !ready_to_hold(drain_waiter)) return;
+void connection_state::wake_drained() noexcept {
+  if (!ready_to_hold(drain_waiter)) return;
   exclusive_wait* w = std::exchange(drain_waiter, nullptr);
   w->draining = false;
   w->done = true;
@@ -746,10 +746,10 @@ void connection_state::check_drained() noexcept {
 
 // ---- query_op ----
 
-query_op::~query_op() {
+void query_op::release() noexcept {
   if (s_ != nullptr && phase_ != phase::idle && phase_ != phase::done) s_->forget_op(this);
   dispose(res_);
-  if (pending_row_ != nullptr) PQclear(pending_row_);
+  if (pending_row_ != nullptr) PQclear(std::exchange(pending_row_, nullptr));
 }
 
 bool query_op::await_ready() {
@@ -788,6 +788,5 @@ void query_op::cancel() noexcept {
 
 io_context& query_op::context() const noexcept { return *s_->ctx; }
 
-result_source query_op::take_result() noexcept { return std::exchange(res_, {}); }
 
 }  // namespace tern::pg::detail

@@ -296,7 +296,11 @@ struct connection_state {
   bool ready_to_hold(const exclusive_wait* w) const noexcept {
     return w->drain ? drained() : cancels_in_flight == 0;
   }
-  void check_drained() noexcept;
+  // Inline: nobody waits for the pipeline to empty after nearly every result.
+  void check_drained() noexcept {
+    if (drain_waiter != nullptr) wake_drained();
+  }
+  void wake_drained() noexcept;
 
   // Notifications.
   void take_notifications() noexcept;
