@@ -567,10 +567,17 @@ const result_block* copy_out(PGresult* r) noexcept {
 }  // namespace
 
 result_source adopt(pg_result* r) noexcept {
-  result_source s;
-  if (r == nullptr) return s;
+  if (r == nullptr) return {};
   const ExecStatusType st = PQresultStatus(r);
-  if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) s.block = copy_out(r);
+  if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) return adopt_successful(r);
+  result_source s;
+  s.pg = r;
+  return s;
+}
+
+result_source adopt_successful(pg_result* r) noexcept {
+  result_source s;
+  s.block = copy_out(r);
   if (s.block != nullptr) {
     PQclear(r);
   } else {

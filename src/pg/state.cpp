@@ -350,10 +350,15 @@ void connection_state::on_result(slot& h, PGresult* r) noexcept {
       return;
     case PGRES_TUPLES_OK:
     case PGRES_COMMAND_OK:
-    case PGRES_EMPTY_QUERY:
-      // Copied out and freed now (when small): libpq's next result then reuses its memory (result.cpp).
+      // Copied out and freed now (when small): libpq's next result then reuses its memory (result.cpp). Its
+      // status is read once, here.
       dispose(h.res);
-      h.res = adopt(r);
+      h.res = adopt_successful(r);
+      if (h.out == outcome::none) h.out = outcome::ok;
+      return;
+    case PGRES_EMPTY_QUERY:
+      dispose(h.res);
+      h.res.pg = r;
       if (h.out == outcome::none) h.out = outcome::ok;
       return;
     case PGRES_PIPELINE_ABORTED:
