@@ -306,8 +306,9 @@ struct connection_state {
   void take_notifications() noexcept;
 
  private:
-  void on_result(slot& h, PGresult* r) noexcept;
-  void finish_slot(slot& h) noexcept;
+  // Inlined into process_input, their one caller: two calls, and the registers each saved, less per result.
+  [[gnu::always_inline]] inline void on_result(slot& h, PGresult* r) noexcept;
+  [[gnu::always_inline]] inline void finish_slot(slot& h) noexcept;
   void end_batch() noexcept;
   void resend_alone(query_op* op) noexcept;
   void on_new_head() noexcept;
