@@ -157,41 +157,51 @@ prepared_entry* connection_state::prepared_for(const query_op* op) {
   return entries.back().get();
 }
 
+int connection_state::send_prepared(query_op* op) {
+  const request& r = op->req_;
+  const param_list& p = r.params;
+  const std::size_t before = prepared[r.stmt->id()].size();
+  prepared_entry* e = prepared_for(op);
+  const bool fresh = prepared[r.stmt->id()].size() != before;
+  if (fresh) {
+    if (PQsendPrepare(pg, e->name.c_str(), r.sql, p.count, p.types) == 0) {
+      std::erase_if(prepared[r.stmt->id()], [e](const auto& x) { return x.get() == e; });
+      op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
+                                               : make_error_code(error::bad_response);
+      op->res_.pg = connection_report(pg);
+      return -1;
+    }
+    slot prepare;
+    prepare.op = op;
+    prepare.kind = slot_kind::prepare;
+    prepare.prepared = e;
+    slots.push_back(prepare);
+  }
+  return PQsendQueryPrepared(pg, e->name.c_str(), p.count, p.values, p.lengths, p.formats, static_cast<int>(r.results));
+}
+
+void connection_state::send_failed(query_op* op) noexcept {
+  // A Parse queued by send_prepared stays queued: its slot goes on, without this query.
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].op == op) slots[i].op = nullptr;
+  }
+  op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
+                                           : make_error_code(error::bad_response);
+  op->res_.pg = connection_report(pg);
+}
+
 bool connection_state::send(query_op* op) {
   const request& r = op->req_;
   const param_list& p = r.params;
-  const int fmt = static_cast<int>(r.results);
   int sent;
   if (r.stmt != nullptr) {
-    const std::size_t before = prepared[r.stmt->id()].size();
-    prepared_entry* e = prepared_for(op);
-    const bool fresh = prepared[r.stmt->id()].size() != before;
-    if (fresh) {
-      if (PQsendPrepare(pg, e->name.c_str(), r.sql, p.count, p.types) == 0) {
-        std::erase_if(prepared[r.stmt->id()], [e](const auto& x) { return x.get() == e; });
-        op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
-                                                 : make_error_code(error::bad_response);
-        op->res_.pg = connection_report(pg);
-        return false;
-      }
-      slot prepare;
-      prepare.op = op;
-      prepare.kind = slot_kind::prepare;
-      prepare.prepared = e;
-      slots.push_back(prepare);
-    }
-    sent = PQsendQueryPrepared(pg, e->name.c_str(), p.count, p.values, p.lengths, p.formats, fmt);
+    sent = send_prepared(op);
+    if (sent < 0) return false;
   } else {
-    sent = PQsendQueryParams(pg, r.sql, p.count, p.types, p.values, p.lengths, p.formats, fmt);
+    sent = PQsendQueryParams(pg, r.sql, p.count, p.types, p.values, p.lengths, p.formats, static_cast<int>(r.results));
   }
   if (sent == 0) {
-    // A Parse queued above stays queued: its slot goes on, without this query.
-    for (std::size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].op == op) slots[i].op = nullptr;
-    }
-    op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
-                                             : make_error_code(error::bad_response);
-    op->res_.pg = connection_report(pg);
+    send_failed(op);
     return false;
   }
   slot q;
