@@ -157,41 +157,51 @@ prepared_entry* connection_state::prepared_for(const query_op* op) {
   return entries.back().get();
 }
 
+int connection_state::send_prepared(query_op* op) {
+  const request& r = op->req_;
+  const param_list& p = r.params;
+  const std::size_t before = prepared[r.stmt->id()].size();
+  prepared_entry* e = prepared_for(op);
+  const bool fresh = prepared[r.stmt->id()].size() != before;
+  if (fresh) {
+    if (PQsendPrepare(pg, e->name.c_str(), r.sql, p.count, p.types) == 0) {
+      std::erase_if(prepared[r.stmt->id()], [e](const auto& x) { return x.get() == e; });
+      op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
+                                               : make_error_code(error::bad_response);
+      op->res_.pg = connection_report(pg);
+      return -1;
+    }
+    slot prepare;
+    prepare.op = op;
+    prepare.kind = slot_kind::prepare;
+    prepare.prepared = e;
+    slots.push_back(prepare);
+  }
+  return PQsendQueryPrepared(pg, e->name.c_str(), p.count, p.values, p.lengths, p.formats, static_cast<int>(r.results));
+}
+
+void connection_state::send_failed(query_op* op) noexcept {
+  // A Parse queued by send_prepared stays queued: its slot goes on, without this query.
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].op == op) slots[i].op = nullptr;
+  }
+  op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
+                                           : make_error_code(error::bad_response);
+  op->res_.pg = connection_report(pg);
+}
+
 bool connection_state::send(query_op* op) {
   const request& r = op->req_;
   const param_list& p = r.params;
-  const int fmt = static_cast<int>(r.results);
   int sent;
   if (r.stmt != nullptr) {
-    const std::size_t before = prepared[r.stmt->id()].size();
-    prepared_entry* e = prepared_for(op);
-    const bool fresh = prepared[r.stmt->id()].size() != before;
-    if (fresh) {
-      if (PQsendPrepare(pg, e->name.c_str(), r.sql, p.count, p.types) == 0) {
-        std::erase_if(prepared[r.stmt->id()], [e](const auto& x) { return x.get() == e; });
-        op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
-                                                 : make_error_code(error::bad_response);
-        op->res_.pg = connection_report(pg);
-        return false;
-      }
-      slot prepare;
-      prepare.op = op;
-      prepare.kind = slot_kind::prepare;
-      prepare.prepared = e;
-      slots.push_back(prepare);
-    }
-    sent = PQsendQueryPrepared(pg, e->name.c_str(), p.count, p.values, p.lengths, p.formats, fmt);
+    sent = send_prepared(op);
+    if (sent < 0) return false;
   } else {
-    sent = PQsendQueryParams(pg, r.sql, p.count, p.types, p.values, p.lengths, p.formats, fmt);
+    sent = PQsendQueryParams(pg, r.sql, p.count, p.types, p.values, p.lengths, p.formats, static_cast<int>(r.results));
   }
   if (sent == 0) {
-    // A Parse queued above stays queued: its slot goes on, without this query.
-    for (std::size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].op == op) slots[i].op = nullptr;
-    }
-    op->ec_ = PQstatus(pg) == CONNECTION_BAD ? make_error_code(error::connection_lost)
-                                             : make_error_code(error::bad_response);
-    op->res_.pg = connection_report(pg);
+    send_failed(op);
     return false;
   }
   slot q;
@@ -350,10 +360,15 @@ void connection_state::on_result(slot& h, PGresult* r) noexcept {
       return;
     case PGRES_TUPLES_OK:
     case PGRES_COMMAND_OK:
-    case PGRES_EMPTY_QUERY:
-      // Copied out and freed now (when small): libpq's next result then reuses its memory (result.cpp).
+      // Copied out and freed now (when small): libpq's next result then reuses its memory (result.cpp). Its
+      // status is read once, here.
       dispose(h.res);
-      h.res = adopt(r);
+      h.res = adopt_successful(r);
+      if (h.out == outcome::none) h.out = outcome::ok;
+      return;
+    case PGRES_EMPTY_QUERY:
+      dispose(h.res);
+      h.res.pg = r;
       if (h.out == outcome::none) h.out = outcome::ok;
       return;
     case PGRES_PIPELINE_ABORTED:
@@ -736,8 +751,8 @@ void connection_state::drain_gate() noexcept {
   }
 }
 
-void connection_state::check_drained() noexcept {
-  if (drain_waiter == nullptr || !ready_to_hold(drain_waiter)) return;
+void connection_state::wake_drained() noexcept {
+  if (!ready_to_hold(drain_waiter)) return;
   exclusive_wait* w = std::exchange(drain_waiter, nullptr);
   w->draining = false;
   w->done = true;
@@ -746,10 +761,10 @@ void connection_state::check_drained() noexcept {
 
 // ---- query_op ----
 
-query_op::~query_op() {
+void query_op::release() noexcept {
   if (s_ != nullptr && phase_ != phase::idle && phase_ != phase::done) s_->forget_op(this);
   dispose(res_);
-  if (pending_row_ != nullptr) PQclear(pending_row_);
+  if (pending_row_ != nullptr) PQclear(std::exchange(pending_row_, nullptr));
 }
 
 bool query_op::await_ready() {
@@ -788,6 +803,5 @@ void query_op::cancel() noexcept {
 
 io_context& query_op::context() const noexcept { return *s_->ctx; }
 
-result_source query_op::take_result() noexcept { return std::exchange(res_, {}); }
 
 }  // namespace tern::pg::detail

@@ -69,6 +69,9 @@ struct result_source {
 // Takes over r (may be null): a successful result small enough is copied into a block of tern's and r freed at
 // once, so that libpq's next result reuses its memory; any other is kept as it is.
 result_source adopt(pg_result* r) noexcept;
+// adopt() of a result whose status is known to be PGRES_TUPLES_OK or PGRES_COMMAND_OK (r not null): the
+// connection has read the status already.
+result_source adopt_successful(pg_result* r) noexcept;
 // dispose() of a source that holds something (out of line: the empty case is the common one, inline).
 void dispose_held(result_source& s) noexcept;
 // Frees what s holds and empties it.

@@ -16,6 +16,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <system_error>
+#include <utility>
 
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
@@ -54,8 +55,13 @@ class query_op {
   // A copy is the same query, not yet started (awaiters are copied before they start, by with_timeout).
   query_op(const query_op& o) noexcept : s_(o.s_), req_(o.req_), on_done_(o.on_done_), owner_data_(o.owner_data_) {}
   query_op& operator=(const query_op&) = delete;
-  // Forgets a query still linked into its connection (its frame destroyed at a loop's teardown).
-  ~query_op();
+  // Forgets a query still linked into its connection (its frame destroyed at a loop's teardown). Inline when there
+  // is nothing to undo, the common case (a query awaited to its end, its result taken): a call less per query.
+  ~query_op() {
+    if ((s_ != nullptr && phase_ != phase::idle && phase_ != phase::done) || !res_.empty() || pending_row_ != nullptr) {
+      release();
+    }
+  }
 
   bool await_ready();
   void await_suspend(std::coroutine_handle<> h) noexcept {
@@ -71,7 +77,9 @@ class query_op {
   // ---- The connection's side (connection.cpp) ----
   // Starts the query without an awaiting coroutine: on_done(this) runs when it completes (never inline).
   void start_with(void (*on_done)(query_op*), void* owner_data) noexcept;
-  result_source take_result() noexcept;
+  result_source take_result() noexcept { return std::exchange(res_, {}); }
+  // The destructor's work when there is some: unlinks the query, frees its result and a stream's pending row.
+  void release() noexcept;
 
   connection_state* s_;
   request req_;
