@@ -50,12 +50,21 @@ inline bool receive_bundles() {
     return env == nullptr || std::strcmp(env, "0") != 0;
 }
 
+// TERN_BENCH_SPIN_US=<us>: io_context_options::spin_before_park for the contexts of the tern scenarios (the
+// runtime's default is 20 us; an io_context parks at once by default), to measure what a brief spin before parking
+// buys a latency-bound point without a build of its own. Unset: the io_context's default (0).
+inline std::chrono::nanoseconds spin_before_park() {
+    const char* env = std::getenv("TERN_BENCH_SPIN_US");
+    return std::chrono::microseconds(env != nullptr ? std::strtoll(env, nullptr, 10) : 0);
+}
+
 inline tern::io_context_options options_for(const session& s) {
     tern::io_context_options o;
     o.backend = requested_backend(s);
     o.sqpoll = s.request().impl == "tern/io_uring-sqpoll";  // a kernel thread polls the submission queue
     o.zero_copy_send_threshold = zero_copy_threshold();
     o.receive_bundles = receive_bundles();
+    o.spin_before_park = spin_before_park();
     return o;
 }
 
@@ -64,6 +73,8 @@ inline void announce(session& s, const tern::io_context& ctx) {
     s.info("backend", tern::to_string(ctx.backend()));
     if (const std::size_t zc = zero_copy_threshold(); zc != 0) s.info("zero_copy_send_threshold", std::to_string(zc));
     if (!receive_bundles()) s.info("receive_bundles", "off");
+    if (spin_before_park().count() != 0)
+        s.info("spin_before_park_us", std::to_string(spin_before_park().count() / 1000));
     if (ctx.backend() != requested_backend(s))
         throw bench_failure(std::string("asked for ") + s.request().impl + ", the context runs " +
                             tern::to_string(ctx.backend()));
