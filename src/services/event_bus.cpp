@@ -233,19 +233,4 @@ void event_bus::detach(detail::subscriber* s) noexcept {
   s->queue->release(s);
 }
 
-void event_bus::publish_erased(std::size_t type, const void* event) {
-  tern::detail::biased_guard lock(lock_);
-  if (type >= by_type_.size()) return;
-  const std::vector<detail::subscriber*>& list = by_type_[type];
-  for (detail::subscriber* s : list) {
-    detail::loop_queue* q = s->loop;
-    // The subscriber's loop runs on this thread: its local state is this thread's to write.
-    if (q->context().running_here()) {
-      q->enqueue_local(s, event);
-    } else {
-      q->enqueue_remote(s, event);
-    }
-  }
-}
-
 }  // namespace tern::services

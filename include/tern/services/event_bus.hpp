@@ -119,9 +119,10 @@ struct batch_result {
 // under the loop_queue's lock, and its events move to the local ring when a delivery pass adopts them. A
 // subscriber is freed on its loop, once unsubscribed (released) and idle.
 //
-// The per-event operations are typed functions reached through pointers set by the handler's type, not virtual
-// calls: a publish makes one indirect call into a ring push of the event's own type, and a delivery pass one per
-// batch, whose loop over the events calls the handler directly.
+// The per-event operations are typed: a publish on the subscriber's loop pushes into the ring of typed_subscriber<E>
+// inline, at the caller; the rest are functions reached through pointers set by the handler's type, not virtual
+// calls: one from another thread makes one indirect call into a ring push of the event's own type, and a delivery
+// pass one per batch, whose loop over the events calls the handler directly.
 class subscriber {
  public:
   using push_fn = void (*)(subscriber*, const void*);
@@ -129,13 +130,12 @@ class subscriber {
   using deliver_fn = batch_result (*)(subscriber*, std::size_t);
   using drop_fn = void (*)(subscriber*, std::size_t) noexcept;
 
-  subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_local, push_fn push_remote,
+  subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_remote,
              adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept
       : queue(std::move(q)),
         loop(queue.get()),
         type(type),
         priority(priority),
-        push_local(push_local),
         push_remote(push_remote),
         adopt_remote(adopt_remote),
         deliver(deliver),
@@ -149,8 +149,6 @@ class subscriber {
   loop_queue* const loop;                   // queue.get(), read by every publish
   const std::size_t type;
   const int priority;
-  // On the loop: appends a copy of *event (an E) to the local ring.
-  const push_fn push_local;
   // Any other thread, queue lock held: appends a copy of *event to the remote ring.
   const push_fn push_remote;
   // On the loop, queue lock held: moves the oldest remote event to the back of the local ring.
@@ -184,9 +182,8 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   std::size_t subscriptions = 0;  // live subscriptions on it; guarded by the bus's lock
 
   io_context& context() const noexcept { return *ctx_; }
-  // Queues event for s, and a delivery pass if none is queued. On the loop.
-  void enqueue_local(subscriber* s, const void* event) {
-    s->push_local(s, event);
+  // Counts an event just pushed to s's local ring, queues s and a delivery pass if they are not. On the loop.
+  void note_local(subscriber* s) {
     ++s->pending;
     if (!s->queued) push_order(s);
     if (!scheduled_) schedule();
@@ -232,20 +229,35 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   std::atomic<bool> remote_waiting_{false};  // remote_order_ is not empty and a pass has been posted for it
 };
 
+// A subscription's rings, by event type alone: a publish, which knows the event's type but not the handler's,
+// pushes into ring_ inline (event_bus::publish), with no indirect call.
+template <class E>
+class typed_subscriber : public subscriber {
+ public:
+  using subscriber::subscriber;
+
+  event_ring<E> ring_;  // on the loop
+  E current_{};         // the event being delivered to a plain handler (a slot reused like the ring's)
+  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)
+};
+
 template <class E, class F>
-class handler_subscriber final : public subscriber {
+class handler_subscriber final : public typed_subscriber<E> {
+  using typed_subscriber<E>::ring_;
+  using typed_subscriber<E>::current_;
+  using typed_subscriber<E>::remote_ring_;
+
  public:
   static constexpr bool coroutine = std::is_same_v<std::invoke_result_t<F&, const E&>, task<void>>;
 
   template <class G>
   handler_subscriber(std::shared_ptr<loop_queue> q, int priority, G&& f)
-      : subscriber(std::move(q), event_type<E>(), priority, &push_local_to, &push_remote_to, &adopt_remote_of,
-                   &deliver_to, &drop_from),
+      : typed_subscriber<E>(std::move(q), event_type<E>(), priority, &push_remote_to,
+                            &adopt_remote_of, &deliver_to, &drop_from),
         handler_(std::forward<G>(f)) {}
 
  private:
   static handler_subscriber* self(subscriber* s) noexcept { return static_cast<handler_subscriber*>(s); }
-  static void push_local_to(subscriber* s, const void* event) { self(s)->ring_.push(*static_cast<const E*>(event)); }
   static void push_remote_to(subscriber* s, const void* event) {
     self(s)->remote_ring_.push(*static_cast<const E*>(event));
   }
@@ -291,10 +303,7 @@ class handler_subscriber final : public subscriber {
     co_await std::move(handled);
   }
 
-  F handler_;
-  event_ring<E> ring_;  // on the loop
-  E current_{};         // the event being delivered to a plain handler (a slot reused like the ring's)
-  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)
+  alignas(64) F handler_;  // read on the loop: out of the remote ring's line
 };
 
 }  // namespace detail
@@ -371,7 +380,20 @@ class event_bus {
   // Queues a copy of event for every subscription to E, on its loop. Any thread; no allocation once warm.
   template <class E>
   void publish(const E& event) {
-    publish_erased(detail::event_type<E>(), &event);
+    const std::size_t type = detail::event_type<E>();
+    tern::detail::biased_guard lock(lock_);
+    if (type >= by_type_.size()) return;
+    // Inline at the caller, for its type: a subscriber on the publishing thread's loop gets the event pushed
+    // straight into its typed ring (no indirect call); one on another loop goes through its queue's lock.
+    for (detail::subscriber* s : by_type_[type]) {
+      detail::loop_queue* q = s->loop;
+      if (q->context().running_here()) [[likely]] {
+        static_cast<detail::typed_subscriber<E>*>(s)->ring_.push(event);
+        q->note_local(s);
+      } else {
+        q->enqueue_remote(s, &event);
+      }
+    }
   }
 
   // Subscriptions alive now.
@@ -382,7 +404,6 @@ class event_bus {
   std::shared_ptr<detail::loop_queue> queue_for(io_context& loop);
   void attach(detail::subscriber* s);
   void detach(detail::subscriber* s) noexcept;
-  void publish_erased(std::size_t type, const void* event);
 
   // Guards the lists below; taken before a loop_queue's. Biased: the thread that publishes most takes it with no
   // atomic read-modify-write (tern/detail/biased_lock.hpp).
