@@ -20,7 +20,7 @@ namespace tern::services {
 namespace detail {
 
 std::size_t next_event_type() noexcept {
-  static std::atomic<std::size_t> next{0};
+  static std::atomic<std::size_t> next{1};  // 0: a type never subscribed to
   return next.fetch_add(1, std::memory_order_relaxed);  // a unique number, publishing nothing: relaxed
 }
 
@@ -75,6 +75,11 @@ void loop_queue::adopt_remote() {
   }
   remote_order_.clear();
   remote_waiting_.store(false, std::memory_order_relaxed);
+}
+
+void loop_queue::queue_local(subscriber* s) {
+  push_order(s);
+  if (!scheduled_) schedule();
 }
 
 void loop_queue::schedule() {
@@ -215,7 +220,10 @@ std::shared_ptr<detail::loop_queue> event_bus::queue_for(io_context& loop) {
 
 void event_bus::attach(detail::subscriber* s) {
   std::lock_guard<tern::detail::biased_lock> lock(lock_);
-  if (by_type_.size() <= s->type) by_type_.resize(s->type + 1);
+  if (by_type_.size() <= s->type) {
+    by_type_.resize(s->type + 1);
+    types_ = by_type_.size();
+  }
   by_type_[s->type].push_back(s);
   // Its queue may have been dropped by an unsubscribe since queue_for found it: it is the loop's queue again.
   if (s->queue->subscriptions++ == 0 && std::find(queues_.begin(), queues_.end(), s->queue) == queues_.end()) {

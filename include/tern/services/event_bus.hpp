@@ -63,11 +63,21 @@ class event_bus;
 
 namespace detail {
 
-// A number per event type, dense from 0 (the index of its subscriber list).
+// A number per event type (the index of its subscriber list), dense from 1, given the first time the type is
+// subscribed to; 0 while it never was. A publish reads it with one plain load and no initialisation guard: a type
+// still at 0 has no subscriber, and list 0 stays empty.
 std::size_t next_event_type() noexcept;
 template <class E>
+inline constinit std::atomic<std::size_t> event_type_id{0};
+template <class E>
 std::size_t event_type() noexcept {
-  static const std::size_t id = next_event_type();
+  // relaxed: a number, publishing nothing; a subscription reaches publishers through the bus's lock.
+  std::size_t id = event_type_id<E>.load(std::memory_order_relaxed);
+  if (id == 0) [[unlikely]] {
+    const std::size_t fresh = next_event_type();
+    // Two threads may race to number the type: the first number stored wins (the other one is left unused).
+    if (event_type_id<E>.compare_exchange_strong(id, fresh, std::memory_order_relaxed)) id = fresh;
+  }
   return id;
 }
 
@@ -131,15 +141,7 @@ class subscriber {
   using drop_fn = void (*)(subscriber*, std::size_t) noexcept;
 
   subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_remote,
-             adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept
-      : queue(std::move(q)),
-        loop(queue.get()),
-        type(type),
-        priority(priority),
-        push_remote(push_remote),
-        adopt_remote(adopt_remote),
-        deliver(deliver),
-        drop(drop) {}
+             adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept;  // after loop_queue
   virtual ~subscriber() = default;
   subscriber(const subscriber&) = delete;
   subscriber& operator=(const subscriber&) = delete;
@@ -147,6 +149,7 @@ class subscriber {
   // Read by every thread, written once: the first line.
   const std::shared_ptr<loop_queue> queue;  // kept alive by its subscribers (and by a queued delivery pass)
   loop_queue* const loop;                   // queue.get(), read by every publish
+  io_context* const context;                // loop's, read by every publish (one load fewer)
   const std::size_t type;
   const int priority;
   // Any other thread, queue lock held: appends a copy of *event to the remote ring.
@@ -183,10 +186,11 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
 
   io_context& context() const noexcept { return *ctx_; }
   // Counts an event just pushed to s's local ring, queues s and a delivery pass if they are not. On the loop.
+  // While s is queued a pass is scheduled (a pass ends unscheduled only with the order queues empty), so the
+  // common case, s queued by the burst's first event, is one test.
   void note_local(subscriber* s) {
     ++s->pending;
-    if (!s->queued) push_order(s);
-    if (!scheduled_) schedule();
+    if (!s->queued) queue_local(s);
   }
   // Queues event for s from another thread, and a delivery pass if the remote list was empty.
   void enqueue_remote(subscriber* s, const void* event);
@@ -205,6 +209,7 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
     event_ring<subscriber*> order;
   };
   void push_order(subscriber* s);
+  void queue_local(subscriber* s);
   subscriber* pop_order() noexcept;
   void adopt_remote();
   void schedule();
@@ -228,6 +233,18 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   std::vector<subscriber*> remote_order_;  // reused: grows to the most remote deliveries ever waiting at once
   std::atomic<bool> remote_waiting_{false};  // remote_order_ is not empty and a pass has been posted for it
 };
+
+inline subscriber::subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_remote,
+                              adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept
+    : queue(std::move(q)),
+      loop(queue.get()),
+      context(&loop->context()),
+      type(type),
+      priority(priority),
+      push_remote(push_remote),
+      adopt_remote(adopt_remote),
+      deliver(deliver),
+      drop(drop) {}
 
 // A subscription's rings, by event type alone: a publish, which knows the event's type but not the handler's,
 // pushes into ring_ inline (event_bus::publish), with no indirect call.
@@ -380,18 +397,18 @@ class event_bus {
   // Queues a copy of event for every subscription to E, on its loop. Any thread; no allocation once warm.
   template <class E>
   void publish(const E& event) {
-    const std::size_t type = detail::event_type<E>();
+    // relaxed: see event_type(); 0 (never subscribed to) finds list 0, which is empty.
+    const std::size_t type = detail::event_type_id<E>.load(std::memory_order_relaxed);
     tern::detail::biased_guard lock(lock_);
-    if (type >= by_type_.size()) return;
+    if (type >= types_) return;
     // Inline at the caller, for its type: a subscriber on the publishing thread's loop gets the event pushed
     // straight into its typed ring (no indirect call); one on another loop goes through its queue's lock.
     for (detail::subscriber* s : by_type_[type]) {
-      detail::loop_queue* q = s->loop;
-      if (q->context().running_here()) [[likely]] {
+      if (s->context->running_here()) [[likely]] {
         static_cast<detail::typed_subscriber<E>*>(s)->ring_.push(event);
-        q->note_local(s);
+        s->loop->note_local(s);
       } else {
-        q->enqueue_remote(s, &event);
+        s->loop->enqueue_remote(s, &event);
       }
     }
   }
@@ -409,6 +426,7 @@ class event_bus {
   // atomic read-modify-write (tern/detail/biased_lock.hpp).
   mutable tern::detail::biased_lock lock_;
   std::vector<std::vector<detail::subscriber*>> by_type_;  // indexed by detail::event_type<E>()
+  std::size_t types_ = 0;                                  // by_type_.size(), without a division per publish
   // One per loop with live subscriptions (dropped with its last one, so a loop made later at the same address
   // gets a fresh queue).
   std::vector<std::shared_ptr<detail::loop_queue>> queues_;
