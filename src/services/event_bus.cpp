@@ -145,10 +145,9 @@ void loop_queue::drain() {
     s->delivering = true;
     batch_priority_ = s->priority;
     batch_cut_ = false;
-    batch_result r = s->deliver(s, n);
+    batch_result r = s->deliver(s, n);  // uncounts from pending each event it takes
     batch_priority_ = std::numeric_limits<int>::min();
     s->delivering = false;
-    s->pending -= r.delivered;
     budget -= r.delivered;
     // The coroutine was only queued by spawn: it cannot finish before this count is taken.
     if (r.started) ++s->coroutines;

@@ -115,6 +115,38 @@ class event_ring {
   std::size_t count_ = 0;
 };
 
+// The local ring of a subscription: an event_ring whose count is kept by its owner (subscriber::pending), so that
+// a publish and a delivery each update one counter, not two. Slots are reused by assignment, like event_ring's.
+template <class E>
+class counted_ring {
+ public:
+  // Appends e behind the count events held; the owner then counts it.
+  template <class V>
+  void push(V&& e, std::size_t count) {
+    if (count == capacity_) grow(count);
+    slots_[(head_ + count) & mask_] = std::forward<V>(e);
+  }
+  E& front() noexcept { return slots_[head_]; }
+  // Takes the front off; the owner uncounts it.
+  void pop() noexcept { head_ = (head_ + 1) & mask_; }
+
+ private:
+  [[gnu::noinline]] void grow(std::size_t count) {  // out of line, like event_ring's
+    const std::size_t bigger = capacity_ == 0 ? 8 : capacity_ * 2;
+    auto fresh = std::make_unique<E[]>(bigger);
+    for (std::size_t i = 0; i < count; ++i) fresh[i] = std::move(slots_[(head_ + i) & mask_]);
+    slots_ = std::move(fresh);
+    capacity_ = bigger;
+    mask_ = bigger - 1;
+    head_ = 0;
+  }
+
+  std::unique_ptr<E[]> slots_;
+  std::size_t capacity_ = 0;
+  std::size_t mask_ = 0;
+  std::size_t head_ = 0;
+};
+
 class loop_queue;
 
 // What a batch of deliveries did (subscriber::deliver).
@@ -165,7 +197,7 @@ class subscriber {
   std::atomic<bool> subscribed{true};
   // The loop's own state (no lock), in a line of its own: a publisher on another thread writes `remote` below,
   // and sharing a line with it made every delivery wait for that line (services/events across two workers).
-  alignas(64) std::size_t pending = 0;  // events in the local ring
+  alignas(64) std::size_t pending = 0;  // events in the local ring (its count: counted_ring)
   std::size_t coroutines = 0;           // its coroutine handlers still running
   bool queued = false;                  // in the loop's order queue (once, however many events it has pending)
   bool delivering = false;              // its handler is being called now
@@ -185,13 +217,10 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   std::size_t subscriptions = 0;  // live subscriptions on it; guarded by the bus's lock
 
   io_context& context() const noexcept { return *ctx_; }
-  // Counts an event just pushed to s's local ring, queues s and a delivery pass if they are not. On the loop.
-  // While s is queued a pass is scheduled (a pass ends unscheduled only with the order queues empty), so the
-  // common case, s queued by the burst's first event, is one test.
-  void note_local(subscriber* s) {
-    ++s->pending;
-    if (!s->queued) queue_local(s);
-  }
+  // Queues s, which just got a local event, and a delivery pass if none is scheduled. On the loop, for a
+  // subscriber not queued: while one is queued a pass is scheduled (a pass ends unscheduled only with the order
+  // queues empty), so a publish to a queued subscriber, the common event of a burst, is one test.
+  void queue_local(subscriber* s);
   // Queues event for s from another thread, and a delivery pass if the remote list was empty.
   void enqueue_remote(subscriber* s, const void* event);
   // s has been unsubscribed (it is off the bus's lists): no delivery starts after this on the loop; from
@@ -209,7 +238,6 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
     event_ring<subscriber*> order;
   };
   void push_order(subscriber* s);
-  void queue_local(subscriber* s);
   subscriber* pop_order() noexcept;
   void adopt_remote();
   void schedule();
@@ -253,7 +281,7 @@ class typed_subscriber : public subscriber {
  public:
   using subscriber::subscriber;
 
-  event_ring<E> ring_;  // on the loop
+  counted_ring<E> ring_;  // on the loop; its count is `pending`
   E current_{};         // the event being delivered to a plain handler (a slot reused like the ring's)
   alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)
 };
@@ -280,26 +308,40 @@ class handler_subscriber final : public typed_subscriber<E> {
   }
   static void adopt_remote_of(subscriber* s) {
     handler_subscriber* h = self(s);
-    h->ring_.push(std::move(h->remote_ring_.front()));
+    h->ring_.push(std::move(h->remote_ring_.front()), h->pending);  // the caller counts it
     h->remote_ring_.pop();
   }
   static void drop_from(subscriber* s, std::size_t n) noexcept {
     for (; n != 0; --n) self(s)->ring_.pop();
   }
+  // Each event taken off is uncounted (pending) before its handler runs: a handler that publishes to this
+  // subscription pushes behind the events really left. The count of the batch is a local (a register), not the
+  // result's field, which the handler's stores could alias.
   static batch_result deliver_to(subscriber* s, std::size_t n) {
     handler_subscriber* h = self(s);
+    loop_queue* const loop = h->loop;
+    std::size_t done = 0;
     batch_result r;
-    while (r.delivered != n && !h->loop->batch_cut() && h->subscribed.load(std::memory_order_acquire)) {
+    while (done != n && !loop->batch_cut() && h->subscribed.load(std::memory_order_acquire)) {
       try {
-        // A copy: the handler may publish to this subscription, and a push may grow the ring under a reference.
-        h->current_ = h->ring_.front();
-        h->ring_.pop();
-        ++r.delivered;
+        ++done;
+        --h->pending;
         if constexpr (coroutine) {
+          h->current_ = h->ring_.front();
+          h->ring_.pop();
           tern::spawn(h->queue->context(), run(h, h->current_)).detach();
           r.started = true;
           break;
+        } else if constexpr (std::is_trivially_copyable_v<E> && sizeof(E) <= 4 * sizeof(void*)) {
+          // A copy (the handler may publish to this subscription, and a push may grow the ring under a reference)
+          // that stays in registers.
+          const E event = h->ring_.front();
+          h->ring_.pop();
+          h->handler_(event);
         } else {
+          // A copy into a slot that keeps its capacity (a std::string member's), for the same reason.
+          h->current_ = h->ring_.front();
+          h->ring_.pop();
           h->handler_(h->current_);
         }
       } catch (...) {
@@ -307,6 +349,7 @@ class handler_subscriber final : public typed_subscriber<E> {
         break;
       }
     }
+    r.delivered = done;
     return r;
   }
 
@@ -405,8 +448,10 @@ class event_bus {
     // straight into its typed ring (no indirect call); one on another loop goes through its queue's lock.
     for (detail::subscriber* s : by_type_[type]) {
       if (s->context->running_here()) [[likely]] {
-        static_cast<detail::typed_subscriber<E>*>(s)->ring_.push(event);
-        s->loop->note_local(s);
+        const std::size_t pending = s->pending;  // the ring's count (a local: the event's store may alias it)
+        static_cast<detail::typed_subscriber<E>*>(s)->ring_.push(event, pending);
+        s->pending = pending + 1;
+        if (!s->queued) s->loop->queue_local(s);
       } else {
         s->loop->enqueue_remote(s, &event);
       }
