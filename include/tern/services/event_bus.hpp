@@ -442,7 +442,26 @@ class event_bus {
   void publish(const E& event) {
     // relaxed: see event_type(); 0 (never subscribed to) finds list 0, which is empty.
     const std::size_t type = detail::event_type_id<E>.load(std::memory_order_relaxed);
-    tern::detail::biased_guard lock(lock_);
+    if (lock_.lock_biased()) [[likely]] {
+      // Held through the bias: released by one store, known here (no flag kept and tested).
+      tern::detail::biased_guard lock(lock_, true);
+      publish_locked(type, event);
+    } else {
+      publish_spinlocked(type, event);
+    }
+  }
+  // Subscriptions alive now.
+  std::size_t subscriptions() const;
+
+ private:
+  friend class subscription;
+  std::shared_ptr<detail::loop_queue> queue_for(io_context& loop);
+  void attach(detail::subscriber* s);
+  void detach(detail::subscriber* s) noexcept;
+
+  // Under the lock: queues a copy of event for every subscription to its type.
+  template <class E>
+  void publish_locked(std::size_t type, const E& event) {
     if (type >= types_) return;
     // Inline at the caller, for its type: a subscriber on the publishing thread's loop gets the event pushed
     // straight into its typed ring (no indirect call); one on another loop goes through its queue's lock.
@@ -457,15 +476,12 @@ class event_bus {
       }
     }
   }
-
-  // Subscriptions alive now.
-  std::size_t subscriptions() const;
-
- private:
-  friend class subscription;
-  std::shared_ptr<detail::loop_queue> queue_for(io_context& loop);
-  void attach(detail::subscriber* s);
-  void detach(detail::subscriber* s) noexcept;
+  // publish with the lock taken through its spinlock (not biased to this thread), out of the caller's way.
+  template <class E>
+  [[gnu::noinline]] void publish_spinlocked(std::size_t type, const E& event) {
+    tern::detail::biased_guard lock(lock_, false);
+    publish_locked(type, event);
+  }
 
   // Guards the lists below; taken before a loop_queue's. Biased: the thread that publishes most takes it with no
   // atomic read-modify-write (tern/detail/biased_lock.hpp).
