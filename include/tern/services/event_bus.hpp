@@ -30,9 +30,10 @@
 //   (an event whose copy allocates, a std::string member, reuses the slot's capacity, except in the copy a
 //   coroutine handler takes).
 // - Cost: a publish on the subscriber's loop takes no atomic read-modify-write once the bus's lock has biased
-//   towards the publishing thread: a copy into the ring, and an entry in the order queue only if the subscription
-//   had nothing pending; a delivery pass is posted once per burst and calls each handler on its batch in a loop. A publish from another thread takes the queue's spinlock, and the pass adopts everything
-//   waiting under one acquisition.
+//   towards the publishing thread, and is inlined at the caller for the event's type: a copy into the ring, and an
+//   entry in the order queue only if the subscription had nothing pending; a delivery pass is posted once per
+//   burst and calls each handler on its batch in a loop. A publish from another thread takes the queue's
+//   spinlock, and the pass adopts everything waiting under one acquisition.
 // - Lifetimes: the bus outlives its subscriptions (its destructor terminates if one is left) and the loops'
 //   activity for it: declare it before the loops, so that it is destroyed after them. A subscription reset from
 //   another thread is freed by its loop, so that loop must run once more after it.
