@@ -20,7 +20,7 @@ namespace tern::services {
 namespace detail {
 
 std::size_t next_event_type() noexcept {
-  static std::atomic<std::size_t> next{0};
+  static std::atomic<std::size_t> next{1};  // 0: a type never subscribed to
   return next.fetch_add(1, std::memory_order_relaxed);  // a unique number, publishing nothing: relaxed
 }
 
@@ -75,6 +75,11 @@ void loop_queue::adopt_remote() {
   }
   remote_order_.clear();
   remote_waiting_.store(false, std::memory_order_relaxed);
+}
+
+void loop_queue::queue_local(subscriber* s) {
+  push_order(s);
+  if (!scheduled_) schedule();
 }
 
 void loop_queue::schedule() {
@@ -140,10 +145,9 @@ void loop_queue::drain() {
     s->delivering = true;
     batch_priority_ = s->priority;
     batch_cut_ = false;
-    batch_result r = s->deliver(s, n);
+    batch_result r = s->deliver(s, n);  // uncounts from pending each event it takes
     batch_priority_ = std::numeric_limits<int>::min();
     s->delivering = false;
-    s->pending -= r.delivered;
     budget -= r.delivered;
     // The coroutine was only queued by spawn: it cannot finish before this count is taken.
     if (r.started) ++s->coroutines;
@@ -215,7 +219,10 @@ std::shared_ptr<detail::loop_queue> event_bus::queue_for(io_context& loop) {
 
 void event_bus::attach(detail::subscriber* s) {
   std::lock_guard<tern::detail::biased_lock> lock(lock_);
-  if (by_type_.size() <= s->type) by_type_.resize(s->type + 1);
+  if (by_type_.size() <= s->type) {
+    by_type_.resize(s->type + 1);
+    types_ = by_type_.size();
+  }
   by_type_[s->type].push_back(s);
   // Its queue may have been dropped by an unsubscribe since queue_for found it: it is the loop's queue again.
   if (s->queue->subscriptions++ == 0 && std::find(queues_.begin(), queues_.end(), s->queue) == queues_.end()) {
@@ -231,21 +238,6 @@ void event_bus::detach(detail::subscriber* s) noexcept {
   --live_;
   if (--s->queue->subscriptions == 0) std::erase(queues_, s->queue);
   s->queue->release(s);
-}
-
-void event_bus::publish_erased(std::size_t type, const void* event) {
-  tern::detail::biased_guard lock(lock_);
-  if (type >= by_type_.size()) return;
-  const std::vector<detail::subscriber*>& list = by_type_[type];
-  for (detail::subscriber* s : list) {
-    detail::loop_queue* q = s->loop;
-    // The subscriber's loop runs on this thread: its local state is this thread's to write.
-    if (q->context().running_here()) {
-      q->enqueue_local(s, event);
-    } else {
-      q->enqueue_remote(s, event);
-    }
-  }
 }
 
 }  // namespace tern::services

@@ -189,6 +189,45 @@ TEST_P(event_bus_test, a_handler_may_unsubscribe_itself_and_publish) {
   }());
 }
 
+// A handler that publishes to its own subscription while its batch is delivered: the new events go behind the
+// ones still pending (the ring's count is kept exact through the batch), and the ring grows and wraps mid-batch.
+TEST_P(event_bus_test, a_handler_publishing_to_itself_mid_batch_keeps_publish_order) {
+  run_bounded(ctx, []() -> tern::task<> {
+    svc::event_bus bus;
+    constexpr int last = 300;
+    std::vector<int> ticks;
+    std::vector<std::string> notes;
+    int next_tick = 5;
+    int next_note = 5;
+    auto t = bus.subscribe<tick>([&](const tick& e) {
+      ticks.push_back(e.sequence);
+      for (int k = 0; k < (e.sequence % 3 == 0 ? 2 : 1) && next_tick <= last; ++k) bus.publish(tick{next_tick++});
+    });
+    auto n = bus.subscribe<note>([&](const note& e) {
+      notes.push_back(e.text);
+      const int seq = std::stoi(e.text.substr(e.text.find(' ') + 1));
+      for (int k = 0; k < (seq % 3 == 0 ? 2 : 1) && next_note <= last; ++k) {
+        bus.publish(note{"note " + std::to_string(next_note++) + " with text long enough to be on the heap"});
+      }
+    });
+    for (int i = 0; i < 5; ++i) {
+      bus.publish(tick{i});
+      bus.publish(note{"note " + std::to_string(i) + " with text long enough to be on the heap"});
+    }
+    for (int turns = 0; turns < 10000 && (ticks.size() <= last || notes.size() <= last); ++turns) {
+      co_await tern::yield();
+    }
+    std::vector<int> expected_ticks;
+    std::vector<std::string> expected_notes;
+    for (int i = 0; i <= last; ++i) {
+      expected_ticks.push_back(i);
+      expected_notes.push_back("note " + std::to_string(i) + " with text long enough to be on the heap");
+    }
+    EXPECT_EQ(ticks, expected_ticks);
+    EXPECT_EQ(notes, expected_notes);
+  }());
+}
+
 TEST_P(event_bus_test, a_throwing_handler_reaches_the_loops_exception_handler_and_delivery_goes_on) {
   int reported = 0;
   ctx.set_exception_handler([&](std::exception_ptr) { ++reported; });

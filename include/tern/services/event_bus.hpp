@@ -30,9 +30,10 @@
 //   (an event whose copy allocates, a std::string member, reuses the slot's capacity, except in the copy a
 //   coroutine handler takes).
 // - Cost: a publish on the subscriber's loop takes no atomic read-modify-write once the bus's lock has biased
-//   towards the publishing thread: a copy into the ring, and an entry in the order queue only if the subscription
-//   had nothing pending; a delivery pass is posted once per burst and calls each handler on its batch in a loop. A publish from another thread takes the queue's spinlock, and the pass adopts everything
-//   waiting under one acquisition.
+//   towards the publishing thread, and is inlined at the caller for the event's type: a copy into the ring, and an
+//   entry in the order queue only if the subscription had nothing pending; a delivery pass is posted once per
+//   burst and calls each handler on its batch in a loop. A publish from another thread takes the queue's
+//   spinlock, and the pass adopts everything waiting under one acquisition.
 // - Lifetimes: the bus outlives its subscriptions (its destructor terminates if one is left) and the loops'
 //   activity for it: declare it before the loops, so that it is destroyed after them. A subscription reset from
 //   another thread is freed by its loop, so that loop must run once more after it.
@@ -63,11 +64,21 @@ class event_bus;
 
 namespace detail {
 
-// A number per event type, dense from 0 (the index of its subscriber list).
+// A number per event type (the index of its subscriber list), dense from 1, given the first time the type is
+// subscribed to; 0 while it never was. A publish reads it with one plain load and no initialisation guard: a type
+// still at 0 has no subscriber, and list 0 stays empty.
 std::size_t next_event_type() noexcept;
 template <class E>
+inline constinit std::atomic<std::size_t> event_type_id{0};
+template <class E>
 std::size_t event_type() noexcept {
-  static const std::size_t id = next_event_type();
+  // relaxed: a number, publishing nothing; a subscription reaches publishers through the bus's lock.
+  std::size_t id = event_type_id<E>.load(std::memory_order_relaxed);
+  if (id == 0) [[unlikely]] {
+    const std::size_t fresh = next_event_type();
+    // Two threads may race to number the type: the first number stored wins (the other one is left unused).
+    if (event_type_id<E>.compare_exchange_strong(id, fresh, std::memory_order_relaxed)) id = fresh;
+  }
   return id;
 }
 
@@ -105,6 +116,38 @@ class event_ring {
   std::size_t count_ = 0;
 };
 
+// The local ring of a subscription: an event_ring whose count is kept by its owner (subscriber::pending), so that
+// a publish and a delivery each update one counter, not two. Slots are reused by assignment, like event_ring's.
+template <class E>
+class counted_ring {
+ public:
+  // Appends e behind the count events held; the owner then counts it.
+  template <class V>
+  void push(V&& e, std::size_t count) {
+    if (count == capacity_) grow(count);
+    slots_[(head_ + count) & mask_] = std::forward<V>(e);
+  }
+  E& front() noexcept { return slots_[head_]; }
+  // Takes the front off; the owner uncounts it.
+  void pop() noexcept { head_ = (head_ + 1) & mask_; }
+
+ private:
+  [[gnu::noinline]] void grow(std::size_t count) {  // out of line, like event_ring's
+    const std::size_t bigger = capacity_ == 0 ? 8 : capacity_ * 2;
+    auto fresh = std::make_unique<E[]>(bigger);
+    for (std::size_t i = 0; i < count; ++i) fresh[i] = std::move(slots_[(head_ + i) & mask_]);
+    slots_ = std::move(fresh);
+    capacity_ = bigger;
+    mask_ = bigger - 1;
+    head_ = 0;
+  }
+
+  std::unique_ptr<E[]> slots_;
+  std::size_t capacity_ = 0;
+  std::size_t mask_ = 0;
+  std::size_t head_ = 0;
+};
+
 class loop_queue;
 
 // What a batch of deliveries did (subscriber::deliver).
@@ -119,9 +162,10 @@ struct batch_result {
 // under the loop_queue's lock, and its events move to the local ring when a delivery pass adopts them. A
 // subscriber is freed on its loop, once unsubscribed (released) and idle.
 //
-// The per-event operations are typed functions reached through pointers set by the handler's type, not virtual
-// calls: a publish makes one indirect call into a ring push of the event's own type, and a delivery pass one per
-// batch, whose loop over the events calls the handler directly.
+// The per-event operations are typed: a publish on the subscriber's loop pushes into the ring of typed_subscriber<E>
+// inline, at the caller; the rest are functions reached through pointers set by the handler's type, not virtual
+// calls: one from another thread makes one indirect call into a ring push of the event's own type, and a delivery
+// pass one per batch, whose loop over the events calls the handler directly.
 class subscriber {
  public:
   using push_fn = void (*)(subscriber*, const void*);
@@ -129,17 +173,8 @@ class subscriber {
   using deliver_fn = batch_result (*)(subscriber*, std::size_t);
   using drop_fn = void (*)(subscriber*, std::size_t) noexcept;
 
-  subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_local, push_fn push_remote,
-             adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept
-      : queue(std::move(q)),
-        loop(queue.get()),
-        type(type),
-        priority(priority),
-        push_local(push_local),
-        push_remote(push_remote),
-        adopt_remote(adopt_remote),
-        deliver(deliver),
-        drop(drop) {}
+  subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_remote,
+             adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept;  // after loop_queue
   virtual ~subscriber() = default;
   subscriber(const subscriber&) = delete;
   subscriber& operator=(const subscriber&) = delete;
@@ -147,10 +182,9 @@ class subscriber {
   // Read by every thread, written once: the first line.
   const std::shared_ptr<loop_queue> queue;  // kept alive by its subscribers (and by a queued delivery pass)
   loop_queue* const loop;                   // queue.get(), read by every publish
+  io_context* const context;                // loop's, read by every publish (one load fewer)
   const std::size_t type;
   const int priority;
-  // On the loop: appends a copy of *event (an E) to the local ring.
-  const push_fn push_local;
   // Any other thread, queue lock held: appends a copy of *event to the remote ring.
   const push_fn push_remote;
   // On the loop, queue lock held: moves the oldest remote event to the back of the local ring.
@@ -164,7 +198,7 @@ class subscriber {
   std::atomic<bool> subscribed{true};
   // The loop's own state (no lock), in a line of its own: a publisher on another thread writes `remote` below,
   // and sharing a line with it made every delivery wait for that line (services/events across two workers).
-  alignas(64) std::size_t pending = 0;  // events in the local ring
+  alignas(64) std::size_t pending = 0;  // events in the local ring (its count: counted_ring)
   std::size_t coroutines = 0;           // its coroutine handlers still running
   bool queued = false;                  // in the loop's order queue (once, however many events it has pending)
   bool delivering = false;              // its handler is being called now
@@ -184,13 +218,10 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   std::size_t subscriptions = 0;  // live subscriptions on it; guarded by the bus's lock
 
   io_context& context() const noexcept { return *ctx_; }
-  // Queues event for s, and a delivery pass if none is queued. On the loop.
-  void enqueue_local(subscriber* s, const void* event) {
-    s->push_local(s, event);
-    ++s->pending;
-    if (!s->queued) push_order(s);
-    if (!scheduled_) schedule();
-  }
+  // Queues s, which just got a local event, and a delivery pass if none is scheduled. On the loop, for a
+  // subscriber not queued: while one is queued a pass is scheduled (a pass ends unscheduled only with the order
+  // queues empty), so a publish to a queued subscriber, the common event of a burst, is one test.
+  void queue_local(subscriber* s);
   // Queues event for s from another thread, and a delivery pass if the remote list was empty.
   void enqueue_remote(subscriber* s, const void* event);
   // s has been unsubscribed (it is off the bus's lists): no delivery starts after this on the loop; from
@@ -232,45 +263,86 @@ class loop_queue : public std::enable_shared_from_this<loop_queue> {
   std::atomic<bool> remote_waiting_{false};  // remote_order_ is not empty and a pass has been posted for it
 };
 
+inline subscriber::subscriber(std::shared_ptr<loop_queue> q, std::size_t type, int priority, push_fn push_remote,
+                              adopt_fn adopt_remote, deliver_fn deliver, drop_fn drop) noexcept
+    : queue(std::move(q)),
+      loop(queue.get()),
+      context(&loop->context()),
+      type(type),
+      priority(priority),
+      push_remote(push_remote),
+      adopt_remote(adopt_remote),
+      deliver(deliver),
+      drop(drop) {}
+
+// A subscription's rings, by event type alone: a publish, which knows the event's type but not the handler's,
+// pushes into ring_ inline (event_bus::publish), with no indirect call.
+template <class E>
+class typed_subscriber : public subscriber {
+ public:
+  using subscriber::subscriber;
+
+  counted_ring<E> ring_;  // on the loop; its count is `pending`
+  E current_{};         // the event being delivered to a plain handler (a slot reused like the ring's)
+  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)
+};
+
 template <class E, class F>
-class handler_subscriber final : public subscriber {
+class handler_subscriber final : public typed_subscriber<E> {
+  using typed_subscriber<E>::ring_;
+  using typed_subscriber<E>::current_;
+  using typed_subscriber<E>::remote_ring_;
+
  public:
   static constexpr bool coroutine = std::is_same_v<std::invoke_result_t<F&, const E&>, task<void>>;
 
   template <class G>
   handler_subscriber(std::shared_ptr<loop_queue> q, int priority, G&& f)
-      : subscriber(std::move(q), event_type<E>(), priority, &push_local_to, &push_remote_to, &adopt_remote_of,
-                   &deliver_to, &drop_from),
+      : typed_subscriber<E>(std::move(q), event_type<E>(), priority, &push_remote_to,
+                            &adopt_remote_of, &deliver_to, &drop_from),
         handler_(std::forward<G>(f)) {}
 
  private:
   static handler_subscriber* self(subscriber* s) noexcept { return static_cast<handler_subscriber*>(s); }
-  static void push_local_to(subscriber* s, const void* event) { self(s)->ring_.push(*static_cast<const E*>(event)); }
   static void push_remote_to(subscriber* s, const void* event) {
     self(s)->remote_ring_.push(*static_cast<const E*>(event));
   }
   static void adopt_remote_of(subscriber* s) {
     handler_subscriber* h = self(s);
-    h->ring_.push(std::move(h->remote_ring_.front()));
+    h->ring_.push(std::move(h->remote_ring_.front()), h->pending);  // the caller counts it
     h->remote_ring_.pop();
   }
   static void drop_from(subscriber* s, std::size_t n) noexcept {
     for (; n != 0; --n) self(s)->ring_.pop();
   }
+  // Each event taken off is uncounted (pending) before its handler runs: a handler that publishes to this
+  // subscription pushes behind the events really left. The count of the batch is a local (a register), not the
+  // result's field, which the handler's stores could alias.
   static batch_result deliver_to(subscriber* s, std::size_t n) {
     handler_subscriber* h = self(s);
+    loop_queue* const loop = h->loop;
+    std::size_t done = 0;
     batch_result r;
-    while (r.delivered != n && !h->loop->batch_cut() && h->subscribed.load(std::memory_order_acquire)) {
+    while (done != n && !loop->batch_cut() && h->subscribed.load(std::memory_order_acquire)) {
       try {
-        // A copy: the handler may publish to this subscription, and a push may grow the ring under a reference.
-        h->current_ = h->ring_.front();
-        h->ring_.pop();
-        ++r.delivered;
+        ++done;
+        --h->pending;
         if constexpr (coroutine) {
+          h->current_ = h->ring_.front();
+          h->ring_.pop();
           tern::spawn(h->queue->context(), run(h, h->current_)).detach();
           r.started = true;
           break;
+        } else if constexpr (std::is_trivially_copyable_v<E> && sizeof(E) <= 4 * sizeof(void*)) {
+          // A copy (the handler may publish to this subscription, and a push may grow the ring under a reference)
+          // that stays in registers.
+          const E event = h->ring_.front();
+          h->ring_.pop();
+          h->handler_(event);
         } else {
+          // A copy into a slot that keeps its capacity (a std::string member's), for the same reason.
+          h->current_ = h->ring_.front();
+          h->ring_.pop();
           h->handler_(h->current_);
         }
       } catch (...) {
@@ -278,6 +350,7 @@ class handler_subscriber final : public subscriber {
         break;
       }
     }
+    r.delivered = done;
     return r;
   }
 
@@ -291,10 +364,7 @@ class handler_subscriber final : public subscriber {
     co_await std::move(handled);
   }
 
-  F handler_;
-  event_ring<E> ring_;  // on the loop
-  E current_{};         // the event being delivered to a plain handler (a slot reused like the ring's)
-  alignas(64) event_ring<E> remote_ring_;  // under the queue's lock, in its own line (see subscriber)
+  alignas(64) F handler_;  // read on the loop: out of the remote ring's line
 };
 
 }  // namespace detail
@@ -371,9 +441,16 @@ class event_bus {
   // Queues a copy of event for every subscription to E, on its loop. Any thread; no allocation once warm.
   template <class E>
   void publish(const E& event) {
-    publish_erased(detail::event_type<E>(), &event);
+    // relaxed: see event_type(); 0 (never subscribed to) finds list 0, which is empty.
+    const std::size_t type = detail::event_type_id<E>.load(std::memory_order_relaxed);
+    if (lock_.lock_biased()) [[likely]] {
+      // Held through the bias: released by one store, known here (no flag kept and tested).
+      tern::detail::biased_guard lock(lock_, true);
+      publish_locked(type, event);
+    } else {
+      publish_spinlocked(type, event);
+    }
   }
-
   // Subscriptions alive now.
   std::size_t subscriptions() const;
 
@@ -382,12 +459,36 @@ class event_bus {
   std::shared_ptr<detail::loop_queue> queue_for(io_context& loop);
   void attach(detail::subscriber* s);
   void detach(detail::subscriber* s) noexcept;
-  void publish_erased(std::size_t type, const void* event);
+
+  // Under the lock: queues a copy of event for every subscription to its type.
+  template <class E>
+  void publish_locked(std::size_t type, const E& event) {
+    if (type >= types_) return;
+    // Inline at the caller, for its type: a subscriber on the publishing thread's loop gets the event pushed
+    // straight into its typed ring (no indirect call); one on another loop goes through its queue's lock.
+    for (detail::subscriber* s : by_type_[type]) {
+      if (s->context->running_here()) [[likely]] {
+        const std::size_t pending = s->pending;  // the ring's count (a local: the event's store may alias it)
+        static_cast<detail::typed_subscriber<E>*>(s)->ring_.push(event, pending);
+        s->pending = pending + 1;
+        if (!s->queued) s->loop->queue_local(s);
+      } else {
+        s->loop->enqueue_remote(s, &event);
+      }
+    }
+  }
+  // publish with the lock taken through its spinlock (not biased to this thread), out of the caller's way.
+  template <class E>
+  [[gnu::noinline]] void publish_spinlocked(std::size_t type, const E& event) {
+    tern::detail::biased_guard lock(lock_, false);
+    publish_locked(type, event);
+  }
 
   // Guards the lists below; taken before a loop_queue's. Biased: the thread that publishes most takes it with no
   // atomic read-modify-write (tern/detail/biased_lock.hpp).
   mutable tern::detail::biased_lock lock_;
   std::vector<std::vector<detail::subscriber*>> by_type_;  // indexed by detail::event_type<E>()
+  std::size_t types_ = 0;                                  // by_type_.size(), without a division per publish
   // One per loop with live subscriptions (dropped with its last one, so a loop made later at the same address
   // gets a fresh queue).
   std::vector<std::shared_ptr<detail::loop_queue>> queues_;
