@@ -4,16 +4,18 @@
 #   asan     clang-16, -O0, AddressSanitizer + UndefinedBehaviorSanitizer (at -O1 the optimizer spends twice as
 #            long on the instrumented code: the build took 2.1 times the CPU, the whole step 1.5 times)
 #   tsan     clang-16, -O1, ThreadSanitizer (the runtime's threads, cross-thread wake-ups, sync primitives)
-#   gcc      g++-12, -O2 (last: its tests need the least CPU, and run beside the fuzzing)
+#   gcc      g++-12, -O2 (last: its tests need the least CPU, and run beside the reliability suite)
+# The asan and tsan presets link with lld (the release and gcc presets keep the system's linker).
 # TERN_TEST_PRESETS="release gcc" picks a subset (any preset in CMakePresets.json). Each preset's test cases run
 # two or three at a time (the test presets' "jobs"; TERN_TEST_JOBS=N overrides it), those that need the machine to
 # themselves alone (tests/CMakeLists.txt says how), while the next preset builds (below).
-# Then the fuzz targets of tests/fuzz/ (the parsers of network bytes) build beside the last preset's tests, and run
+# After the last build, three things run at once: the last preset's tests; the reliability suite's quick run
+# (scripts/reliability.sh --quick, with its sanitizer pass when asan and tsan were built; TERN_TEST_RELIABILITY=0
+# leaves it out); and at nice 19 the fuzz targets of tests/fuzz/ (the parsers of network bytes): built, then run
 # briefly through scripts/fuzz.sh: each replays its committed corpus and fuzzes for TERN_TEST_FUZZ_SECONDS (30 by
-# default; 0 leaves the step out), two at a time, at nice 19 beside the reliability suite's quick run
-# (scripts/reliability.sh --quick; TERN_TEST_RELIABILITY=0 leaves it out). A crash, or a violated invariant, fails
-# the run. What no test of a preset runs builds last, also at nice 19 beside the suite: the release preset's
-# benchmark (tern-bench and its workers), and the gcc preset's build of the reliability suite's programs.
+# default; 0 leaves them out), two at a time. A crash, or a violated invariant, fails the run. What no test of a
+# preset runs builds beside the fuzzers, also at nice 19: the release preset's benchmark (tern-bench and its
+# workers), and the gcc preset's build of the reliability suite's programs.
 # Compiled objects are kept between runs by ccache (installed by setup-deps.sh; TERN_TEST_CCACHE=0 builds without
 # it): a run after a change compiles what the change touched.
 # Each step prints its time as it ends, and a table of all of them comes at the end (also after a failure): wall
@@ -26,8 +28,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # ---- steps and their times -------------------------------------------------------------------------------------------
 # A step is one command. It runs in a child shell that measures its wall time and its CPU time (bash's `times`: the
 # user + system time of every process it waited for, compilers and tests alike), so that a step's figures are its own
-# even while another step runs beside it. One step at a time may run in the background (a preset's tests, while the
-# next preset builds): its output goes to a log of its own, shown when the step is joined.
+# even while another step runs beside it. Steps may run in the background (a preset's tests, while the next preset
+# builds; at the end, two beside the reliability suite): the output of each goes to a log of its own, shown when the
+# step is joined.
 steps=()  # "name|wall s|CPU s|result"
 step_dir=$(mktemp -d)
 step_count=0
