@@ -29,10 +29,13 @@
 #include <new>
 #include <mutex>
 #include <stdexcept>
+#include <stop_token>
 #include <system_error>
 #include <utility>
 
 #include "tern/detail/biased_lock.hpp"
+#include "tern/detail/frame_pool.hpp"
+#include "tern/detail/stop_binding.hpp"
 #include "tern/detail/work_queue.hpp"
 #include "tern/error.hpp"
 #include "tern/io_context.hpp"
@@ -180,6 +183,10 @@ class sync_wait : public sync_waiter {
   // go (a channel's value slot, which a waker writes), and a second test here would cost every wait.
   ~sync_wait() = default;
 
+  // The waits bind the stop token of the task that awaits them themselves (stop_binding.hpp): registered when a
+  // wait suspends, unregistered when its node runs, so a wait that completes at once pays nothing for it.
+  using binds_task_stop = void;
+
   // The loop the wait is suspended on (valid once suspended).
   io_context& context() const noexcept { return *ctx; }
 
@@ -205,8 +212,18 @@ class sync_wait : public sync_waiter {
     ctx = &loop;
     lock_ = &lock;
     list_ = &list;
+    reg_ = nullptr;
     suspended_ = true;
     list.push_back(this);
+  }
+
+  // The await_suspend of a derived wait, whose suspend(h) tries once more under the lock and links the wait or
+  // not: if the awaiting coroutine is a task with a stoppable token, the token is registered while it waits.
+  template <class P, class Suspend>
+  bool suspend_bound(std::coroutine_handle<P> h, Suspend suspend) {
+    const std::stop_token* t = task_stop_token(h);
+    if (t == nullptr) [[likely]] return suspend(std::coroutine_handle<>(h));
+    return suspend_registered(*t, h, suspend);
   }
 
   // In await_resume: the wait is over; returns how it ended. suspended_ was cleared by the node's run
@@ -227,12 +244,38 @@ class sync_wait : public sync_waiter {
   static void resume_suspended(work_item* w) {
     // node is the first member of sync_waiter (in its anonymous union), so it shares the waiter's address.
     auto* self = static_cast<sync_wait*>(reinterpret_cast<sync_waiter*>(static_cast<resume_item*>(w)));
+    if (self->reg_ != nullptr) (void)registration::release(self->reg_);
     self->suspended_ = false;
     self->node.handle.resume();
   }
 
+  using registration = stop_registration<sync_wait>;
+
+  // suspend_bound with a stoppable token: the block is taken before the wait can start (nothing may throw once
+  // it is linked), the registration made once it is (a stop requested already cancels it at once).
+  template <class Suspend>
+  [[gnu::noinline]] bool suspend_registered(const std::stop_token& token, std::coroutine_handle<> h,
+                                           Suspend suspend) {
+    void* block = frame_pool::allocate(registration::block_size());
+    bool suspended;
+    try {
+      suspended = suspend(h);
+    } catch (...) {
+      frame_pool::deallocate(block, registration::block_size());
+      throw;
+    }
+    if (!suspended) {
+      frame_pool::deallocate(block, registration::block_size());
+      return false;
+    }
+    reg_ = registration::make(block, token, this);
+    return true;
+  }
+
   [[gnu::noinline]] wait_state abandon_suspended() noexcept {
     suspended_ = false;
+    // Before the lock: waits for a stop callback running on another thread.
+    if (reg_ != nullptr) (void)registration::release(reg_);
     biased_guard guard(*lock_);
     if (state == wait_state::waiting) {
       list_->remove(this);
@@ -245,6 +288,7 @@ class sync_wait : public sync_waiter {
   // not initialised: most waits complete without suspending).
   biased_lock* lock_;
   waiter_list* list_;
+  registration* reg_;  // the task's stop token's registration, or null; set when it suspends, like lock_
   bool suspended_ = false;  // owner's thread only: from a suspension until the node's run resumes the coroutine
 };
 
@@ -295,7 +339,18 @@ class [[nodiscard]] primitive_wait : public sync_wait {
     return true;
   }
   // Tries again under the lock, and waits if it is still not available.
-  bool await_suspend(std::coroutine_handle<> h) {
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) {
+    return suspend_bound(h, [this](std::coroutine_handle<> c) { return suspend(c); });
+  }
+  // Empty when granted, operation_canceled when cancelled.
+  std::error_code await_resume() noexcept { return wait_error(resumed()); }
+
+ protected:
+  P* p_;
+
+ private:
+  bool suspend(std::coroutine_handle<> h) {
     io_context& loop = waiting_loop();
     biased_guard guard(p_->lock_);
     if (p_->try_take_locked()) {
@@ -305,11 +360,6 @@ class [[nodiscard]] primitive_wait : public sync_wait {
     link(p_->lock_, p_->waiters_, loop, h);
     return true;
   }
-  // Empty when granted, operation_canceled when cancelled.
-  std::error_code await_resume() noexcept { return wait_error(resumed()); }
-
- protected:
-  P* p_;
 };
 
 }  // namespace tern::detail

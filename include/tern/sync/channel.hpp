@@ -182,7 +182,17 @@ class channel {
       return ready_locked(true);
     }
     // Tries again under the lock, and waits if the channel is still full.
-    bool await_suspend(std::coroutine_handle<> h) {
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      return suspend_bound(h, [this](std::coroutine_handle<> c) { return suspend(c); });
+    }
+    // Empty when delivered; sync::error::closed; operation_canceled.
+    std::error_code await_resume() noexcept { return detail::wait_error(resumed(), error::closed); }
+
+   private:
+    friend class channel;
+    // await_suspend's work: tries again under the lock and links the wait if it still cannot complete.
+    bool suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
@@ -197,11 +207,7 @@ class channel {
       if (wake != nullptr) detail::resume_waiter(wake);
       return false;
     }
-    // Empty when delivered; sync::error::closed; operation_canceled.
-    std::error_code await_resume() noexcept { return detail::wait_error(resumed(), error::closed); }
 
-   private:
-    friend class channel;
     send_awaiter(channel& ch, T&& value) noexcept : ch_(&ch), value_(std::move(value)) {}
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
@@ -239,7 +245,20 @@ class channel {
       return ready_locked(true);
     }
     // Tries again under the lock, and waits if there is still nothing to receive.
-    bool await_suspend(std::coroutine_handle<> h) {
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      return suspend_bound(h, [this](std::coroutine_handle<> c) { return suspend(c); });
+    }
+    // The value, or sync::error::closed / operation_canceled.
+    receive_result<T> await_resume() noexcept {
+      std::error_code ec = detail::wait_error(resumed(), error::closed);
+      return {ec, std::move(value_)};
+    }
+
+   private:
+    friend class channel;
+    // await_suspend's work: tries again under the lock and links the wait if it still cannot complete.
+    bool suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
@@ -254,14 +273,7 @@ class channel {
       if (wake != nullptr) detail::resume_waiter(wake);
       return false;
     }
-    // The value, or sync::error::closed / operation_canceled.
-    receive_result<T> await_resume() noexcept {
-      std::error_code ec = detail::wait_error(resumed(), error::closed);
-      return {ec, std::move(value_)};
-    }
 
-   private:
-    friend class channel;
     explicit receive_awaiter(channel& ch) noexcept : ch_(&ch) {}
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
