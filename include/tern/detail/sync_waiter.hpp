@@ -26,8 +26,8 @@
 
 #include <coroutine>
 #include <cstddef>
-#include <new>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <stop_token>
 #include <system_error>
