@@ -109,6 +109,8 @@ class promise_base : public pooled_frame {
     if constexpr (is_task<D>::value) {
       if (a.handle()) a.handle().promise().stop_ = stop_;
       return std::forward<A>(a);
+    } else if constexpr (binds_task_stop<D>) {
+      return std::forward<A>(a);  // registers stop_ itself when it suspends (the sync waits)
     } else if constexpr (cancellable<D>) {
       return stop_binding<A&&, const std::stop_token*>(std::forward<A>(a), stop_);
     } else {

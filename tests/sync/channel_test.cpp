@@ -368,6 +368,109 @@ TEST_P(channel_test, cancelled_waiters_leave_the_others_in_order) {
   }(ctx));
 }
 
+// ---- cancellation through the awaiting task's own stop token ----
+// A plain `co_await ch.receive()` in a task binds the task's token itself (registered only while the wait is
+// suspended); these go through tern::with_stop on the task, not on the operation.
+
+TEST_P(channel_test, a_stopped_task_cancels_its_waiting_receive_and_a_later_value_is_not_lost) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    channel<int> ch(2);
+    std::stop_source source;
+    tern::sync::receive_result<int> r;
+    auto receiver = tern::spawn(ctx, tern::with_stop(receive_one(ch, r), source.get_token()));
+    co_await tern::yield();
+    source.request_stop();  // on the loop's thread: cancels the waiting receive at once
+    co_await std::move(receiver);
+    EXPECT_EC(r.ec, std::errc::operation_canceled);
+    EXPECT_FALSE(r.value.has_value());
+    EXPECT_OK(ch.try_send(3));
+    EXPECT_EQ(ch.size(), 1u) << "a value went to the cancelled receive";
+  }(ctx));
+}
+
+TEST_P(channel_test, a_stopped_task_cancels_its_waiting_send_without_delivering) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    channel<int> ch(1);
+    EXPECT_OK(ch.try_send(1));
+    std::stop_source source;
+    std::vector<int> done;
+    std::error_code ec;
+    auto sender = tern::spawn(ctx, tern::with_stop(send_one(ch, 2, done, ec), source.get_token()));
+    co_await tern::yield();
+    source.request_stop();
+    co_await std::move(sender);
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    EXPECT_EQ(ch.try_receive(), std::optional<int>(1));
+    EXPECT_FALSE(ch.try_receive().has_value()) << "the cancelled send was delivered";
+  }(ctx));
+}
+
+TEST_P(channel_test, a_task_stopped_from_another_thread_cancels_its_waiting_receive) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    channel<int> ch(1);
+    std::stop_source source;
+    tern::sync::receive_result<int> r;
+    auto busy = ctx.make_work_guard();  // the stop is on its way from the other thread
+    stop_from_thread other(source, 20ms);
+    co_await tern::with_stop(receive_one(ch, r), source.get_token());
+    busy.reset();
+    EXPECT_EC(r.ec, std::errc::operation_canceled);
+    EXPECT_OK(ch.try_send(4));
+    EXPECT_EQ(ch.size(), 1u);
+  }(ctx));
+}
+
+TEST_P(channel_test, a_task_already_stopped_cancels_only_a_wait) {
+  run_bounded(ctx, []() -> tern::task<void> {
+    channel<int> ch(1);
+    std::stop_source source;
+    source.request_stop();
+    tern::sync::receive_result<int> r;
+    co_await tern::with_stop(receive_one(ch, r), source.get_token());
+    EXPECT_EC(r.ec, std::errc::operation_canceled);
+    EXPECT_OK(ch.try_send(5));
+    co_await tern::with_stop(receive_one(ch, r), source.get_token());  // ready at once: the stop does not apply
+    EXPECT_OK(r.ec);
+    EXPECT_EQ(r.value, std::optional<int>(5));
+  }());
+}
+
+TEST_P(channel_test, a_task_stopped_after_its_value_was_handed_over_keeps_the_value) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    channel<int> ch(1);
+    std::stop_source source;
+    tern::sync::receive_result<int> r;
+    auto receiver = tern::spawn(ctx, tern::with_stop(receive_one(ch, r), source.get_token()));
+    co_await tern::yield();
+    EXPECT_OK(ch.try_send(12));  // handed over; the receiver is queued but has not run
+    source.request_stop();
+    co_await std::move(receiver);
+    EXPECT_OK(r.ec);
+    EXPECT_EQ(r.value, std::optional<int>(12));
+  }(ctx));
+}
+
+tern::task<void> receive_forever_stoppable(channel<int>& ch, std::stop_token token) {
+  tern::sync::receive_result<int> r;
+  co_await tern::with_stop(receive_one(ch, r), std::move(token));
+  ADD_FAILURE() << "the receive completed on a loop that was never run again";
+}
+
+// The frame goes while the wait is registered with a token that is stopped afterwards: the registration must be
+// gone with it (the sanitizer presets see a callback into a freed frame).
+TEST_P(channel_test, a_stoppable_receive_destroyed_while_waiting_unregisters_itself) {
+  channel<int> ch(1);
+  std::stop_source source;
+  {
+    tern::io_context local(options());
+    tern::spawn(local, receive_forever_stoppable(ch, source.get_token())).detach();
+    EXPECT_TRUE(run_context_bounded(local));
+  }
+  source.request_stop();
+  EXPECT_OK(ch.try_send(6));
+  EXPECT_EQ(ch.size(), 1u) << "the value went to a receive whose coroutine is gone";
+}
+
 // ---- awaiters destroyed with their loop ----
 
 struct counted {

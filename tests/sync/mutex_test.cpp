@@ -174,6 +174,32 @@ TEST_P(mutex_test, cancelled_waiter_leaves_the_queue) {
   }(ctx));
 }
 
+tern::task<void> lock_and_report(mutex& m, std::error_code& out) {
+  out = co_await m.lock();  // binds the task's own token (no with_stop on the operation)
+  if (!out) m.unlock();
+}
+
+// A task stopped while its lock waits: the wait leaves the queue, the waiters behind it keep their order.
+TEST_P(mutex_test, a_stopped_task_cancels_its_waiting_lock) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    mutex m;
+    EXPECT_TRUE(m.try_lock());
+    std::stop_source source;
+    std::vector<int> order;
+    std::error_code ec;
+    auto b = tern::spawn(ctx, tern::with_stop(lock_and_report(m, ec), source.get_token()));
+    auto c = tern::spawn(ctx, lock_record_unlock(m, 3, order));
+    co_await tern::yield();
+    source.request_stop();
+    co_await std::move(b);
+    EXPECT_EC(ec, std::errc::operation_canceled);
+    m.unlock();
+    co_await std::move(c);
+    EXPECT_EQ(order, (std::vector<int>{3}));
+    EXPECT_FALSE(m.is_locked());
+  }(ctx));
+}
+
 tern::task<void> lock_forever(mutex& m) {
   (void)co_await m.lock();
   ADD_FAILURE() << "the lock completed on a loop that was never run again";

@@ -79,6 +79,21 @@ class biased_lock {
     return false;
   }
 
+  // Takes the lock through the bias only: true if this thread owns the bias and it holds the lock now (release
+  // it with unlock(true)); false, holding nothing, otherwise (then lock_unbiased()). For inline fast paths: the
+  // caller's path through the bias knows it holds the lock that way, so its unlock is one store with no test of
+  // how the lock was taken (lock_biased() merged the two ways and tested a flag at the unlock).
+  [[nodiscard]] bool try_lock_bias() noexcept {
+    if (owner_.load(std::memory_order_relaxed) != thread_identity()) return false;
+    busy_.store(true, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // as in lock_biased()
+    if (!revoked_.load(std::memory_order_relaxed)) [[likely]] return true;
+    busy_.store(false, std::memory_order_release);
+    return false;
+  }
+  // lock_biased() out of line, after try_lock_bias() failed; returns what lock_biased() would.
+  [[gnu::noinline]] bool lock_unbiased() noexcept { return lock_biased(); }
+
   // Releases a lock taken by lock_biased(), which returned biased.
   void unlock(bool biased) noexcept {
     if (biased) [[likely]] {

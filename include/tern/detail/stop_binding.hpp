@@ -5,7 +5,8 @@
 // Used twice: by with_stop(op, token), and by every task, whose promise wraps each cancellable operation it awaits
 // in a binding to the task's own stop token (inherited from its parent, set by task_group, when_any and
 // with_timeout on tasks). The registration exists only while suspended, and only if the token can be stopped, so
-// a task without a token pays one null check per await.
+// a task without a token pays one null check per await. The waits of tern::sync are not wrapped: they register
+// the task's token themselves when they suspend (binds_task_stop, stop_registration).
 //
 // A stop request may come from any thread, but cancel() must run on the operation's loop: on that loop's thread
 // the callback cancels directly; from elsewhere it sends a small self-owning item through the loop's inbox. The
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <coroutine>
 #include <new>
 #include <stop_token>
@@ -58,6 +60,99 @@ bool suspend_on(Op& op, std::coroutine_handle<> h) {
 inline const std::stop_token* token_ptr(const std::stop_token& t) noexcept { return &t; }
 inline const std::stop_token* token_ptr(const std::stop_token* t) noexcept { return t; }
 
+// The registration of a stop callback that cancels target while it waits: the std::stop_callback and the
+// address of a cancellation it sent from another thread, in a block of the thread's frame pool. Target has
+// cancel() (loop thread only) and context() (its loop). Used by stop_binding and by the waits that bind their
+// task's token themselves (binds_task_stop below).
+template <class Target>
+class stop_registration {
+ public:
+  // The bytes of the block to take (frame_pool::allocate) before the operation starts: once it has started,
+  // nothing may throw.
+  static constexpr std::size_t block_size() noexcept { return sizeof(stop_registration); }
+
+  // Registers target with token in block. A stop requested already runs the callback in here, which cancels
+  // target at once.
+  static stop_registration* make(void* block, const std::stop_token& token, Target* target) noexcept {
+    return ::new (block) stop_registration(token, target);
+  }
+
+  // Unregisters r (waiting for a callback running on another thread), detaches a cancellation that callback
+  // sent, and gives the block back. Returns a bool only to stay clear of clang 16's misreading of a call to a
+  // `void f(T*)` of internal linkage in a coroutine as a resume (docs/design.md, "Coroutines"): Target may be a
+  // type of an unnamed namespace.
+  [[gnu::noinline]] static bool release(stop_registration* r) noexcept {
+    r->callback_.~stop_callback();  // waits for a callback running on another thread
+    if (r->remote_ != nullptr) r->remote_->reg = nullptr;
+    frame_pool::deallocate(r, sizeof(stop_registration));
+    return true;
+  }
+
+ private:
+  struct remote_cancel final : work_item {
+    stop_registration* reg;
+    explicit remote_cancel(stop_registration* r) noexcept : reg(r) {
+      run = &invoke;
+      discard = &drop;
+    }
+    static void invoke(work_item* w) {
+      auto* self = static_cast<remote_cancel*>(w);
+      if (self->reg != nullptr) {
+        self->reg->remote_ = nullptr;  // still registered: release() clears reg first
+        self->reg->target_->cancel();
+      }
+      drop(w);
+    }
+    static void drop(work_item* w) noexcept {
+      auto* self = static_cast<remote_cancel*>(w);
+      self->~remote_cancel();
+      frame_pool::deallocate(self, sizeof(remote_cancel));
+    }
+  };
+
+  struct on_stop {
+    stop_registration* self;
+    void operator()() const noexcept {
+      io_context& ctx = self->target_->context();
+      if (ctx.running_here()) {
+        self->target_->cancel();
+      } else {
+        auto* item = ::new (frame_pool::allocate(sizeof(remote_cancel))) remote_cancel(self);
+        self->remote_ = item;
+        ctx.enqueue(item);
+      }
+    }
+  };
+
+  stop_registration(const std::stop_token& t, Target* target) noexcept
+      : target_(target), callback_(t, on_stop{this}) {}
+
+  Target* target_;
+  remote_cancel* remote_ = nullptr;  // before callback_: initialised before the callback can run
+  std::stop_callback<on_stop> callback_;
+};
+
+// An operation that binds the stop token of the task awaiting it itself, from its await_suspend's typed handle
+// (task_stop_token below), instead of being wrapped in a stop_binding by the task's await_transform. The sync
+// primitives' waits do: they register only when they suspend and unregister when their queue node runs, so a
+// wait that completes at once pays nothing for cancellation (a binding cost each send and receive of a channel
+// about 9 instructions: the binding's fields stored, the operation's address loaded back, two tests of an empty
+// registration).
+template <class Op>
+concept binds_task_stop = requires { typename Op::binds_task_stop; };
+
+// The stop token of the coroutine of h if its promise has one that can be stopped (a tern::task's), else null.
+template <class P>
+const std::stop_token* task_stop_token(std::coroutine_handle<P> h) noexcept {
+  if constexpr (requires {
+                  { h.promise().stop_token() } -> std::same_as<const std::stop_token*>;
+                }) {
+    const std::stop_token* t = h.promise().stop_token();
+    if (t != nullptr && t->stop_possible()) [[unlikely]] return t;
+  }
+  return nullptr;
+}
+
 // Op is the operation (a value) or a reference to it; Token is a std::stop_token held by value or a pointer to
 // one (possibly null).
 template <class Op, class Token>
@@ -93,79 +188,31 @@ class [[nodiscard]] stop_binding {
     const std::stop_token* t = &token;
     // The block is taken before the operation starts: once it has started, nothing here may throw (a throw would
     // resume the coroutine while the operation still holds it).
-    void* block = frame_pool::allocate(sizeof(registration));
+    void* block = frame_pool::allocate(registration::block_size());
     bool suspended;
     try {
       suspended = suspend_on(op_, h);
     } catch (...) {
-      frame_pool::deallocate(block, sizeof(registration));
+      frame_pool::deallocate(block, registration::block_size());
       throw;
     }
     if (!suspended) {
-      frame_pool::deallocate(block, sizeof(registration));
+      frame_pool::deallocate(block, registration::block_size());
       return false;
     }
-    // reg_ is set before the callback can run (it runs inside the constructor if a stop was requested already).
-    reg_ = static_cast<registration*>(block);
-    ::new (block) registration(*t, this);
+    reg_ = registration::make(block, *t, this);
     return true;
   }
 
-  struct remote_cancel final : work_item {
-    stop_binding* target;
-    explicit remote_cancel(stop_binding* t) noexcept : target(t) {
-      run = &invoke;
-      discard = &drop;
-    }
-    static void invoke(work_item* w) {
-      auto* self = static_cast<remote_cancel*>(w);
-      if (self->target != nullptr) {
-        self->target->reg_->remote = nullptr;  // still registered: unregister() clears target first
-        self->target->op_.cancel();
-      }
-      drop(w);
-    }
-    static void drop(work_item* w) noexcept {
-      auto* self = static_cast<remote_cancel*>(w);
-      self->~remote_cancel();
-      frame_pool::deallocate(self, sizeof(remote_cancel));
-    }
-  };
+  using registration = stop_registration<stop_binding>;
 
-  struct on_stop {
-    stop_binding* self;
-    void operator()() const noexcept {
-      io_context& ctx = self->op_.context();
-      if (ctx.running_here()) {
-        self->op_.cancel();
-      } else {
-        auto* item = ::new (frame_pool::allocate(sizeof(remote_cancel))) remote_cancel(self);
-        self->reg_->remote = item;
-        ctx.enqueue(item);
-      }
-    }
-  };
-
-  struct registration {
-    registration(const std::stop_token& t, stop_binding* self) noexcept : callback(t, on_stop{self}) {}
-    remote_cancel* remote = nullptr;  // before callback: initialised before the callback can run
-    std::stop_callback<on_stop> callback;
-  };
-
-  // One test when nothing was registered (every await that did not suspend): remote is set only by a callback,
-  // so only while registered.
+  // One test when nothing was registered (every await that did not suspend); reg_ is null again after it, which
+  // the compiler sees, so the destructor's test after an await_resume folds away.
   [[gnu::always_inline]] void unregister() noexcept {
-    if (reg_ != nullptr) [[unlikely]] (void)unregister_registered();
-  }
-  // Returns a bool only to stay clear of clang 16's misreading of a call to a `void f(T*)` of internal linkage in a
-  // coroutine as a resume (docs/design.md, "Coroutines"): Op may be a type of an unnamed namespace.
-  [[gnu::noinline]] bool unregister_registered() noexcept {
-    registration* r = reg_;
-    r->callback.~stop_callback();  // waits for a callback running on another thread
-    if (r->remote != nullptr) r->remote->target = nullptr;
-    frame_pool::deallocate(r, sizeof(registration));
-    reg_ = nullptr;
-    return true;
+    if (reg_ != nullptr) [[unlikely]] {
+      (void)registration::release(reg_);
+      reg_ = nullptr;
+    }
   }
 
   Op op_;

@@ -27,11 +27,15 @@
 #include <coroutine>
 #include <cstddef>
 #include <mutex>
+#include <new>
 #include <stdexcept>
+#include <stop_token>
 #include <system_error>
 #include <utility>
 
 #include "tern/detail/biased_lock.hpp"
+#include "tern/detail/frame_pool.hpp"
+#include "tern/detail/stop_binding.hpp"
 #include "tern/detail/work_queue.hpp"
 #include "tern/error.hpp"
 #include "tern/io_context.hpp"
@@ -51,8 +55,16 @@ enum class wait_state : unsigned char {
 // A waiter is made on every wait, and most waits complete at once, so its fields are set only when they are
 // needed: the node, the links, ctx and state when it is linked (sync_wait::link), state alone when the wait
 // completes without suspending.
-struct sync_waiter : resume_item {
-  sync_waiter() noexcept : resume_item(unset_t{}) {}
+//
+// Why the node is a union member rather than a base: work_item's fields have default member initialisers, which
+// every constructor of the base applies (its "unset" constructor too), so a base node cost every wait three stores
+// (32 bytes zeroed, 6 instructions of a channel's send and receive). In the union it is constructed only when
+// the waiter suspends (sync_wait::link).
+struct sync_waiter {
+  sync_waiter() noexcept {}
+  union {
+    resume_item node;  // constructed by sync_wait::link, queued by resume_waiter
+  };
   sync_waiter* prev_waiter;
   sync_waiter* next_waiter;
   io_context* ctx;  // the loop the coroutine was suspended on, and resumes on
@@ -138,7 +150,7 @@ class waiter_list {
 };
 
 // Queues a waiter already taken off its list on its loop. Called without the lock; w is not touched afterwards.
-inline void resume_waiter(sync_waiter* w) noexcept { w->ctx->enqueue(w); }
+inline void resume_waiter(sync_waiter* w) noexcept { w->ctx->enqueue(&w->node); }
 
 // resume_waiter for each waiter of a chain from waiter_list::release_all, oldest first.
 inline void resume_all(sync_waiter* chain) noexcept {
@@ -171,6 +183,10 @@ class sync_wait : public sync_waiter {
   // go (a channel's value slot, which a waker writes), and a second test here would cost every wait.
   ~sync_wait() = default;
 
+  // The waits bind the stop token of the task that awaits them themselves (stop_binding.hpp): registered when a
+  // wait suspends, unregistered when its node runs, so a wait that completes at once pays nothing for it.
+  using binds_task_stop = void;
+
   // The loop the wait is suspended on (valid once suspended).
   io_context& context() const noexcept { return *ctx; }
 
@@ -190,19 +206,29 @@ class sync_wait : public sync_waiter {
  protected:
   // With lock held: links this waiter at the back of list; h resumes on loop when woken.
   void link(biased_lock& lock, waiter_list& list, io_context& loop, std::coroutine_handle<> h) noexcept {
-    prepare(h);
+    ::new (static_cast<void*>(&node)) resume_item();
+    node.run = &resume_suspended;
+    node.handle = h;
     ctx = &loop;
     lock_ = &lock;
     list_ = &list;
+    reg_ = nullptr;
     suspended_ = true;
     list.push_back(this);
   }
 
-  // In await_resume: the wait is over; returns how it ended.
-  wait_state resumed() noexcept {
-    suspended_ = false;
-    return state;
+  // The await_suspend of a derived wait, whose suspend(h) tries once more under the lock and links the wait or
+  // not: if the awaiting coroutine is a task with a stoppable token, the token is registered while it waits.
+  template <class P, class Suspend>
+  bool suspend_bound(std::coroutine_handle<P> h, Suspend suspend) {
+    const std::stop_token* t = task_stop_token(h);
+    if (t == nullptr) [[likely]] return suspend(std::coroutine_handle<>(h));
+    return suspend_registered(*t, h, suspend);
   }
+
+  // In await_resume: the wait is over; returns how it ended. suspended_ was cleared by the node's run
+  // (resume_suspended) if the wait suspended, so a wait that completed at once stores nothing here.
+  wait_state resumed() const noexcept { return state; }
 
   // In destructors: unlinks a waiter whose coroutine is destroyed while suspended. Returns granted if it had been
   // given something it will now never use, so that the derived awaiter can pass it on (unlock, release, set).
@@ -212,8 +238,44 @@ class sync_wait : public sync_waiter {
   }
 
  private:
+  // The node's run function: the wait is over (the waker or cancel() queued it), so the coroutine is no longer
+  // suspended on it; then resumes the coroutine. Clearing suspended_ here rather than in await_resume spares
+  // every wait that completes at once a store (1 instruction of a channel's send and of its receive).
+  static void resume_suspended(work_item* w) {
+    // node is the first member of sync_waiter (in its anonymous union), so it shares the waiter's address.
+    auto* self = static_cast<sync_wait*>(reinterpret_cast<sync_waiter*>(static_cast<resume_item*>(w)));
+    if (self->reg_ != nullptr) (void)registration::release(self->reg_);
+    self->suspended_ = false;
+    self->node.handle.resume();
+  }
+
+  using registration = stop_registration<sync_wait>;
+
+  // suspend_bound with a stoppable token: the block is taken before the wait can start (nothing may throw once
+  // it is linked), the registration made once it is (a stop requested already cancels it at once).
+  template <class Suspend>
+  [[gnu::noinline]] bool suspend_registered(const std::stop_token& token, std::coroutine_handle<> h,
+                                           Suspend suspend) {
+    void* block = frame_pool::allocate(registration::block_size());
+    bool suspended;
+    try {
+      suspended = suspend(h);
+    } catch (...) {
+      frame_pool::deallocate(block, registration::block_size());
+      throw;
+    }
+    if (!suspended) {
+      frame_pool::deallocate(block, registration::block_size());
+      return false;
+    }
+    reg_ = registration::make(block, token, this);
+    return true;
+  }
+
   [[gnu::noinline]] wait_state abandon_suspended() noexcept {
     suspended_ = false;
+    // Before the lock: waits for a stop callback running on another thread.
+    if (reg_ != nullptr) (void)registration::release(reg_);
     biased_guard guard(*lock_);
     if (state == wait_state::waiting) {
       list_->remove(this);
@@ -226,17 +288,22 @@ class sync_wait : public sync_waiter {
   // not initialised: most waits complete without suspending).
   biased_lock* lock_;
   waiter_list* list_;
-  bool suspended_ = false;  // owner's thread only: between a suspension and its await_resume
+  registration* reg_;  // the task's stop token's registration, or null; set when it suspends, like lock_
+  bool suspended_ = false;  // owner's thread only: from a suspension until the node's run resumes the coroutine
 };
+
+// An empty error_code whose value the compiler sees: success's category with a literal 0, so a caller's `!ec`
+// folds away (a copy of success reads its value from memory: 2 instructions of every wait that tests it).
+inline std::error_code wait_success() noexcept { return std::error_code(0, success.category()); }
 
 // The error_code a finished wait reports; a closed channel reports closed_error, made only then.
 inline std::error_code wait_error(wait_state s) noexcept {
   if (s == wait_state::canceled) [[unlikely]] return make_error_code(error::operation_canceled);
-  return success;
+  return wait_success();
 }
 template <class E>
 std::error_code wait_error(wait_state s, E closed_error) noexcept {
-  if (s == wait_state::granted) [[likely]] return success;
+  if (s == wait_state::granted) [[likely]] return wait_success();
   if (s == wait_state::closed) return make_error_code(closed_error);
   return wait_error(s);
 }
@@ -272,7 +339,18 @@ class [[nodiscard]] primitive_wait : public sync_wait {
     return true;
   }
   // Tries again under the lock, and waits if it is still not available.
-  bool await_suspend(std::coroutine_handle<> h) {
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) {
+    return suspend_bound(h, [this](std::coroutine_handle<> c) { return suspend(c); });
+  }
+  // Empty when granted, operation_canceled when cancelled.
+  std::error_code await_resume() noexcept { return wait_error(resumed()); }
+
+ protected:
+  P* p_;
+
+ private:
+  bool suspend(std::coroutine_handle<> h) {
     io_context& loop = waiting_loop();
     biased_guard guard(p_->lock_);
     if (p_->try_take_locked()) {
@@ -282,11 +360,6 @@ class [[nodiscard]] primitive_wait : public sync_wait {
     link(p_->lock_, p_->waiters_, loop, h);
     return true;
   }
-  // Empty when granted, operation_canceled when cancelled.
-  std::error_code await_resume() noexcept { return wait_error(resumed()); }
-
- protected:
-  P* p_;
 };
 
 }  // namespace tern::detail

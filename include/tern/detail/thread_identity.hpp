@@ -14,7 +14,14 @@
 
 namespace tern::detail {
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__clang__)
+// A volatile load through the fs segment: read anew every time like the asm statement below, but, unlike any asm
+// statement clang compiles, not a compiler barrier for the memory around it, so values the caller just stored
+// (an awaiter's fields in a coroutine frame) need not be loaded again after it.
+inline std::uintptr_t thread_identity() noexcept {
+  return *reinterpret_cast<const volatile std::uintptr_t __attribute__((address_space(257)))*>(0);
+}
+#elif defined(__x86_64__)
 inline std::uintptr_t thread_identity() noexcept {
   std::uintptr_t p;
   asm volatile("mov %%fs:0, %0" : "=r"(p));

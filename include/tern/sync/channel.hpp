@@ -168,19 +168,31 @@ class channel {
 
     // Sends now if the value can go without waiting. The common case, room in the buffer and nobody waiting, is
     // inlined into the awaiting coroutine (clang's heuristics otherwise keep it a call); the rest is out of line.
+    // Only the path through the lock's bias (a channel used by one thread) is inline: it then needs no flag of
+    // how the lock was taken (6 instructions a send and receive pair).
     [[gnu::always_inline]] bool await_ready() {
       channel& ch = *ch_;
-      const bool biased = ch.lock_.lock_biased();
+      if (!ch.lock_.try_lock_bias()) [[unlikely]] return ready_locked(ch.lock_.lock_unbiased());
       if (!ch.closed_ && ch.receivers_.empty() && !ch.buffer_.full()) [[likely]] {
         ch.buffer_.push_back(std::move(value_));
-        ch.lock_.unlock(biased);
+        ch.lock_.unlock(true);
         state = detail::wait_state::granted;
         return true;
       }
-      return ready_locked(biased);
+      return ready_locked(true);
     }
     // Tries again under the lock, and waits if the channel is still full.
-    bool await_suspend(std::coroutine_handle<> h) {
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      return suspend_bound(h, [this](std::coroutine_handle<> c) { return suspend(c); });
+    }
+    // Empty when delivered; sync::error::closed; operation_canceled.
+    std::error_code await_resume() noexcept { return detail::wait_error(resumed(), error::closed); }
+
+   private:
+    friend class channel;
+    // await_suspend's work: tries again under the lock and links the wait if it still cannot complete.
+    bool suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
@@ -195,11 +207,7 @@ class channel {
       if (wake != nullptr) detail::resume_waiter(wake);
       return false;
     }
-    // Empty when delivered; sync::error::closed; operation_canceled.
-    std::error_code await_resume() noexcept { return detail::wait_error(resumed(), error::closed); }
 
-   private:
-    friend class channel;
     send_awaiter(channel& ch, T&& value) noexcept : ch_(&ch), value_(std::move(value)) {}
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
@@ -227,17 +235,30 @@ class channel {
     // buffered, no sender waiting) is inline and the rest out of line.
     [[gnu::always_inline]] bool await_ready() {
       channel& ch = *ch_;
-      const bool biased = ch.lock_.lock_biased();
+      if (!ch.lock_.try_lock_bias()) [[unlikely]] return ready_locked(ch.lock_.lock_unbiased());
       if (!ch.buffer_.empty() && ch.senders_.empty()) [[likely]] {
         ch.buffer_.pop_front_into(value_);
-        ch.lock_.unlock(biased);
+        ch.lock_.unlock(true);
         state = detail::wait_state::granted;
         return true;
       }
-      return ready_locked(biased);
+      return ready_locked(true);
     }
     // Tries again under the lock, and waits if there is still nothing to receive.
-    bool await_suspend(std::coroutine_handle<> h) {
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+      return suspend_bound(h, [this](std::coroutine_handle<> c) { return suspend(c); });
+    }
+    // The value, or sync::error::closed / operation_canceled.
+    receive_result<T> await_resume() noexcept {
+      std::error_code ec = detail::wait_error(resumed(), error::closed);
+      return {ec, std::move(value_)};
+    }
+
+   private:
+    friend class channel;
+    // await_suspend's work: tries again under the lock and links the wait if it still cannot complete.
+    bool suspend(std::coroutine_handle<> h) {
       io_context& loop = detail::waiting_loop();
       detail::sync_waiter* wake = nullptr;
       {
@@ -252,14 +273,7 @@ class channel {
       if (wake != nullptr) detail::resume_waiter(wake);
       return false;
     }
-    // The value, or sync::error::closed / operation_canceled.
-    receive_result<T> await_resume() noexcept {
-      std::error_code ec = detail::wait_error(resumed(), error::closed);
-      return {ec, std::move(value_)};
-    }
 
-   private:
-    friend class channel;
     explicit receive_awaiter(channel& ch) noexcept : ch_(&ch) {}
 
     // await_ready with the lock held, for every case but the common one; releases the lock.
