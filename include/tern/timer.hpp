@@ -2,8 +2,8 @@
 //
 // Timers on the loop's timing wheel: sleep_for, sleep_until, and a re-armable timer object.
 //
-// Each wait is an awaiter that carries its own wheel node and queue node, so arming, cancelling and firing never
-// allocate and never make a syscall. A wait completes with an empty error_code when its deadline passes (never
+// Each wait is an awaiter that carries its own wheel node, so arming, cancelling and firing never allocate and
+// never make a syscall; a completed wait queues its coroutine's handle, in a run queue slot of its own. A wait completes with an empty error_code when its deadline passes (never
 // before it) and with operation_canceled when it is cancelled. The wheel only queues fired waits; the coroutine
 // resumes from the run queue like any other completion.
 #pragma once
@@ -14,7 +14,6 @@
 #include <system_error>
 
 #include "tern/detail/timer_wheel.hpp"
-#include "tern/detail/work_queue.hpp"
 #include "tern/error.hpp"
 #include "tern/io_context.hpp"
 
@@ -50,13 +49,13 @@ inline std::uint64_t deadline_after(io_context& ctx, clock::duration d) noexcept
 inline std::uint64_t deadline_after(clock::duration d) noexcept { return deadline_after(io_context::current(), d); }
 
 // One pending wait on the wheel. Cancellable while suspended; see cancel.hpp.
-class [[nodiscard]] timer_wait : public resume_item, public timer_node {
+class [[nodiscard]] timer_wait : public timer_node {
  public:
   timer_wait(io_context& ctx, std::uint64_t deadline_ns) noexcept : ctx_(&ctx) {
     this->deadline_ns = deadline_ns;
     fire = &on_fire;
   }
-  timer_wait(const timer_wait& o) noexcept : resume_item(), timer_node(), ctx_(o.ctx_), owner_(o.owner_) {
+  timer_wait(const timer_wait& o) noexcept : timer_node(), ctx_(o.ctx_), owner_(o.owner_) {
     deadline_ns = o.deadline_ns;
     fire = &on_fire;
   }
@@ -91,7 +90,7 @@ class [[nodiscard]] timer_wait : public resume_item, public timer_node {
     ctx_->timers().remove(this);
     outcome_ = outcome::canceled;
     unlink_owner();
-    ctx_->schedule(this);
+    ctx_->schedule_handle(handle_);
   }
 
  private:
@@ -100,7 +99,7 @@ class [[nodiscard]] timer_wait : public resume_item, public timer_node {
   static void on_fire(timer_node* n) noexcept {
     auto* self = static_cast<timer_wait*>(n);
     self->unlink_owner();
-    self->ctx_->schedule(self);
+    self->ctx_->schedule_handle(self->handle_);
   }
 
   void disarm() noexcept {
@@ -110,6 +109,7 @@ class [[nodiscard]] timer_wait : public resume_item, public timer_node {
   void unlink_owner() noexcept;
 
   io_context* ctx_;
+  std::coroutine_handle<> handle_;  // set by await_suspend
   tern::timer* owner_ = nullptr;  // the timer object whose cancel() reaches this wait, if any
   timer_wait* prev_wait_ = nullptr;
   timer_wait* next_wait_ = nullptr;
@@ -173,7 +173,7 @@ class timer {
 namespace detail {
 
 inline bool timer_wait::await_suspend(std::coroutine_handle<> h) noexcept {
-  handle = h;
+  handle_ = h;
   if (!ctx_->timers().insert(this)) return false;  // due already (within the current tick)
   if (owner_ != nullptr) {
     // The timer's only wait (the common case) is its waits_ alone, its links left null; a second one links in.
