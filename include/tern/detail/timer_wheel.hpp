@@ -173,7 +173,7 @@ class timer_wheel {
       when = elapsed_ + max_span;
       differ = when ^ elapsed_;
     }
-    const unsigned level = level_of_bit[63 - std::countl_zero(differ)];
+    const unsigned level = level_of_bit[63 - __builtin_clzll(differ)];  // differ >= 64: no test for zero
     const unsigned slot = static_cast<unsigned>(when >> (level * slot_bits)) & (slots - 1);
     // Above level 0 a slot's order does not matter (it is re-filed when it comes due): appended at the tail.
     link_after(wheel_[level][slot].prev, n);
