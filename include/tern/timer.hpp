@@ -131,13 +131,13 @@ class timer {
 
   // Sets the deadline to now + d; cancels pending waits. Returns how many were cancelled.
   std::size_t expires_after(clock::duration d) noexcept {
-    std::size_t n = cancel();
+    std::size_t n = waits_ != nullptr ? cancel_pending() : 0;
     deadline_ns_ = detail::deadline_after(*ctx_, d);
     return n;
   }
   // Sets the deadline to tp; cancels pending waits. Returns how many were cancelled.
   std::size_t expires_at(clock::time_point tp) noexcept {
-    std::size_t n = cancel();
+    std::size_t n = waits_ != nullptr ? cancel_pending() : 0;
     deadline_ns_ = detail::to_ns(tp);
     return n;
   }
@@ -165,6 +165,9 @@ class timer {
 
  private:
   friend class detail::timer_wait;
+  // Re-arming with waits pending is the rare case: out of line, so that the common re-arm saves no registers.
+  [[gnu::noinline]] std::size_t cancel_pending() noexcept { return cancel(); }
+
   io_context* ctx_;
   std::uint64_t deadline_ns_ = 0;
   detail::timer_wait* waits_ = nullptr;
