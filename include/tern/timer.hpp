@@ -60,7 +60,13 @@ class [[nodiscard]] timer_wait : public timer_node {
     fire = &on_fire;
   }
   timer_wait& operator=(const timer_wait&) = delete;
-  ~timer_wait() { disarm(); }
+  ~timer_wait() {
+    // Only a wait on the wheel is on its timer's list of waits (completing takes it off both).
+    if (linked()) [[unlikely]] {
+      ctx_->timers().remove(this);
+      unlink_owner();
+    }
+  }
 
   // A deadline more than a tick past the loop's last clock reading cannot be due yet, so the common case
   // (a deadline in the future) costs no clock read here; only near deadlines are checked against the clock. A wait
@@ -102,15 +108,13 @@ class [[nodiscard]] timer_wait : public timer_node {
     self->ctx_->schedule_handle(self->handle_);
   }
 
-  void disarm() noexcept {
-    if (linked()) ctx_->timers().remove(this);
-    unlink_owner();
-  }
+  // Takes the wait off its timer's list (the wait is on it: it was filed with an owner and has not completed).
   void unlink_owner() noexcept;
 
   io_context* ctx_;
   std::coroutine_handle<> handle_;  // set by await_suspend
-  tern::timer* owner_ = nullptr;  // the timer object whose cancel() reaches this wait, if any
+  tern::timer* owner_ = nullptr;  // the timer object whose cancel() reaches this wait, if any (kept after it
+                                  // completes: the list is left then, and only a filed wait is linked in again)
   timer_wait* prev_wait_ = nullptr;
   timer_wait* next_wait_ = nullptr;
   enum class outcome : unsigned char { expired, canceled, wrong_loop };
@@ -193,15 +197,13 @@ inline bool timer_wait::await_suspend(std::coroutine_handle<> h) noexcept {
 inline void timer_wait::unlink_owner() noexcept {
   if (owner_ == nullptr) return;
   if (prev_wait_ == nullptr && next_wait_ == nullptr) [[likely]] {
-    // The only wait, or one that completed at once and was never linked (then waits_ is another's or null).
-    if (owner_->waits_ == this) owner_->waits_ = nullptr;
+    owner_->waits_ = nullptr;  // the timer's only wait
   } else {
     if (prev_wait_ != nullptr) prev_wait_->next_wait_ = next_wait_;
     else owner_->waits_ = next_wait_;
     if (next_wait_ != nullptr) next_wait_->prev_wait_ = prev_wait_;
     prev_wait_ = next_wait_ = nullptr;
   }
-  owner_ = nullptr;
 }
 
 }  // namespace detail
