@@ -93,14 +93,19 @@ class [[nodiscard]] timer_wait : public timer_node {
   // Completes the wait now with operation_canceled (no effect if it already completed).
   void cancel() noexcept {
     if (!linked()) return;
-    ctx_->timers().remove(this);
-    outcome_ = outcome::canceled;
     unlink_owner();
-    ctx_->schedule_handle(handle_);
+    complete_canceled();
   }
 
  private:
   friend class tern::timer;
+
+  // Off the wheel, with operation_canceled, its coroutine queued (the caller has taken it off its timer's list).
+  void complete_canceled() noexcept {
+    ctx_->timers().remove(this);
+    outcome_ = outcome::canceled;
+    ctx_->schedule_handle(handle_);
+  }
 
   static void on_fire(timer_node* n) noexcept {
     auto* self = static_cast<timer_wait*>(n);
@@ -159,18 +164,28 @@ class timer {
 
   // Completes every pending wait with operation_canceled; returns how many there were.
   std::size_t cancel() noexcept {
-    std::size_t n = 0;
-    while (waits_ != nullptr) {
-      waits_->cancel();  // unlinks it from waits_
-      ++n;
+    detail::timer_wait* w = waits_;
+    if (w == nullptr) return 0;
+    if (w->next_wait_ == nullptr) [[likely]] {  // the only wait: the list is emptied here, not through the wait
+      waits_ = nullptr;
+      w->complete_canceled();
+      return 1;
     }
-    return n;
+    return cancel_all();
   }
 
  private:
   friend class detail::timer_wait;
   // Re-arming with waits pending is the rare case: out of line, so that the common re-arm saves no registers.
   [[gnu::noinline]] std::size_t cancel_pending() noexcept { return cancel(); }
+  [[gnu::noinline]] std::size_t cancel_all() noexcept {
+    std::size_t n = 0;
+    while (waits_ != nullptr) {
+      waits_->cancel();  // takes it off waits_
+      ++n;
+    }
+    return n;
+  }
 
   io_context* ctx_;
   std::uint64_t deadline_ns_ = 0;
