@@ -84,7 +84,7 @@ class [[nodiscard]] timer_wait : public timer_node {
   // Empty when the deadline passed; operation_canceled when cancelled; wrong_loop (see await_ready).
   std::error_code await_resume() const noexcept {
     if (outcome_ == outcome::expired) [[likely]] return success;
-    return make_error_code(outcome_ == outcome::canceled ? error::operation_canceled : error::wrong_loop);
+    return make_error_code(static_cast<error>(outcome_));
   }
 
   // The loop the wait runs on.
@@ -122,7 +122,12 @@ class [[nodiscard]] timer_wait : public timer_node {
                                   // completes: the list is left then, and only a filed wait is linked in again)
   timer_wait* prev_wait_ = nullptr;
   timer_wait* next_wait_ = nullptr;
-  enum class outcome : unsigned char { expired, canceled, wrong_loop };
+  // The error's own value, so that the result is made without a choice.
+  enum class outcome : unsigned char {
+    expired = 0,
+    canceled = static_cast<unsigned char>(error::operation_canceled),
+    wrong_loop = static_cast<unsigned char>(error::wrong_loop)
+  };
   outcome outcome_ = outcome::expired;
 };
 
