@@ -40,8 +40,10 @@ inline std::uint64_t deadline_after(io_context* c, clock::duration d) noexcept {
   const bool here = c != nullptr && c->running_here();
   if (ns <= 0) return here ? c->loop_time_ns() : io_context::now_ns();
   std::uint64_t now = here ? c->deadline_now_ns() : io_context::now_ns();
-  std::uint64_t sum = now + static_cast<std::uint64_t>(ns);
-  return sum < now ? ~std::uint64_t{0} >> 1 : sum;  // saturate far-future deadlines
+  // A far-future d is cut to 2^62 ns (146 years), so that the sum stays below 2^63 (the clock itself counts from
+  // boot); a constant d is folded and pays nothing for it.
+  constexpr std::int64_t longest = std::int64_t{1} << 62;
+  return now + static_cast<std::uint64_t>(ns < longest ? ns : longest);
 }
 inline std::uint64_t deadline_after(io_context& ctx, clock::duration d) noexcept { return deadline_after(&ctx, d); }
 // For an operation wrapped before it is awaited, whose loop is not known yet: the calling thread's loop, if it
