@@ -378,7 +378,9 @@ TEST(timer_wheel, random_inserts_removals_and_advances_fire_due_timers_in_order)
       ASSERT_TRUE(live.count(fired[i])) << "fired twice, or removed and fired";
       ASSERT_FALSE(fired[i]->linked());
       ASSERT_LE(timer_wheel::tick_at_or_after(fired[i]->deadline_ns), now >> timer_wheel::tick_shift) << "early";
-      if (i > 0) ASSERT_LE(fired[i - 1]->deadline_ns, fired[i]->deadline_ns) << "out of order";
+      if (i > 0) {
+        ASSERT_LE(fired[i - 1]->deadline_ns, fired[i]->deadline_ns) << "out of order";
+      }
     }
     for (auto* t : fired) {
       live.erase(t);
