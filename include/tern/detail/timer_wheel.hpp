@@ -65,8 +65,10 @@ class timer_wheel {
   timer_wheel(const timer_wheel&) = delete;
   timer_wheel& operator=(const timer_wheel&) = delete;
 
+  // The rounding up cannot overflow: every deadline is below 2^63 (a clock reading plus at most 2^62, or a
+  // time_point's count).
   static std::uint64_t tick_at_or_after(std::uint64_t ns) noexcept {
-    return (ns >> tick_shift) + ((ns & ((std::uint64_t{1} << tick_shift) - 1)) != 0);
+    return (ns + ((std::uint64_t{1} << tick_shift) - 1)) >> tick_shift;
   }
 
   std::size_t size() const noexcept { return size_; }
