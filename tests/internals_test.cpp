@@ -6,14 +6,19 @@
 // as such.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <map>
+#include <random>
 #include <vector>
 
 #include "tern/detail/frame_pool.hpp"
 #include "tern/detail/io_op.hpp"
 #include "tern/detail/run_ring.hpp"
+#include "tern/detail/timer_wheel.hpp"
 
 namespace {
 
@@ -250,6 +255,167 @@ TEST(run_ring, only_work_items_are_queued_as_work_items) {
   EXPECT_NE(q.pop().run, &tern::detail::run_work_item);
   EXPECT_EQ(q.pop().run, &tern::detail::resume_handle);
   EXPECT_TRUE(q.empty());
+}
+
+// ---- the timing wheel, alone (time given in ns, ticks of 1024 ns) ----
+
+using tern::detail::timer_node;
+using tern::detail::timer_wheel;
+
+struct wheel_timer : timer_node {
+  std::vector<wheel_timer*>* fired = nullptr;
+  explicit wheel_timer(std::vector<wheel_timer*>* out = nullptr) : fired(out) {
+    fire = [](timer_node* n) {
+      auto* self = static_cast<wheel_timer*>(n);
+      self->fired->push_back(self);
+    };
+  }
+};
+
+std::uint64_t at_tick(std::uint64_t tick) { return tick << timer_wheel::tick_shift; }
+
+// A removal leaves its slot's bit set. Here the bit's slot (level 0, tick 5) is passed while no timer is left, and
+// a timer filed after that on level 1 must still be found and fired when due, not held back behind the old bit.
+TEST(timer_wheel, a_slot_emptied_by_removal_holds_back_no_later_timer) {
+  timer_wheel w(0);
+  std::vector<wheel_timer*> fired;
+  wheel_timer a(&fired), b(&fired);
+  a.deadline_ns = at_tick(5);
+  ASSERT_TRUE(w.insert(&a));
+  w.remove(&a);
+  EXPECT_FALSE(a.linked());
+  w.advance(at_tick(10));  // nothing left: the loop's clock moves on past the emptied slot
+  b.deadline_ns = at_tick(67);
+  ASSERT_TRUE(w.insert(&b));
+  // No next_expiry_tick() here (it would clear the old bit): a loop that does not park only advances.
+  w.advance(at_tick(67));
+  EXPECT_EQ(fired, std::vector<wheel_timer*>{&b}) << "due at tick 67";
+  EXPECT_EQ(w.size(), 0u);
+  EXPECT_EQ(w.next_expiry_tick(), timer_wheel::never);
+}
+
+// next_expiry_tick skips (and forgets) the slots whose timers were all removed: the loop sleeps until a live one.
+TEST(timer_wheel, next_expiry_skips_emptied_slots) {
+  timer_wheel w(0);
+  std::vector<wheel_timer*> fired;
+  wheel_timer early(&fired), far_early(&fired), live(&fired), far_live(&fired);
+  early.deadline_ns = at_tick(3);
+  live.deadline_ns = at_tick(40);
+  far_early.deadline_ns = at_tick(5000);
+  far_live.deadline_ns = at_tick(300000);
+  for (auto* t : {&early, &live, &far_early, &far_live}) ASSERT_TRUE(w.insert(t));
+  EXPECT_EQ(w.next_expiry_tick(), 3u);
+  w.remove(&early);
+  EXPECT_EQ(w.next_expiry_tick(), 40u);
+  w.remove(&live);
+  EXPECT_EQ(w.next_expiry_tick(), 4096u) << "level 2's slot 1, where tick 5000 is filed";
+  w.remove(&far_early);
+  EXPECT_EQ(w.next_expiry_tick(), 262144u) << "level 3's slot 1, where tick 300000 is filed";
+  w.advance(at_tick(299999));
+  EXPECT_TRUE(fired.empty());
+  w.advance(at_tick(300000));
+  EXPECT_EQ(fired, std::vector<wheel_timer*>{&far_live});
+}
+
+// Random timers over every level (and past the wheel's span), random removals, including of nodes that are due in
+// the slot being processed, and random steps of time, against a model: each advance fires exactly the timers due
+// by then, never one early, in deadline order; next_expiry_tick is never later than the earliest live deadline.
+TEST(timer_wheel, random_inserts_removals_and_advances_fire_due_timers_in_order) {
+  std::mt19937_64 rng(38);
+  constexpr int count = 4000;
+  std::vector<wheel_timer*> fired;
+  std::vector<wheel_timer> timers;
+  timers.reserve(count);
+  for (int i = 0; i < count; ++i) timers.emplace_back(&fired);
+  std::uint64_t now = 123456789;
+  timer_wheel w(now);
+  std::map<wheel_timer*, std::uint64_t> live;  // node -> deadline
+  auto random_delay = [&] {
+    const int kind = static_cast<int>(rng() % 8);
+    const unsigned bits = kind == 7 ? 55 : 8 + 5 * static_cast<unsigned>(kind);  // up to 2^43 ns: every level
+    return rng() % (std::uint64_t{1} << bits);
+  };
+  std::vector<wheel_timer*> idle;
+  for (auto& t : timers) idle.push_back(&t);
+  for (int round = 0; round < 3000; ++round) {
+    for (int k = static_cast<int>(rng() % 6); k > 0 && !idle.empty(); --k) {
+      wheel_timer* t = idle.back();
+      idle.pop_back();
+      t->deadline_ns = now + random_delay();
+      if (w.insert(t)) {
+        live[t] = t->deadline_ns;
+      } else {
+        ASSERT_LE(timer_wheel::tick_at_or_after(t->deadline_ns), now >> timer_wheel::tick_shift) << "refused, not due";
+        idle.push_back(t);
+      }
+    }
+    for (int k = static_cast<int>(rng() % 4); k > 0 && !live.empty(); --k) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      w.remove(it->first);
+      ASSERT_FALSE(it->first->linked());
+      idle.push_back(it->first);
+      live.erase(it);
+    }
+    ASSERT_EQ(w.size(), live.size());
+    if (!live.empty()) {
+      std::uint64_t earliest = ~std::uint64_t{0};
+      for (auto& [t, d] : live) earliest = std::min(earliest, timer_wheel::tick_at_or_after(d));
+      ASSERT_LE(w.next_expiry_tick(), earliest) << "round " << round;
+    } else {
+      ASSERT_EQ(w.next_expiry_tick(), timer_wheel::never);
+    }
+    const int step = static_cast<int>(rng() % 10);
+    now += step < 6 ? rng() % 50000 : step < 9 ? rng() % (std::uint64_t{1} << 30) : rng() % (std::uint64_t{1} << 40);
+    fired.clear();
+    w.advance(now);
+    std::vector<wheel_timer*> expected;
+    for (auto& [t, d] : live) {
+      if (timer_wheel::tick_at_or_after(d) <= (now >> timer_wheel::tick_shift)) expected.push_back(t);
+    }
+    ASSERT_EQ(fired.size(), expected.size()) << "round " << round;
+    for (std::size_t i = 0; i < fired.size(); ++i) {
+      ASSERT_TRUE(live.count(fired[i])) << "fired twice, or removed and fired";
+      ASSERT_FALSE(fired[i]->linked());
+      ASSERT_LE(timer_wheel::tick_at_or_after(fired[i]->deadline_ns), now >> timer_wheel::tick_shift) << "early";
+      if (i > 0) {
+        ASSERT_LE(fired[i - 1]->deadline_ns, fired[i]->deadline_ns) << "out of order";
+      }
+    }
+    for (auto* t : fired) {
+      live.erase(t);
+      idle.push_back(t);
+    }
+  }
+}
+
+// A fire callback may remove any node, including one of the slot being processed that has not fired yet.
+TEST(timer_wheel, a_callback_removes_a_due_node_of_its_own_slot) {
+  timer_wheel w(0);
+  std::vector<wheel_timer*> fired;
+  wheel_timer a(&fired), c(&fired);
+  struct remover : timer_node {
+    timer_wheel* w;
+    timer_node* victim;
+    int runs = 0;
+  } b;
+  a.deadline_ns = at_tick(2000) + 1;
+  b.deadline_ns = at_tick(2000) + 2;
+  c.deadline_ns = at_tick(2000) + 3;
+  b.w = &w;
+  b.victim = &c;
+  b.fire = [](timer_node* n) {
+    auto* self = static_cast<remover*>(n);
+    ++self->runs;
+    self->w->remove(self->victim);
+  };
+  for (timer_node* t : {static_cast<timer_node*>(&a), static_cast<timer_node*>(&b), static_cast<timer_node*>(&c)})
+    ASSERT_TRUE(w.insert(t));
+  w.advance(at_tick(2001));
+  EXPECT_EQ(fired, std::vector<wheel_timer*>{&a});
+  EXPECT_EQ(b.runs, 1);
+  EXPECT_FALSE(c.linked());
+  EXPECT_EQ(w.size(), 0u);
 }
 
 }  // namespace

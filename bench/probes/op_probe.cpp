@@ -13,6 +13,11 @@
 //   timer       a wait on a timer armed 1 h ahead, cancelled by a posted handler, and the cancelled completion
 //               resumed (timers/schedule_cancel's operation: a post, an arm, a cancel, a resumption)
 //   timer_live  the same with 1,000,000 other waits armed 30..90 min ahead
+//   timer_shell, timer_shell_live
+//               the timer probe's operation without the timer: the same post, suspension and resumption, the
+//               awaiter one that keeps its handle and the posted handler queueing the resumption itself, as the
+//               wait's cancel() does. timer minus timer_shell is the timer's own part (arm and cancel: the
+//               deadline, the wheel, the wait's awaiter and its result); the rest is the loop's.
 //   event       services::event_bus::publish of a 16-byte event from the subscriber's own loop, delivered to its
 //               one handler (bursts of 64 publishes, then a yield that lets the delivery pass run)
 // Callgrind counts only the operations' phase: the program starts callgrind's instrumentation right before it and
@@ -132,7 +137,16 @@ tern::task<void> background_wait(tern::timer& t, std::uint64_t& armed) {
     check(co_await t.wait() == tern::error::operation_canceled, "timer: a background wait");
 }
 
-tern::task<void> timer_ops(tern::io_context& ctx, std::uint64_t n, std::size_t live) {
+// The shell's awaiter: suspends, and keeps the handle for the posted handler to queue.
+struct parked {
+    std::coroutine_handle<> handle;
+    bool resumed = false;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { handle = h; }
+    bool await_resume() const noexcept { return resumed; }
+};
+
+tern::task<void> timer_ops(tern::io_context& ctx, std::uint64_t n, std::size_t live, bool with_timer) {
     std::deque<tern::timer> background;
     std::uint64_t armed = 0;
     std::mt19937_64 rng(20240601);
@@ -143,14 +157,28 @@ tern::task<void> timer_ops(tern::io_context& ctx, std::uint64_t n, std::size_t l
         tern::spawn(ctx, background_wait(background.back(), armed)).detach();
     }
     while (armed != live) co_await tern::yield();
-    tern::timer t(ctx);
-    CALLGRIND_START_INSTRUMENTATION;
-    for (std::uint64_t i = 0; i < n; ++i) {
-        t.expires_after(1h);
-        ctx.post([&t] { t.cancel(); });
-        check(co_await t.wait() == tern::error::operation_canceled, "timer: the cancelled wait");
+    if (with_timer) {
+        tern::timer t(ctx);
+        CALLGRIND_START_INSTRUMENTATION;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            t.expires_after(1h);
+            ctx.post([&t] { t.cancel(); });
+            check(co_await t.wait() == tern::error::operation_canceled, "timer: the cancelled wait");
+        }
+        CALLGRIND_STOP_INSTRUMENTATION;
+    } else {
+        parked p;
+        CALLGRIND_START_INSTRUMENTATION;
+        for (std::uint64_t i = 0; i < n; ++i) {
+            p.resumed = false;
+            ctx.post([&ctx, &p] {
+                p.resumed = true;
+                ctx.schedule_handle(p.handle);
+            });
+            check(co_await p, "timer_shell: the resumption");
+        }
+        CALLGRIND_STOP_INSTRUMENTATION;
     }
-    CALLGRIND_STOP_INSTRUMENTATION;
     for (auto& b : background) b.cancel();
     co_await tern::yield();
 }
@@ -188,8 +216,8 @@ tern::task<void> events(tern::io_context& ctx, std::uint64_t n) {
 
 int main(int argc, char** argv) {
     try {
-        if (argc < 3) throw std::runtime_error("usage: tern-op-probe post|yield|spawn|channel|timer|timer_live|event N "
-                                               "[epoll|io_uring]");
+        if (argc < 3) throw std::runtime_error("usage: tern-op-probe post|yield|spawn|channel|timer|timer_live|"
+                                               "timer_shell|timer_shell_live|event N [epoll|io_uring]");
         const std::string_view op = argv[1];
         const std::uint64_t n = std::strtoull(argv[2], nullptr, 10);
         check(n > 0, "N must be positive");
@@ -207,9 +235,13 @@ int main(int argc, char** argv) {
         else if (op == "channel")
             ctx.block_on(channel(n));
         else if (op == "timer")
-            ctx.block_on(timer_ops(ctx, n, 0));
+            ctx.block_on(timer_ops(ctx, n, 0, true));
         else if (op == "timer_live")
-            ctx.block_on(timer_ops(ctx, n, 1000000));
+            ctx.block_on(timer_ops(ctx, n, 1000000, true));
+        else if (op == "timer_shell")
+            ctx.block_on(timer_ops(ctx, n, 0, false));
+        else if (op == "timer_shell_live")
+            ctx.block_on(timer_ops(ctx, n, 1000000, false));
         else if (op == "event")
             ctx.block_on(events(ctx, n));
         else

@@ -6,8 +6,12 @@ callgrind_annotate (self cost per function, or inclusive with --inclusive), and 
 (cost(2n) - cost(n)) / n: the instructions one operation spends there. What the program does once (start-up, the
 loop's creation, the phase's own entry and exit) is in both runs and cancels out.
 
-    bench/probes/op_profile.py OP [--n N] [--backend epoll|io_uring] [--inclusive] [--probe PATH]
+    bench/probes/op_profile.py OP [--n N] [--backend epoll|io_uring] [--inclusive] [--probe PATH] [--base OP2]
     bench/probes/op_profile.py --file CALLGRIND_OUT --ops N [--inclusive]
+
+--base OP2 also counts OP2 and prints OP's total, OP2's and their difference: OP2 is OP without the part under
+study (timer_shell for timer: the post, the suspension and the resumption without the timer), so the difference is
+that part's own cost.
 
 The second form reads one callgrind file of a counted window (tern-bench --instructions --report DIR keeps them
 in DIR/callgrind/) and divides by the operations it held, e.g. the 4000 requests of http/ping_json's server.
@@ -78,6 +82,7 @@ def main():
     ap.add_argument("--file")
     ap.add_argument("--ops", type=float)
     ap.add_argument("--limit", type=int, default=25)
+    ap.add_argument("--base")
     a = ap.parse_args()
     if a.file:
         if not a.ops:
@@ -93,6 +98,9 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         one, _ = profile(run_probe(probe, a.op, a.n, a.backend, d), a.inclusive)
         two, _ = profile(run_probe(probe, a.op, 2 * a.n, a.backend, d), a.inclusive)
+        if a.base:
+            b1, _ = profile(run_probe(probe, a.base, a.n, a.backend, d), False)
+            b2, _ = profile(run_probe(probe, a.base, 2 * a.n, a.backend, d), False)
     keys = set(one) | set(two)
     rows = [(k, (two.get(k, 0) - one.get(k, 0)) / a.n) for k in keys]
     rows = [r for r in rows if abs(r[1]) >= 0.005]
@@ -100,6 +108,11 @@ def main():
     total = sum(v for _, v in rows) if not a.inclusive else max((v for _, v in rows), default=0)
     print_table(rows, total, "%s on %s: (cost(%d) - cost(%d)) / %d, %s cost" %
                 (a.op, a.backend, 2 * a.n, a.n, a.n, "inclusive" if a.inclusive else "self"), a.limit)
+    if a.base:
+        whole = sum(two.values()) - sum(one.values()) if a.inclusive else total * a.n
+        base = sum(b2.values()) - sum(b1.values())
+        print("\n%10.2f  %s (whole)\n%10.2f  %s (the same without the part under study)\n%10.2f  %s - %s" %
+              (whole / a.n, a.op, base / a.n, a.base, (whole - base) / a.n, a.op, a.base))
     return 0
 
 

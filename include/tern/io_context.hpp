@@ -429,10 +429,9 @@ class io_context {
   // An upper bound of now_ns() that is at most a few microseconds high, for computing deadlines (see
   // deadline_clock.hpp). Loop thread only.
   std::uint64_t deadline_now_ns() noexcept {
-    if (tsc_.usable) {
-      const std::uint64_t cycles = detail::read_tsc() - tsc_base_;
-      if (cycles < tsc_.max_span_cycles) return ns_base_ + ((cycles * tsc_.mult) >> detail::tsc_shift);
-    }
+    // No test of tsc_.usable: an unusable counter has max_span_cycles 0, which no count is below.
+    const std::uint64_t cycles = detail::read_tsc() - tsc_base_;
+    if (cycles < tsc_.max_span_cycles) return ns_base_ + ((cycles * tsc_.mult) >> detail::tsc_shift);
     return refresh_clock_base();
   }
 

@@ -24,7 +24,7 @@ namespace tern::detail {
 struct tsc_scale {
   bool usable = false;
   std::uint64_t mult = 0;              // ns per cycle, fixed point with `shift` fraction bits, margin included
-  std::uint64_t max_span_cycles = 0;   // longest extrapolation
+  std::uint64_t max_span_cycles = 0;   // longest extrapolation; 0 exactly when not usable
 };
 static constexpr unsigned tsc_shift = 24;
 static constexpr std::uint64_t tsc_max_span_ns = 2'000'000;

@@ -16,6 +16,8 @@
 // Invariant (relative to elapsed_, the last tick processed): an entry with deadline d sits on the level of the
 // highest 6-bit digit in which d and elapsed_ differ, in the slot given by d's digit there. Every occupied slot
 // on a level therefore lies after elapsed_'s own slot on that level, and lower levels expire before higher ones.
+// A slot's occupied bit may outlive its entries (removal leaves it set): such a slot is processed, or its bit
+// cleared, like an occupied one, so the rule holds for every set bit.
 // Processing a slot sets elapsed_ to the slot's start; a level-0 slot fires its entries, a higher slot re-files
 // them one level down or more (a due entry lands in elapsed_'s own level-0 slot and fires from there). Level 0 lists are kept in deadline order (insertion from the tail,
 // O(1) for the usual monotonic arrivals), so timers fire in exact deadline order even within one tick.
@@ -31,18 +33,18 @@
 
 namespace tern::detail {
 
-struct timer_node {
-  using fire_fn = void (*)(timer_node*);
-  timer_node* prev = nullptr;
-  timer_node* next = nullptr;
-  std::uint64_t deadline_ns = 0;  // absolute, steady clock
-  std::uint64_t deadline_tick = 0;
-  fire_fn fire = nullptr;         // called once, after the node is unlinked
-  std::uint16_t where = unlinked;  // level * 64 + slot, or unlinked
+// A node's links. The wheel's slots are circles of nodes around a sentinel of this type, so linking and unlinking
+// a node never branches on an empty list and never needs to know which slot it is in.
+struct timer_link {
+  timer_link* prev = nullptr;  // null while the node is on no slot
+  timer_link* next = nullptr;
+};
 
-  static constexpr std::uint16_t unlinked = 0xffff;
-  static constexpr std::uint16_t expiring = 0xfffe;  // taken off its slot, about to be fired or re-filed
-  bool linked() const noexcept { return where != unlinked; }
+struct timer_node : timer_link {
+  using fire_fn = void (*)(timer_node*);
+  std::uint64_t deadline_ns = 0;  // absolute, steady clock
+  fire_fn fire = nullptr;         // called once, after the node is unlinked
+  bool linked() const noexcept { return prev != nullptr; }
 };
 
 class timer_wheel {
@@ -54,12 +56,19 @@ class timer_wheel {
   static constexpr std::uint64_t max_span = (std::uint64_t{1} << (slot_bits * levels)) - 1;
   static constexpr std::uint64_t never = ~std::uint64_t{0};
 
-  explicit timer_wheel(std::uint64_t now_ns) noexcept : elapsed_(now_ns >> tick_shift) {}
+  explicit timer_wheel(std::uint64_t now_ns) noexcept : elapsed_(now_ns >> tick_shift) {
+    for (auto& level : wheel_) {
+      for (timer_link& s : level) s.prev = s.next = &s;
+    }
+    expiring_.prev = expiring_.next = &expiring_;
+  }
   timer_wheel(const timer_wheel&) = delete;
   timer_wheel& operator=(const timer_wheel&) = delete;
 
+  // The rounding up cannot overflow: every deadline is below 2^63 (a clock reading plus at most 2^62, or a
+  // time_point's count).
   static std::uint64_t tick_at_or_after(std::uint64_t ns) noexcept {
-    return (ns >> tick_shift) + ((ns & ((std::uint64_t{1} << tick_shift) - 1)) != 0);
+    return (ns + ((std::uint64_t{1} << tick_shift) - 1)) >> tick_shift;
   }
 
   std::size_t size() const noexcept { return size_; }
@@ -67,13 +76,13 @@ class timer_wheel {
   // Files n; returns false (and files nothing) if n's deadline tick has already been processed, in which case the
   // caller treats the timer as expired.
   bool insert(timer_node* n) noexcept {
-    n->deadline_tick = tick_at_or_after(n->deadline_ns);
+    const std::uint64_t tick = tick_at_or_after(n->deadline_ns);
     armed_.add();
-    if (n->deadline_tick <= elapsed_) {
+    if (tick <= elapsed_) {
       fired_.add();  // expired on arrival: the caller fires it at once
       return false;
     }
-    file(n);
+    file(n, tick);
     ++size_;
     return true;
   }
@@ -82,25 +91,28 @@ class timer_wheel {
   std::uint64_t armed() const noexcept { return armed_.get(); }
   std::uint64_t fired() const noexcept { return fired_.get(); }
 
-  // Unlinks a filed node. Safe from inside a fire callback, for any node.
+  // Unlinks a filed node. Safe from inside a fire callback, for any node. The slot's occupied bit is left as it
+  // is: a bit set for an emptied slot is cleared where the bits are read (next_expiry_tick, advance), so a removal
+  // needs neither the node's slot nor a test of whether the slot is now empty.
   void remove(timer_node* n) noexcept {
-    if (n->where == timer_node::expiring) {
-      unlink_from(expiring_, n);
-    } else {
-      unsigned level = n->where / slots;
-      unsigned slot = n->where % slots;
-      unlink_from(wheel_[level][slot], n);
-      if (wheel_[level][slot].head == nullptr) occupied_[level] &= ~(std::uint64_t{1} << slot);
-    }
-    // prev and next keep stale values: only a linked node's are read, and file() writes both.
-    n->where = timer_node::unlinked;
+    timer_link* prev = n->prev;
+    timer_link* next = n->next;
+    prev->next = next;
+    next->prev = prev;
+    n->prev = nullptr;  // next keeps a stale value: only a linked node's links are read
     --size_;
   }
 
-  // The tick at which the next slot must be processed, or never.
+  // The tick at which the next slot must be processed, or never. Clears the bits of the emptied slots it meets,
+  // so that the loop does not wake up for a slot whose timers were all removed.
   std::uint64_t next_expiry_tick() const noexcept {
+    if (size_ == 0) return never;
     for (unsigned level = 0; level < levels; ++level) {
-      if (occupied_[level] != 0) return slot_start(level, next_slot(level));
+      while (occupied_[level] != 0) {
+        const unsigned slot = next_slot(level);
+        if (!empty(wheel_[level][slot])) return slot_start(level, slot);
+        occupied_[level] &= ~(std::uint64_t{1} << slot);
+      }
     }
     return never;
   }
@@ -115,23 +127,24 @@ class timer_wheel {
       std::uint64_t start = slot_start(level, slot);
       if (start > now_tick) break;
       elapsed_ = start;
-      process(level, slot);
+      process(level, slot);  // an emptied slot's bit is cleared here like any other's
+    }
+    // With no timers left, every bit still set is an emptied slot's. elapsed_ may now pass those slots, which the
+    // rule above (a set bit lies after elapsed_'s slot on its level) would not allow: clear them.
+    if (size_ == 0) {
+      for (auto& o : occupied_) o = 0;
     }
     if (now_tick > elapsed_) elapsed_ = now_tick;
   }
 
  private:
-  struct list {
-    timer_node* head = nullptr;
-    timer_node* tail = nullptr;
-  };
+  // Level of a deadline whose highest digit that differs from elapsed_'s is bit b's (b = 6..63; past the top
+  // level, the top level): a load instead of a division and a clamp.
+  static constexpr unsigned char level_of_bit[64] = {
+      0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 5, 5,
+      5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6};
 
-  static unsigned level_for(std::uint64_t elapsed, std::uint64_t when) noexcept {
-    std::uint64_t masked = (elapsed ^ when) | (slots - 1);
-    unsigned significant = 63u - static_cast<unsigned>(std::countl_zero(masked));
-    unsigned level = significant / slot_bits;
-    return level < levels ? level : levels - 1;
-  }
+  static bool empty(const timer_link& s) noexcept { return s.next == &s; }
 
   unsigned next_slot(unsigned level) const noexcept {
     unsigned pos = static_cast<unsigned>(elapsed_ >> (level * slot_bits)) & (slots - 1);
@@ -149,72 +162,73 @@ class timer_wheel {
     return start;
   }
 
-  void file(timer_node* n) noexcept {
-    std::uint64_t when = n->deadline_tick;
+  // Files n, due at tick when (after elapsed_).
+  void file(timer_node* n, std::uint64_t when) noexcept {
+    std::uint64_t differ = when ^ elapsed_;
     // Within level 0's span (the digits above the lowest equal elapsed_'s): the slot is the lowest digit, with no
     // level to compute and no clamp to apply.
-    if ((when ^ elapsed_) < slots) {
+    if (differ < slots) {
       file_level0(n, static_cast<unsigned>(when) & (slots - 1));
       return;
     }
-    if (when - elapsed_ > max_span) when = elapsed_ + max_span;
-    unsigned level = level_for(elapsed_, when);
-    unsigned slot = static_cast<unsigned>(when >> (level * slot_bits)) & (slots - 1);
-    if (level == 0) {
-      file_level0(n, slot);
-      return;
+    if (when - elapsed_ > max_span) [[unlikely]] {
+      when = elapsed_ + max_span;
+      differ = when ^ elapsed_;
     }
+    const unsigned level = level_of_bit[63 - __builtin_clzll(differ)];  // differ >= 64: no test for zero
+    const unsigned slot = static_cast<unsigned>(when >> (level * slot_bits)) & (slots - 1);
     // Above level 0 a slot's order does not matter (it is re-filed when it comes due): appended at the tail.
-    list& l = wheel_[level][slot];
-    n->where = static_cast<std::uint16_t>(level * slots + slot);
-    n->prev = l.tail;
-    n->next = nullptr;
-    if (l.tail != nullptr) l.tail->next = n; else l.head = n;
-    l.tail = n;
+    link_after(wheel_[level][slot].prev, n);
     occupied_[level] |= std::uint64_t{1} << slot;
   }
 
   // Level 0 keeps each slot in deadline order: n goes after the last node due no later (found from the tail).
   void file_level0(timer_node* n, unsigned slot) noexcept {
-    list& l = wheel_[0][slot];
-    n->where = static_cast<std::uint16_t>(slot);
-    timer_node* after = l.tail;
-    while (after != nullptr && after->deadline_ns > n->deadline_ns) after = after->prev;
-    n->prev = after;
-    n->next = after != nullptr ? after->next : l.head;
-    if (n->next != nullptr) n->next->prev = n; else l.tail = n;
-    if (after != nullptr) after->next = n; else l.head = n;
+    timer_link* s = &wheel_[0][slot];
+    timer_link* after = s->prev;
+    while (after != s && static_cast<timer_node*>(after)->deadline_ns > n->deadline_ns) after = after->prev;
+    link_after(after, n);
     occupied_[0] |= std::uint64_t{1} << slot;
   }
 
-  static void unlink_from(list& l, timer_node* n) noexcept {
-    if (n->prev != nullptr) n->prev->next = n->next; else l.head = n->next;
-    if (n->next != nullptr) n->next->prev = n->prev; else l.tail = n->prev;
+  static void link_after(timer_link* after, timer_link* n) noexcept {
+    timer_link* next = after->next;
+    n->prev = after;
+    n->next = next;
+    next->prev = n;
+    after->next = n;
   }
 
-  // The slot's list moves to expiring_ and is consumed from its head, so a fire callback may remove any node,
+  // The slot's circle moves to expiring_ and is consumed from its head, so a fire callback may remove any node,
   // including ones of this slot that have not been looked at yet.
   void process(unsigned level, unsigned slot) noexcept {
-    expiring_ = wheel_[level][slot];
-    wheel_[level][slot] = list{};
+    timer_link& s = wheel_[level][slot];
     occupied_[level] &= ~(std::uint64_t{1} << slot);
-    for (timer_node* n = expiring_.head; n != nullptr; n = n->next) n->where = timer_node::expiring;
-    while (timer_node* n = expiring_.head) {
-      unlink_from(expiring_, n);
+    if (empty(s)) return;  // emptied by removals
+    expiring_.next = s.next;
+    expiring_.prev = s.prev;
+    expiring_.next->prev = &expiring_;
+    expiring_.prev->next = &expiring_;
+    s.prev = s.next = &s;
+    while (!empty(expiring_)) {
+      auto* n = static_cast<timer_node*>(expiring_.next);
+      expiring_.next = n->next;
+      n->next->prev = &expiring_;
       if (level == 0) {
-        n->where = timer_node::unlinked;
+        n->prev = nullptr;
         --size_;
         fired_.add();
         n->fire(n);
       } else {
-        file(n);  // due ones land in elapsed_'s own level-0 slot, in deadline order, and fire from there
+        file(n, tick_at_or_after(n->deadline_ns));  // due ones land in elapsed_'s own level-0 slot, in order
       }
     }
   }
 
-  list wheel_[levels][slots];
-  list expiring_;
-  std::uint64_t occupied_[levels] = {};
+  timer_link wheel_[levels][slots];  // each slot a circle around its sentinel
+  timer_link expiring_;
+  // Bit s of level L: slot s may hold nodes (clear: it holds none). Set by filing, cleared lazily (see remove).
+  mutable std::uint64_t occupied_[levels] = {};
   std::uint64_t elapsed_;
   std::size_t size_ = 0;
   counter armed_;
