@@ -101,22 +101,6 @@ class work_queue {
     return false;
   }
 
-  // pop_front() for the loop: also starts loading the item after it. A long queue (a thousand handler chains) is
-  // a linked list larger than L1, and each item's next pointer would otherwise be a cache miss on the critical path
-  // of the following pop.
-  work_item* pop_front_prefetch() noexcept {
-    work_item* w = head_;
-    if (w != nullptr) {
-      head_ = w->next;
-      if (head_ == nullptr) {
-        tail_ = nullptr;
-      } else {
-        __builtin_prefetch(head_);
-      }
-    }
-    return w;
-  }
-
  private:
   work_item* head_ = nullptr;
   work_item* tail_ = nullptr;
