@@ -146,23 +146,15 @@ class remote_inbox {
     return prev;
   }
 
-  // Loop thread only: moves everything posted so far to q, oldest first; returns how many items that was.
+  // Loop thread only: moves everything posted so far to q, oldest first (take_all's order); returns how many items
+  // that was.
   std::size_t drain_into(work_queue& q) noexcept {
-    if (!maybe_nonempty()) return 0;
-    work_item* list = head_.exchange(nullptr, std::memory_order_acquire);
-    if (list == nullptr) return 0;
-    work_item* last = list;
-    work_item* prev = nullptr;
     std::size_t n = 0;
-    while (list != nullptr) {
-      work_item* next = list->next;
-      list->next = prev;
-      prev = list;
-      list = next;
-      ++n;
+    for (work_item* w = take_all(); w != nullptr; ++n) {
+      work_item* next = w->next;
+      q.push_back(w);
+      w = next;
     }
-    q.append(prev, last);
-    last->next = nullptr;
     return n;
   }
 
