@@ -168,9 +168,11 @@ struct recording_item : work_item {
   }
 };
 
-void run_one(run_ring& q) {
+// Runs the next slot, taken with pop() or (loop) as the run loop takes it, with pop_or_wrap(), whose slot may be
+// the sentinel that wraps and runs the first slot: either way exactly one queued item runs.
+void run_one(run_ring& q, bool loop = false) {
   ASSERT_FALSE(q.empty());
-  const run_slot s = q.pop();
+  const run_slot s = loop ? q.pop_or_wrap() : q.pop();
   s.run(s.a, s.b);
 }
 
@@ -178,6 +180,8 @@ void run_one(run_ring& q) {
 // and grows while it is wrapped (the queued slots then lie in two pieces); handlers in slots and work items are
 // mixed, and everything comes out once, in the order it went in.
 TEST(run_ring, keeps_the_order_through_wraps_and_growth) {
+ for (const bool loop : {false, true}) {
+  SCOPED_TRACE(loop ? "pop_or_wrap" : "pop");
   run_ring q;
   std::vector<int> out;
   std::vector<recording_item> items(100000);
@@ -198,15 +202,48 @@ TEST(run_ring, keeps_the_order_through_wraps_and_growth) {
     queued += static_cast<std::size_t>(pushes);
     ASSERT_EQ(q.size(), queued);
     const int pops = wave % 4 == 3 ? static_cast<int>(queued) : pushes - 20 + (wave * 7) % 41;
-    for (int i = 0; i < pops && !q.empty(); ++i, --queued) run_one(q);
+    for (int i = 0; i < pops && !q.empty(); ++i, --queued) run_one(q, loop && i % 5 != 4);
     ASSERT_EQ(q.size(), queued);
+    ASSERT_EQ(out.size(), static_cast<std::size_t>(next) - queued) << "one item per slot run, wave " << wave;
     for (; expected_next < static_cast<int>(out.size()); ++expected_next) {
       ASSERT_EQ(out[expected_next], expected_next) << "wave " << wave;
     }
   }
-  while (!q.empty()) run_one(q);
+  while (!q.empty()) run_one(q, loop);
   EXPECT_EQ(out.size(), static_cast<std::size_t>(next));
   for (int i = 0; i < next; ++i) ASSERT_EQ(out[i], i);
+ }
+}
+
+// A ring emptied at its last slot: the reader stands at the sentinel while the writer is at the end, which is
+// empty; the next push starts both again at the beginning. And a reader at the sentinel with the writer wrapped
+// past it: the sentinel runs the first slot, once.
+TEST(run_ring, empty_at_the_end_and_the_sentinel_runs_one_item) {
+  run_ring q;
+  std::vector<int> out;
+  for (int i = 0; i < 128; ++i) q.push_handler(record{&out, i});  // exactly the initial slots: no growth yet
+  while (!q.empty()) run_one(q, true);
+  EXPECT_EQ(q.size(), 0u);
+  q.push_handler(record{&out, 128});
+  EXPECT_EQ(q.size(), 1u);
+  run_one(q, true);
+  EXPECT_TRUE(q.empty());
+  for (int i = 129; i < 229; ++i) q.push_handler(record{&out, i});  // slots 1..100
+  for (int i = 0; i < 100; ++i) run_one(q, true);
+  for (int i = 229; i < 256; ++i) q.push_handler(record{&out, i});  // slots 101..127: the writer at the end
+  q.push_handler(record{&out, 256});  // the writer wraps while the reader is still short of the end
+  q.push_handler(record{&out, 257});
+  EXPECT_EQ(q.size(), 29u);
+  for (int i = 0; i < 27; ++i) run_one(q, true);
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(out.back(), 255);
+  run_one(q, true);  // the reader's slot is the sentinel now: it runs 256, only
+  EXPECT_EQ(out.back(), 256);
+  EXPECT_EQ(q.size(), 1u);
+  run_one(q, true);
+  EXPECT_TRUE(q.empty());
+  ASSERT_EQ(out.size(), 258u);
+  for (int i = 0; i < 258; ++i) ASSERT_EQ(out[i], i);
 }
 
 // remove() takes one work item out from anywhere, the wrap included, and the rest keep their order; pushes after it
@@ -218,7 +255,7 @@ TEST(run_ring, remove_keeps_the_order_of_the_rest_across_the_wrap) {
       std::vector<int> out;
       std::vector<recording_item> items(400);
       for (int i = 0; i < start; ++i) q.push_handler(record{&out, -1});
-      while (!q.empty()) run_one(q);  // the read and write positions now stand at start
+      while (!q.empty()) run_one(q, true);  // the read and write positions now stand at start
       out.clear();
       for (int i = 0; i < 40; ++i) {  // from start = 100 on, these wrap past the end
         items[i].out = &out;

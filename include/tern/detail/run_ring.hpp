@@ -63,21 +63,25 @@ class run_ring {
                            : static_cast<std::size_t>((end_ - read_) + (write_ - begin_));
   }
 
-  // The ring is never full between calls: a push that fills it grows it at once, so empty is read == write. A push
-  // checks only for stop_, the end of the free stretch it last saw (the end of the array, or where read was): the
-  // wrap and the full ring are looked at there, not per push.
+  // A push checks only for stop_, the end of the free stretch it last saw (the end of the array, or the slot before
+  // where read was): the wrap and the full ring are looked at there, not per push. Empty is read == write: a writer
+  // that has wrapped stops one slot short of the reader, and a writer at the end wraps on its next push.
+  // The rare path is the whole push, the last thing the fast path does: a caller that pushes last tail-calls it and
+  // keeps nothing in a register across it (no register saved and restored around every post).
   void push(run_slot::run_fn run, std::uintptr_t a) noexcept {
     run_slot* w = write_;
+    if (w == stop_) [[unlikely]] return push_at_stop(run, a, 0);
     w->run = run;
     w->a = a;
-    advance(w);
+    write_ = w + 1;
   }
   void push(run_slot::run_fn run, std::uintptr_t a, std::uintptr_t b) noexcept {
     run_slot* w = write_;
+    if (w == stop_) [[unlikely]] return push_at_stop(run, a, b);
     w->run = run;
     w->a = a;
     w->b = b;
-    advance(w);
+    write_ = w + 1;
   }
   void push_item(work_item* w) noexcept { push(&run_work_item, reinterpret_cast<std::uintptr_t>(w)); }
   void push_handle(std::coroutine_handle<> h) noexcept {
@@ -97,10 +101,20 @@ class run_ring {
   // Not empty(). The slot is copied out before it runs, so what it queues may reuse its place.
   run_slot pop() noexcept {
     run_slot* r = read_;
+    if (r == end_) r = begin_;  // the reader stood at the sentinel (pop_or_wrap)
     const run_slot s = *r;
-    if (++r == end_) r = begin_;
-    read_ = r;
+    read_ = r + 1;
     return s;
+  }
+
+  // pop() for the run loop, without the wrap test: not empty(); the slot returned is either the next one, or the
+  // sentinel after the last slot, whose run moves the read position to the beginning and runs the first slot
+  // there (wrap). Either way running it runs exactly one queued item. Only for a caller that runs what it pops: a
+  // sentinel that is not run leaves the ring broken.
+  run_slot pop_or_wrap() noexcept {
+    run_slot* r = read_;
+    read_ = r + 1;
+    return *r;
   }
 
   void clear() noexcept {
@@ -111,6 +125,8 @@ class run_ring {
   // Takes the slot of work item w out if it is queued, keeping the order of the rest (a linear scan and a shift:
   // only for the rare operation whose frame goes away while its completion is queued); returns whether it was.
   bool remove(const work_item* w) noexcept {
+    if (empty()) return false;
+    if (read_ == end_) read_ = begin_;  // the reader at the sentinel: its next slot is the first
     const auto key = reinterpret_cast<std::uintptr_t>(w);
     for (run_slot* i = read_; i != write_; i = next(i)) {
       if (i->run != &run_work_item || i->a != key) continue;
@@ -118,53 +134,86 @@ class run_ring {
         *i = *j;
         i = j;
       }
-      write_ = i;
-      stop_ = read_ > i ? read_ : end_;  // write may have stepped back over the wrap
+      // Write may have stepped back over the wrap: a writer at the beginning with the reader further on stands
+      // at the end instead, not yet wrapped (a wrapped writer has always written the first slot).
+      write_ = i == begin_ && read_ != begin_ ? end_ : i;
+      stop_ = write_ < read_ ? read_ - 1 : end_;
       return true;
     }
+    stop_ = write_ < read_ ? read_ - 1 : end_;  // read_ may have moved off the sentinel
     return false;
   }
 
  private:
   static constexpr std::size_t initial_slots = 128;
 
-  run_slot* next(run_slot* p) const noexcept { return ++p == end_ ? begin_ : p; }
+  // The slot after p in queue order: a writer at the end has not wrapped, and the queued slots end there.
+  run_slot* next(run_slot* p) const noexcept { return ++p == end_ && write_ != end_ ? begin_ : p; }
 
-  void advance(run_slot* w) noexcept {
-    write_ = ++w;
-    if (w == stop_) [[unlikely]] reached_stop();
+  // The sentinel's run: the reader has passed the last slot; it takes the first (never empty here: a wrapped
+  // writer has written it) and runs it.
+  static void wrap(std::uintptr_t ring, std::uintptr_t) {
+    auto* q = reinterpret_cast<run_ring*>(ring);
+    run_slot* r = q->begin_;
+    const run_slot s = *r;
+    q->read_ = r + 1;
+    s.run(s.a, s.b);
   }
 
-  // Every slot in [write_, stop_) is free; pops only free more, so a stale stop_ is merely early.
-  [[gnu::noinline]] void reached_stop() noexcept {
+  // write_ == stop_: returns where the push writes. Every slot in [write_, stop_) is free; pops only free more, so a
+  // stale stop_ is merely early.
+  run_slot* make_room() noexcept {
     run_slot* w = write_;
-    if (w == end_) write_ = w = begin_;
-    if (w == read_) {
-      grow();
-    } else {
-      stop_ = read_ > w ? read_ : end_;
+    run_slot* r = read_;
+    if (w == end_) {
+      if (r == end_) {  // everything read: both start again at the beginning
+        read_ = begin_;
+        stop_ = end_;
+        return begin_;
+      }
+      if (r == begin_) return grow(begin_);  // every slot queued
+      w = begin_;                            // wrap
     }
+    if (r <= w) {  // the reader has wrapped too (or is level with the writer: empty)
+      stop_ = end_;
+      return w;
+    }
+    if (w + 1 < r) {  // a wrapped writer stops one short of the reader: read == write stays empty
+      stop_ = r - 1;
+      return w;
+    }
+    return grow(w);
+  }
+
+  [[gnu::noinline]] void push_at_stop(run_slot::run_fn run, std::uintptr_t a, std::uintptr_t b) noexcept {
+    run_slot* w = make_room();
+    *w = {run, a, b};
+    write_ = w + 1;
   }
 
   void allocate(std::size_t n) {
-    begin_ = new run_slot[n]();  // zeroed: a slot's unused word is never read uninitialised
+    begin_ = new run_slot[n + 1]();  // zeroed: a slot's unused word is never read uninitialised
     stop_ = end_ = begin_ + n;
+    *end_ = {&wrap, reinterpret_cast<std::uintptr_t>(this), 0};
     read_ = write_ = begin_;
   }
 
-  // Full (write caught up with read): twice the slots, the queued ones first, in order.
-  void grow() noexcept {
+  // Full: twice the slots, the queued ones first, in order ([read_, end_), then [begin_, w)); returns where the
+  // push writes.
+  run_slot* grow(run_slot* w) noexcept {
     const std::size_t n = static_cast<std::size_t>(end_ - begin_);
     run_slot* old = begin_;
-    run_slot* from = read_;
-    auto* slots = new run_slot[2 * n]();
-    const std::size_t head = static_cast<std::size_t>(end_ - from);
-    std::memcpy(slots, from, head * sizeof(run_slot));
-    std::memcpy(slots + head, old, (n - head) * sizeof(run_slot));
+    const std::size_t head = static_cast<std::size_t>(end_ - read_);
+    const std::size_t tail = static_cast<std::size_t>(w - begin_);
+    auto* slots = new run_slot[2 * n + 1]();
+    std::memcpy(slots, read_, head * sizeof(run_slot));
+    std::memcpy(slots + head, old, tail * sizeof(run_slot));
     delete[] old;
     begin_ = read_ = slots;
-    write_ = slots + n;
     stop_ = end_ = slots + 2 * n;
+    *end_ = {&wrap, reinterpret_cast<std::uintptr_t>(this), 0};
+    write_ = slots + head + tail;
+    return write_;
   }
 
   run_slot* read_ = nullptr;
