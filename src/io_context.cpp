@@ -395,12 +395,23 @@ std::size_t io_context::run_loop(const std::atomic<std::uintptr_t>* done_word, c
     counters_.turns.add();
     if ((++turn_ & (lag_sample_turns - 1)) == 0) sample_lag();
     std::size_t ran = 0;
-    detail::run_slot item;
-    while (ran < batch_limit) {
-      if (!next_ready(item)) break;
+    for (;;) {
+      detail::run_slot item;
+      if (ran < ring_run_limit_) [[likely]] {
+        // Straight from the ring, without its wrap test (the slot may be the sentinel that wraps and runs the
+        // first slot: detail::run_ring::pop_or_wrap).
+        if (run_queue_.empty()) break;
+        item = run_queue_.pop_or_wrap();
+      } else {
+        if (ran >= batch_limit) break;
+        if (shared_count_ == 0) ring_run_limit_ = batch_limit;  // the shareable work is gone (run, or given away)
+        detail::run_slot fair;  // its own: the item itself, never taken by address, stays in registers
+        if (!next_ready(fair)) break;
+        item = fair;
+      }
       ++ran;
       run_item(item);
-      if (attention_.load(std::memory_order_relaxed) != 0 && attend()) [[unlikely]] break;
+      if (needs_attention() && attend()) [[unlikely]] break;
     }
     n += ran;
     counters_.items_run.add(ran);

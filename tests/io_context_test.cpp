@@ -478,6 +478,89 @@ TEST_P(io_context_test, handlers_in_slots_in_blocks_and_resumptions_keep_one_ord
   }
 }
 
+// run() counts the items it ran, one per handler, and a chain of handlers long enough to take the run queue's
+// ring round its end many times (the loop then runs the ring's sentinel, which wraps and runs the first slot) keeps
+// that count exact, in run()'s result and in items_run.
+TEST_P(io_context_test, run_counts_each_item_once_across_the_ring_wrap) {
+  struct chain {
+    tern::io_context* ctx;
+    int* left;
+    void operator()() const {
+      if (--*left != 0) ctx->post(*this);
+    }
+  };
+  const auto before = ctx.metrics().items_run;
+  int left = 1000;
+  ctx.post(chain{&ctx, &left});
+  std::size_t n = 0;
+  {
+    watchdog dog(ctx, 10s);
+    n = ctx.run();
+    EXPECT_FALSE(dog.fired());
+  }
+  EXPECT_EQ(left, 0);
+  EXPECT_EQ(n, 1000u);
+  EXPECT_EQ(ctx.metrics().items_run - before, 1000u);
+}
+
+// Shareable work is not starved by a stream of pinned work: a handler that re-posts itself on the loop forever
+// leaves a shareable handler queued meanwhile at most four pinned items before it runs.
+TEST_P(io_context_test, a_stream_of_pinned_posts_does_not_starve_shareable_work) {
+  struct chain {
+    tern::io_context* ctx;
+    int* steps;
+    const bool* shared_ran;
+    void operator()() const {
+      ++*steps;
+      if (!*shared_ran && *steps < 100000) ctx->post(*this);
+    }
+  };
+  int steps = 0;
+  bool shared_ran = false;
+  int steps_when_shared_ran = -1;
+  ctx.post([&] {
+    ctx.post(chain{&ctx, &steps, &shared_ran});
+    ctx.post_shared([&] {
+      shared_ran = true;
+      steps_when_shared_ran = steps;
+    });
+  });
+  watchdog dog(ctx, 10s);
+  ctx.run();
+  EXPECT_FALSE(dog.fired());
+  EXPECT_TRUE(shared_ran);
+  EXPECT_GE(steps_when_shared_ran, 1);
+  EXPECT_LE(steps_when_shared_ran, 5) << "at least one item in five is shareable while both wait";
+}
+
+// A batch is bounded: a handler that re-posts itself until a timer fires lets the loop poll for the timer (after
+// at most batch_limit items), so the chain ends.
+TEST_P(io_context_test, a_chain_of_posts_lets_a_timer_fire) {
+  struct chain {
+    tern::io_context* ctx;
+    const bool* fired;
+    long* steps;
+    void operator()() const {
+      ++*steps;
+      if (!*fired && *steps < 200000000) ctx->post(*this);
+    }
+  };
+  bool fired = false;
+  long steps = 0;
+  tern::timer t(ctx);
+  t.expires_after(1ms);
+  tern::spawn(ctx, [](tern::timer& t, bool& fired) -> tern::task<void> {
+    co_await t.wait();
+    fired = true;
+  }(t, fired)).detach();
+  ctx.post(chain{&ctx, &fired, &steps});
+  watchdog dog(ctx, 20s);
+  ctx.run();
+  EXPECT_FALSE(dog.fired());
+  EXPECT_TRUE(fired);
+  EXPECT_LT(steps, 200000000) << "the timer fired while the chain still ran";
+}
+
 TEST_P(io_context_test, run_returns_when_out_of_work) {
   int finished = 0;
   auto sleeper = [](int& finished) -> tern::task<void> {
