@@ -217,33 +217,42 @@ TEST(run_ring, keeps_the_order_through_wraps_and_growth) {
 
 // A ring emptied at its last slot: the reader stands at the sentinel while the writer is at the end, which is
 // empty; the next push starts both again at the beginning. And a reader at the sentinel with the writer wrapped
-// past it: the sentinel runs the first slot, once.
+// past it: the sentinel runs the first slot, once. (128 slots, never three quarters full here: no growth.)
 TEST(run_ring, empty_at_the_end_and_the_sentinel_runs_one_item) {
   run_ring q;
   std::vector<int> out;
-  for (int i = 0; i < 128; ++i) q.push_handler(record{&out, i});  // exactly the initial slots: no growth yet
-  while (!q.empty()) run_one(q, true);
+  int next = 0;
+  auto push = [&](int k) {
+    for (int i = 0; i < k; ++i) q.push_handler(record{&out, next++});
+  };
+  auto run = [&](int k) {
+    for (int i = 0; i < k; ++i) run_one(q, true);
+  };
+  push(90);  // slots 0..89
+  run(90);
+  push(38);  // slots 90..127: the writer at the end
+  run(38);   // the reader at the end too: empty
+  EXPECT_TRUE(q.empty());
   EXPECT_EQ(q.size(), 0u);
-  q.push_handler(record{&out, 128});
+  push(1);  // both start again at slot 0
   EXPECT_EQ(q.size(), 1u);
-  run_one(q, true);
+  run(1);
   EXPECT_TRUE(q.empty());
-  for (int i = 129; i < 229; ++i) q.push_handler(record{&out, i});  // slots 1..100
-  for (int i = 0; i < 100; ++i) run_one(q, true);
-  for (int i = 229; i < 256; ++i) q.push_handler(record{&out, i});  // slots 101..127: the writer at the end
-  q.push_handler(record{&out, 256});  // the writer wraps while the reader is still short of the end
-  q.push_handler(record{&out, 257});
-  EXPECT_EQ(q.size(), 29u);
-  for (int i = 0; i < 27; ++i) run_one(q, true);
+  push(60);  // slots 1..60
+  run(60);
+  push(67);  // slots 61..127
+  push(2);   // the writer wraps to slots 0 and 1 while the reader is still short of the end
+  EXPECT_EQ(q.size(), 69u);
+  run(67);
   EXPECT_EQ(q.size(), 2u);
-  EXPECT_EQ(out.back(), 255);
-  run_one(q, true);  // the reader's slot is the sentinel now: it runs 256, only
-  EXPECT_EQ(out.back(), 256);
+  EXPECT_EQ(out.back(), next - 3);
+  run(1);  // the reader's slot is the sentinel now: it runs the first slot's item, only
+  EXPECT_EQ(out.back(), next - 2);
   EXPECT_EQ(q.size(), 1u);
-  run_one(q, true);
+  run(1);
   EXPECT_TRUE(q.empty());
-  ASSERT_EQ(out.size(), 258u);
-  for (int i = 0; i < 258; ++i) ASSERT_EQ(out[i], i);
+  ASSERT_EQ(out.size(), static_cast<std::size_t>(next));
+  for (int i = 0; i < next; ++i) ASSERT_EQ(out[i], i);
 }
 
 // remove() takes one work item out from anywhere, the wrap included, and the rest keep their order; pushes after it

@@ -1,6 +1,7 @@
 // tern/detail/run_ring.hpp
 //
-// The loop's local run queue: a ring of (run, two words) slots, grown to the peak it has held and never shrunk.
+// The loop's local run queue: a ring of (run, two words) slots, doubled whenever a push finds it three quarters full
+// (so at most 8/3 of the peak it has held) and never shrunk.
 //
 // A slot holds what running it needs, so that most queued work is no node of its own: a coroutine resumption is
 // the handle (resume_handle), a small trivially copyable handler given to post() is its bytes (run_handler<F>),
@@ -161,20 +162,20 @@ class run_ring {
   }
 
   // write_ == stop_: returns where the push writes. Every slot in [write_, stop_) is free; pops only free more, so a
-  // stale stop_ is merely early.
+  // stale stop_ is merely early. A ring three quarters full grows: a writer close behind the reader would come here
+  // every few pushes (dispatch/post's 1000 chains in 1024 slots: every 23, 2.2 instructions per post).
   run_slot* make_room() noexcept {
     run_slot* w = write_;
     run_slot* r = read_;
-    if (w == end_) {
-      if (r == end_) {  // everything read: both start again at the beginning
-        read_ = begin_;
-        stop_ = end_;
-        return begin_;
-      }
-      if (r == begin_) return grow(begin_);  // every slot queued
-      w = begin_;                            // wrap
+    if (w == end_ && r == end_) {  // everything read: both start again at the beginning
+      read_ = begin_;
+      stop_ = end_;
+      return begin_;
     }
-    if (r <= w) {  // the reader has wrapped too (or is level with the writer: empty)
+    const std::size_t n = static_cast<std::size_t>(end_ - begin_);
+    if (size() >= n - n / 4) return grow();
+    if (w == end_) w = begin_;  // wrap (the reader is past the beginning: the ring is not full)
+    if (r <= w) {               // the reader has wrapped too (or is level with the writer: empty)
       stop_ = end_;
       return w;
     }
@@ -182,7 +183,7 @@ class run_ring {
       stop_ = r - 1;
       return w;
     }
-    return grow(w);
+    return grow();
   }
 
   [[gnu::noinline]] void push_at_stop(run_slot::run_fn run, std::uintptr_t a, std::uintptr_t b) noexcept {
@@ -198,13 +199,13 @@ class run_ring {
     read_ = write_ = begin_;
   }
 
-  // Full: twice the slots, the queued ones first, in order ([read_, end_), then [begin_, w)); returns where the
-  // push writes.
-  run_slot* grow(run_slot* w) noexcept {
+  // Twice the slots, the queued ones first, in order; returns where the push writes.
+  run_slot* grow() noexcept {
     const std::size_t n = static_cast<std::size_t>(end_ - begin_);
     run_slot* old = begin_;
-    const std::size_t head = static_cast<std::size_t>(end_ - read_);
-    const std::size_t tail = static_cast<std::size_t>(w - begin_);
+    const bool wrapped = write_ < read_;
+    const std::size_t head = static_cast<std::size_t>((wrapped ? end_ : write_) - read_);
+    const std::size_t tail = wrapped ? static_cast<std::size_t>(write_ - begin_) : 0;
     auto* slots = new run_slot[2 * n + 1]();
     std::memcpy(slots, read_, head * sizeof(run_slot));
     std::memcpy(slots + head, old, tail * sizeof(run_slot));
