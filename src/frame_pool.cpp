@@ -7,11 +7,12 @@
 
 namespace tern::detail {
 
-namespace {
-constinit thread_local frame_pool::lists thread_lists{};
-}
+// The assembler name is what the inline frame_pool::local() refers to; external linkage for that reference.
+constinit thread_local frame_pool::lists thread_lists asm("tern_frame_pool_lists"){};
 
+#ifndef TERN_FRAME_POOL_LOCAL_INLINE
 frame_pool::lists& frame_pool::local() noexcept { return thread_lists; }
+#endif
 
 struct frame_pool_cleanup {
   bool armed = false;

@@ -136,13 +136,25 @@ class frame_pool {
   // Slow path of deallocate: whether a block of class c joins the list (else it goes to operator delete).
   static bool keep(lists& l, std::size_t c) noexcept;
 
-  // The calling thread's lists. Out of line on purpose: these functions are inlined into coroutine bodies, and a
-  // coroutine can resume on another thread (runtime::switch_to). An inlined thread_local access may have its
-  // address computed once and kept across a suspension point, which would then touch the old thread's lists; a
-  // call into another translation unit is made afresh each time.
+  // The calling thread's lists. These functions are inlined into coroutine bodies, and a coroutine can resume on
+  // another thread (runtime::switch_to): a plain thread_local access inlined there may have its address computed
+  // once and kept across a suspension point, which would then touch the old thread's lists. On x86-64 the address
+  // is computed inline by one volatile asm statement (the variable's offset from the thread pointer, plus the
+  // thread pointer), which is neither hoisted nor reused, as io_context::current() reads the loop; elsewhere an
+  // out-of-line call, made afresh each time.
   static lists& local() noexcept;
   friend struct frame_pool_cleanup;
 };
+
+#if defined(__x86_64__)
+// frame_pool.cpp defines the lists under this assembler name, initial-exec like io_context::current()'s.
+inline frame_pool::lists& frame_pool::local() noexcept {
+  lists* l;
+  asm volatile("movq tern_frame_pool_lists@gottpoff(%%rip), %0\n\taddq %%fs:0, %0" : "=r"(l));
+  return *l;
+}
+#define TERN_FRAME_POOL_LOCAL_INLINE 1
+#endif
 
 // Allocator adaptor for coroutine promise types: inherit to put the frame in the pool.
 struct pooled_frame {
