@@ -958,20 +958,6 @@ void io_context::give_pipe(const int (&fds)[2]) noexcept {
   ++spare_pipe_count_;
 }
 
-void io_context::link_spawned(detail::root_hook* s) noexcept {
-  s->prev = nullptr;
-  s->next = spawned_;
-  if (spawned_ != nullptr) spawned_->prev = s;
-  spawned_ = s;
-}
-
-void io_context::unlink_spawned(detail::root_hook* s) noexcept {
-  if (s == watched_root_) [[unlikely]] attention_.fetch_or(attend_root, std::memory_order_relaxed);
-  if (s->prev != nullptr) s->prev->next = s->next; else spawned_ = s->next;
-  if (s->next != nullptr) s->next->prev = s->prev;
-  s->prev = s->next = nullptr;
-}
-
 namespace detail {
 
 namespace {

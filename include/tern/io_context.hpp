@@ -508,10 +508,11 @@ class io_context {
   // was not stopped (the caller checks), while the cache has room.
   std::stop_source take_stop_source();
   void give_stop_source(std::stop_source&& s) noexcept;
-  void link_spawned(detail::root_hook* s) noexcept;
+  // The loop's list of spawned tasks: inline, defined in spawn.hpp (where root_hook is complete), the only caller.
+  inline void link_spawned(detail::root_hook* s) noexcept;
   // Called on the task's home loop, in the same queued item that then sets the task's done bit (spawn.hpp): for
   // the task run_until watches, this is what makes the loop look at the done word after that item.
-  void unlink_spawned(detail::root_hook* s) noexcept;
+  inline void unlink_spawned(detail::root_hook* s) noexcept;
   // send_file's pipes under io_uring (loop thread only): take_pipe hands out a kept pipe (read end, write end), or
   // makes one (false, with errno, if that fails); give_pipe keeps an empty pipe for the next call, or closes it
   // when spare_pipe_limit are kept already. A pipe that may hold bytes must be closed, never given back.
