@@ -188,8 +188,7 @@ class spawn_state final : public root_hook, public spawn_step {
     ctx_->unlink_spawned(this);
     const std::uintptr_t old = state_.fetch_add(done_bit, std::memory_order_acq_rel);
     if (old & detached_bit) {
-      report_unobserved();
-      release();
+      release_detached();  // out of line: finish itself then keeps nothing in a saved register
     } else if (old & joiner_bit) {
       step().run = &resume_item::resume;
       step().discard = nullptr;
@@ -202,6 +201,11 @@ class spawn_state final : public root_hook, public spawn_step {
     h_.destroy();
     h_ = nullptr;  // what take() reports as abandoned
     if (state_.fetch_add(done_bit, std::memory_order_acq_rel) & detached_bit) release();
+  }
+
+  [[gnu::noinline]] void release_detached() noexcept {
+    report_unobserved();
+    release();
   }
 
   void report_unobserved() noexcept {
