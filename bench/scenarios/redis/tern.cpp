@@ -144,12 +144,10 @@ tern::task<void> run_pubsub(tern::io_context& ctx, session& s, const redis_bench
 void redis_pipeline(session& s) {
     redis_bench::server srv;
     redis_bench::announce(s, srv);
-    // At one task every command waits for its round trip, and a parked loop pays the vCPU's wake-up on each reply.
-    // tern/io_uring and tern/epoll poll for runtime_options' default spin_before_park (20 us) before they park, as
-    // a runtime's workers do, which a reply on loopback usually beats (TERN_BENCH_SPIN_US=0: the io_context's
-    // default, parking at once). The -latency implementations never park (busy polling, as in latency mode).
+    // The -latency implementations never park (busy polling, as a runtime's workers do in latency mode): at one
+    // task every command waits for its round trip, and a parked loop pays the vCPU's wake-up on each reply. The
+    // others park at once, as an io_context does by default.
     tern::io_context_options opts = options_for(s);
-    if (std::getenv("TERN_BENCH_SPIN_US") == nullptr) opts.spin_before_park = tern::runtime_options{}.spin_before_park;
     if (latency_mode(s)) opts.spin_before_park = std::chrono::nanoseconds::max();
     tern::io_context ctx(opts);
     announce(s, ctx);
