@@ -702,6 +702,24 @@ TEST_P(alloc_test, posts_from_another_thread_reuse_their_blocks) {
   std::thread loop([&] { ctx.run(); });
   int posted = 0;
   std::size_t allocs = 0;
+  // The warm-up's first burst arrives while the loop is held in a handler, two waves at once: the run queue, which
+  // grows when a push finds it three quarters full, has then grown for any wave, wherever in the ring a wave
+  // begins (a burst of 100 in 128 slots crosses three quarters at a wrap only when it starts early in the ring,
+  // so waves alone would grow it at an unforeseeable one of them).
+  {
+    std::atomic<bool> held{false}, release{false};
+    ctx.post([&held, &release] {
+      held.store(true, std::memory_order_release);
+      while (!release.load(std::memory_order_acquire)) std::this_thread::yield();
+    });
+    while (!held.load(std::memory_order_acquire)) std::this_thread::yield();
+    for (int i = 0; i < 2 * wave; ++i) ctx.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
+    posted += 2 * wave;
+    release.store(true, std::memory_order_release);
+    const auto deadline = clock_type::now() + 10s;
+    while (ran.load() < posted && clock_type::now() < deadline) std::this_thread::yield();
+    EXPECT_EQ(ran.load(), posted) << "the held burst did not run";
+  }
   for (int w = 0; w < warm_waves + measured_waves; ++w) {
     if (w == warm_waves) start_counting();
     for (int i = 0; i < wave; ++i) ctx.post([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
