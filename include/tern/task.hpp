@@ -110,7 +110,12 @@ class promise_base : public pooled_frame {
       if (a.handle()) a.handle().promise().stop_ = stop_;
       return std::forward<A>(a);
     } else if constexpr (binds_task_stop<D>) {
-      return std::forward<A>(a);  // registers stop_ itself when it suspends (the sync waits)
+      // Registers stop_ itself when it suspends (the sync waits).
+      if constexpr (std::is_lvalue_reference_v<A>) {
+        return awaited_by_name<D>{a};
+      } else {
+        return std::forward<A>(a);
+      }
     } else if constexpr (cancellable<D>) {
       return stop_binding<A&&, const std::stop_token*>(std::forward<A>(a), stop_);
     } else {

@@ -141,6 +141,19 @@ class stop_registration {
 template <class Op>
 concept binds_task_stop = requires { typename Op::binds_task_stop; };
 
+// Such an operation awaited by name (`auto w = ch.send(v); co_await w;`), through a reference: g++ 12 copies an
+// awaiter that await_transform returns as an lvalue reference, and the sync waits cannot be copied.
+template <class Op>
+struct awaited_by_name {
+  Op& op;
+  bool await_ready() noexcept(noexcept(op.await_ready())) { return op.await_ready(); }
+  template <class H>
+  decltype(auto) await_suspend(H h) noexcept(noexcept(op.await_suspend(h))) {
+    return op.await_suspend(h);
+  }
+  decltype(auto) await_resume() noexcept(noexcept(op.await_resume())) { return op.await_resume(); }
+};
+
 // The stop token of the coroutine of h if its promise has one that can be stopped (a tern::task's), else null.
 template <class P>
 const std::stop_token* task_stop_token(std::coroutine_handle<P> h) noexcept {
