@@ -523,15 +523,9 @@ void io_context::poll_io(bool may_block) {
       const std::uint64_t parked_at = deadline_now_ns();
       backend_->poll(timeout);
       const std::uint64_t woke_at = deadline_now_ns();
-      const std::uint64_t parked_ns = woke_at > parked_at ? woke_at - parked_at : 0;
       counters_.parks.add();
-      counters_.park_ns.add(parked_ns);
-      // A park in place of a spin that was woken by input sooner than the spin would have ended: the spin would
-      // have caught it, so the waits are short again and the back-off ends (without waiting out its skips).
-      if (skipped && parked_ns < spin_ns_ && (inbox_.maybe_nonempty() || input_queued())) {
-        spin_misses_ = 0;
-        spin_skips_ = 0;
-      }
+      counters_.park_ns.add(woke_at > parked_at ? woke_at - parked_at : 0);
+      if (skipped) [[unlikely]] parked_for_spin(woke_at > parked_at ? woke_at - parked_at : 0);
     } else if (backend_->busy()) {
       backend_->poll(timeout);
     }
@@ -648,6 +642,16 @@ bool io_context::spin(std::int64_t limit_ns) {
 void io_context::spin_missed() noexcept {
   if (spin_misses_ < spin_backoff_after + spin_backoff_doublings) ++spin_misses_;
   if (spin_misses_ >= spin_backoff_after) spin_skips_ = 1u << (spin_misses_ - spin_backoff_after);
+}
+
+// A park in place of a spin that was woken by input sooner than the spin would have ended: the spin would have
+// caught it, so the waits are short again and the back-off ends (without waiting out its skips). Out of line: the
+// park of a loop that does not spin pays one test for it.
+void io_context::parked_for_spin(std::uint64_t parked_ns) noexcept {
+  if (parked_ns < spin_ns_ && (inbox_.maybe_nonempty() || input_queued())) {
+    spin_misses_ = 0;
+    spin_skips_ = 0;
+  }
 }
 
 // Completions are queued under run_completion, so a completion is told from other items by the slot alone; only

@@ -642,6 +642,7 @@ class io_context {
   // The spin's back-off (see spin_before_park): a spin that ran its whole time for nothing, and whether what a
   // spin or a park found (the run queue was empty before it) holds input the loop was waiting for.
   void spin_missed() noexcept;
+  [[gnu::noinline]] void parked_for_spin(std::uint64_t parked_ns) noexcept;
   bool input_queued() const noexcept;
   std::int64_t timer_timeout_ns() const noexcept;
   // Reads the clock, and the TSC just before it as the base of deadline_now_ns(); returns the clock.
