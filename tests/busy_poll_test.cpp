@@ -125,9 +125,12 @@ std::thread answering_peer(int fd, int n, Pause pause) {
 // in a row the loop parks at once for 1, 2, 4 ... waits between tries (about 19 spins for these 60 rounds under
 // io_uring, 11 under epoll) instead of spinning before every wait (120 and 60). Under io_uring the request's own
 // completion ends a spin before each answer: it must not count as a spin that found what the loop waited for, or
-// the misses never come four in a row and the loop never backs off (120 spins when it counted). The bound is half
-// of what the loop spins without the back-off: a loop descheduled in a spin on a loaded machine may find an
-// answer there, which starts the back-off again.
+// the misses never come four in a row and the loop never backs off (120 spins when it counted).
+//
+// What is counted is the parks made in place of a spin: every park but those that follow a spin for nothing
+// (spins - spin_hits). Without the back-off there are none; with it, most of the waits. Counting spins instead
+// would depend on the machine: a loop descheduled in a spin on a loaded machine may find an answer there, which
+// starts the back-off again (25-29 spins in one such run where an unloaded one makes 17).
 TEST_P(busy_poll_test, spins_that_miss_the_answer_back_off_though_a_send_completes_in_them) {
   tern::io_context_options o = options();
   o.spin_before_park = 300us;
@@ -143,11 +146,11 @@ TEST_P(busy_poll_test, spins_that_miss_the_answer_back_off_though_a_send_complet
   EXPECT_EQ(answered, n);
   const tern::metrics::loop_snapshot m = ctx2.metrics();
   EXPECT_GE(m.parks, std::uint64_t{n} * 3 / 4) << "the answers came later than the spin";
-  // Spins per round without the back-off: the send's and the answer's under io_uring, the answer's under epoll.
-  const std::uint64_t per_round = GetParam() == tern::backend_kind::io_uring ? 2 : 1;
-  EXPECT_LE(m.spins, per_round * n / 2) << "the loop kept spinning before its waits although no spin caught an answer ("
-                          << m.spin_hits << " spins found something, " << m.parks << " parks)";
-  EXPECT_GE(m.spins, 4u) << "the back-off starts after four spins for nothing";
+  const std::uint64_t missed = m.spins - m.spin_hits;
+  EXPECT_GE(m.parks - missed, std::uint64_t{n} / 3)
+      << "the loop kept spinning before its waits although no spin caught an answer (" << m.spins << " spins, "
+      << m.spin_hits << " of them found something, " << m.parks << " parks)";
+  EXPECT_GE(missed, 4u) << "the back-off starts after four spins for nothing";
   if (GetParam() == tern::backend_kind::io_uring) {
     EXPECT_GE(m.spin_hits, 3u) << "the sends' completions were meant to come in the spins (what the test is for)";
   }
@@ -182,9 +185,11 @@ TEST_P(busy_poll_test, a_loop_whose_answers_come_within_the_spin_spins_again_aft
   t.join();
   EXPECT_EQ(answered, slow + fast);
   const tern::metrics::loop_snapshot m = ctx2.metrics();
-  const std::uint64_t per_round = GetParam() == tern::backend_kind::io_uring ? 2 : 1;  // as in the test above
-  EXPECT_LE(after_slow.spins, per_round * slow * 3 / 5) << "the slow answers were meant to make the loop back off";
   EXPECT_GE(after_slow.parks, std::uint64_t{slow} * 3 / 4);
+  // Parks in place of a spin, as in the test above.
+  EXPECT_GE(after_slow.parks - (after_slow.spins - after_slow.spin_hits), std::uint64_t{slow} / 3)
+      << "the slow answers were meant to make the loop back off (" << after_slow.spins << " spins, "
+      << after_slow.spin_hits << " of them found something, " << after_slow.parks << " parks)";
   const std::uint64_t parks = m.parks - after_slow.parks;
   const std::uint64_t spins = m.spins - after_slow.spins;
   const std::uint64_t hits = m.spin_hits - after_slow.spin_hits;
@@ -192,7 +197,7 @@ TEST_P(busy_poll_test, a_loop_whose_answers_come_within_the_spin_spins_again_aft
   // are not the back-off's.
   EXPECT_LE(parks, 4u + (spins - hits)) << "the loop stayed backed off although its answers came within the spin ("
                                         << hits << " of " << spins << " spins found something)";
-  EXPECT_GE(hits, std::uint64_t{fast} * 9 / 10) << "the spins were meant to catch the answers (" << spins
+  EXPECT_GE(hits, std::uint64_t{fast} * 3 / 4) << "the spins were meant to catch the answers (" << spins
                                                 << " spins, " << parks << " parks, " << m.turns - after_slow.turns
                                                 << " turns)";
 }
