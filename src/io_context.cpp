@@ -315,9 +315,9 @@ void io_context::discard_queued() noexcept {
   drain_inbox();
   detail::run_slot s;
   while (next_ready(s)) {
-    // Only a work item can own something (detail/run_ring.hpp): a handler in a slot is trivially destructible, and
-    // a resumption is forgotten.
-    if (s.run != &detail::run_work_item) continue;
+    // Only a work item (an operation's completion is one) can own something (detail/run_ring.hpp): a handler in a
+    // slot is trivially destructible, and a resumption is forgotten.
+    if (s.run != &detail::run_work_item && s.run != &detail::run_completion) continue;
     auto* w = reinterpret_cast<detail::work_item*>(s.a);
     if (w->discard != nullptr) w->discard(w);
   }
