@@ -178,10 +178,14 @@ clock::time_point connection::loop_now() const noexcept {
 // head's first bytes shorten the idle wait to the header timeout) files the node again at once. I/O through a
 // transport (TLS) is a task, and keeps with_deadline and with_timeout.
 void connection::watch(watched& w, void* op, void (*cancel)(void*) noexcept, clock::time_point deadline) noexcept {
+  watch_ns(w, op, cancel, tern::detail::to_ns(deadline));
+}
+
+void connection::watch_ns(watched& w, void* op, void (*cancel)(void*) noexcept, std::uint64_t deadline_ns) noexcept {
   w.op = op;
   w.cancel = cancel;
   w.expired = false;
-  w.deadline_ns = tern::detail::to_ns(deadline);
+  w.deadline_ns = deadline_ns;
   if (watch_.linked()) {
     if (watch_.deadline_ns <= w.deadline_ns) return;
     server_->context().timers().remove(&watch_);
@@ -322,15 +326,39 @@ task<std::error_code> connection::read_head() {
       if (parser_.parse(std::string_view(buffer_.get() + begin_, end_ - begin_), ec)) co_return std::error_code{};
       if (ec) co_return ec;
     }
-    // Answers to earlier (pipelined) requests go out before the wait for more input.
-    if (std::error_code fec = co_await flush()) co_return fec;
+    // Answers to earlier (pipelined) requests go out before the wait for more input. On a plain socket the write
+    // and the read are awaited here, not through flush() and read_more(): no task frame per request for them, and
+    // no stop binding (own_op).
+    if (!out_.empty()) {
+      if (secure_) {
+        if (std::error_code fec = co_await flush()) co_return fec;
+      } else {
+        const std::uint64_t write_deadline = tern::detail::to_ns(loop_now() + opts_->write_timeout);
+        auto [wec, written] = co_await own_op<tern::detail::transfer_awaiter>{
+            *this, writing_, socket_.write_all(const_buffer(out_.data(), out_.size())), write_deadline};
+        out_.clear();
+        if (wec) co_return wec;
+      }
+    }
     const bool empty = begin_ == end_;
     if (empty && server_->stopping_) co_return make_error_code(tern::error::operation_canceled);
     if (!empty && head_deadline == clock::time_point{}) head_deadline = loop_now() + opts_->header_timeout;
     idle_ = empty;
     const clock::time_point deadline =
         empty ? loop_now() + (first ? opts_->header_timeout : opts_->idle_timeout) : head_deadline;
-    auto [rec, n] = co_await read_more(deadline);
+    io_result<std::size_t> got;
+    if (secure_) {
+      got = co_await read_more(deadline);
+    } else if (!make_room()) {
+      got = sized{make_error_code(error::headers_too_large), 0};
+    } else {
+      served_since_read_ = 0;
+      got = co_await own_op<tern::detail::read_awaiter>{
+          *this, reading_, socket_.read_some(mutable_buffer(buffer_.get() + end_, capacity_ - end_)),
+          tern::detail::to_ns(deadline)};
+      end_ += got.value;
+    }
+    auto [rec, n] = got;
     idle_ = false;
     if (rec == tern::error::timed_out) {
       // A request that started and did not finish in time is answered; silence between requests is not.
