@@ -61,6 +61,7 @@ class connection final : public exchange {
  private:
   task<std::error_code> read_head();
   task<std::error_code> read_body(std::string_view& body);
+  bool body_at_hand(std::string_view& body) noexcept;
   task<io_result<std::size_t>> read_more(clock::time_point deadline);
   task<std::error_code> flush();
   task<std::error_code> write_now(std::string_view data);

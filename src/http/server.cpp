@@ -374,6 +374,20 @@ clock::time_point connection::body_deadline(std::uint64_t received) const noexce
   return body_start_ + opts_->body_timeout + std::chrono::microseconds(received * 1'000'000 / rate);
 }
 
+// The usual body, none or one that came whole with its head, into body without a task: true; false when
+// read_body must gather it.
+bool connection::body_at_hand(std::string_view& body) noexcept {
+  const request_head& h = parser_.head();
+  if (h.framing == body_framing::none) {
+    body = {};
+    return true;
+  }
+  if (h.framing != body_framing::content_length || end_ - begin_ < h.content_length) return false;
+  body = std::string_view(buffer_.get() + begin_, static_cast<std::size_t>(h.content_length));
+  begin_ += static_cast<std::size_t>(h.content_length);
+  return true;
+}
+
 // The body of the current request, whole, into body (a view into the buffer when it came with the head).
 task<std::error_code> connection::read_body(std::string_view& body) {
   const request_head& h = parser_.head();
@@ -583,11 +597,13 @@ task<void> connection::run() {
       out_.append("HTTP/1.1 100 Continue\r\n\r\n");
     }
     std::string_view body;
-    if (std::error_code bec = co_await read_body(body)) {
-      if (bec.category() == http::category() && bec != error::partial_message) {
-        answer_error(status_of(bec), bec.message());
+    if (!body_at_hand(body)) {
+      if (std::error_code bec = co_await read_body(body)) {
+        if (bec.category() == http::category() && bec != error::partial_message) {
+          answer_error(status_of(bec), bec.message());
+        }
+        break;
       }
-      break;
     }
     req.set_body(body);
     response r;
