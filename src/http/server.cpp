@@ -54,6 +54,29 @@ struct resume_on {
   void await_resume() const noexcept {}
 };
 
+// A handler's task awaited so that its response initializes the connection's own: moved once out of the task
+// (`response r; r = co_await ...` moved it into a temporary and then into r). A handler that throws, or whose call
+// did (no task then), is answered 500. The task gets the awaiting task's stop token, as an awaited task does.
+struct handler_answer {
+  task<response> t;
+  bool await_ready() const noexcept { return !t.valid(); }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+    t.handle().promise().set_stop_token(h.promise().stop_token());
+    t.handle().promise().set_continuation(h);
+    return t.handle();
+  }
+  response await_resume() {
+    if (t.valid()) {
+      try {
+        return t.handle().promise().take();
+      } catch (...) {
+      }
+    }
+    return response(status::internal_server_error, "internal server error\n");
+  }
+};
+
 }  // namespace
 
 namespace {
@@ -606,12 +629,12 @@ task<void> connection::run() {
       }
     }
     req.set_body(body);
-    response r;
+    task<response> handling;
     try {
-      r = co_await route->whole(req);
+      handling = route->whole(req);
     } catch (...) {
-      r = response(status::internal_server_error, "internal server error\n");
     }
+    response r = co_await handler_answer{std::move(handling)};
     if (!on_loop()) [[unlikely]] co_await resume_on{server_->context()};
     if (r.upgrade && r.status == status::switching_protocols && h.version == http11 && !server_->stopping_) {
       co_await hand_over(r);
