@@ -118,9 +118,9 @@ class connection final : public exchange {
   void watch_ns(watched& w, void* op, void (*cancel)(void*) noexcept, std::uint64_t deadline_ns) noexcept;
   bool file_watch(std::uint64_t deadline_ns) noexcept;
   static void on_watch(tern::detail::timer_node* n) noexcept;
-  void write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
-                  version v);
-  void answer(const response& r, bool head_only, bool close, version v);
+  bool write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
+                  version v, bool close_field = false);
+  bool answer(const response& r, bool head_only, bool close, version v);
   void answer_error(int status, std::string_view why);
 
   server* server_;

@@ -92,13 +92,15 @@ char* put_status_line(char* p, int status, version v) noexcept {
 }
 
 // The fields of a response that the server writes itself or leaves out, told apart by length first.
-enum field_role : unsigned { user_field = 0, server_field = 1, date_field = 2, dropped_field = 4 };
+enum field_role : unsigned {
+  user_field = 0, server_field = 1, date_field = 2, dropped_field = 4, connection_field = dropped_field | 8
+};
 
 unsigned role_of(std::string_view name) noexcept {
   switch (name.size()) {
     case 4: return iequals(name, "date") ? date_field : user_field;
     case 6: return iequals(name, "server") ? server_field : user_field;
-    case 10: return iequals(name, "connection") ? dropped_field : user_field;
+    case 10: return iequals(name, "connection") ? connection_field : user_field;
     case 14: return iequals(name, "content-length") ? dropped_field : user_field;
     case 17: return iequals(name, "transfer-encoding") ? dropped_field : user_field;
     default: return user_field;
@@ -110,13 +112,18 @@ unsigned role_of(std::string_view name) noexcept {
 // The status line and fields of a response, into out_, in place: one pass over the handler's fields finds which of
 // Server and Date it set and how many bytes its fields take, then the head is copied piece by piece into room
 // reserved for all of it. body_size: the Content-Length to send (none for a status that has no body); chunked:
-// Transfer-Encoding: chunked instead; close: Connection: close.
-void connection::write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked,
-                            bool close, version v) {
+// Transfer-Encoding: chunked instead; close: Connection: close, and with close_field also when the first
+// Connection field of f is "close" (a whole handler's way to close). Returns whether the head says close.
+bool connection::write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked,
+                            bool close, version v, bool close_field) {
   unsigned present = 0;
   std::size_t field_bytes = 0;
   for (field x : f) {
-    present |= role_of(x.name);
+    const unsigned role = role_of(x.name);
+    if (close_field && role == connection_field && !(present & connection_field)) {
+      close = iequals(x.value, "close") || close;
+    }
+    present |= role;
     field_bytes += x.name.size() + x.value.size() + 4;
   }
   const std::string_view reason = reason_phrase(status);
@@ -154,7 +161,7 @@ void connection::write_head(int status, const fields& f, std::optional<std::uint
     p = put(p, "Connection: keep-alive\r\n");
   }
   for (field x : f) {
-    if ((present & dropped_field) && role_of(x.name) == dropped_field) continue;
+    if ((present & dropped_field) && (role_of(x.name) & dropped_field)) continue;
     p = put(p, x.name);
     p = put(p, ": ");
     p = put(p, x.value);
@@ -162,6 +169,7 @@ void connection::write_head(int status, const fields& f, std::optional<std::uint
   }
   p = put(p, "\r\n");
   out_.commit(p);
+  return close;
 }
 
 // ---- connection ----
@@ -498,10 +506,11 @@ void connection::answer_error(int status, std::string_view why) {
   out_.append(body);
 }
 
-void connection::answer(const response& r, bool head_only, bool close, version v) {
-  write_head(r.status, r.headers, r.body.size(), false, close, v);
+bool connection::answer(const response& r, bool head_only, bool close, version v) {
+  close = write_head(r.status, r.headers, r.body.size(), false, close, v, true);
   const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
   if (!head_only && !bodiless) out_.append(r.body);
+  return close;
 }
 
 // The 101, then the connection as an upgraded_stream to the response's upgrade function, with what arrived after
@@ -645,8 +654,8 @@ task<void> connection::run() {
       else if (server_->stopping_) r = response(status::service_unavailable, "the server is shutting down\n");
       else r = response(status::bad_request, "an upgrade needs HTTP/1.1\n");
     }
-    close = close || server_->stopping_ || iequals(r.headers.get("connection"), "close");
-    answer(r, head_only, close, h.version);
+    // A handler's Connection: close is found by write_head's walk of the fields.
+    close = answer(r, head_only, close || server_->stopping_, h.version);
     if (close) break;
     if (out_.size() >= 64 * 1024) {
       if (co_await flush()) break;
