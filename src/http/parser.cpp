@@ -418,6 +418,20 @@ template class detail::parser_state<response_head>;
 
 bool request_parser::parse(std::string_view data, std::error_code& ec) noexcept {
   ec.clear();
+  // The usual request is whole in the first bytes given (one read). Its end is then found with one search for
+  // CRLF CRLF instead of the scanner's walk from line to line, and the head is parsed at once: parse_head accepts
+  // CR and LF only as CRLF at the end of each line, so a head it accepts has the scanner's line endings, and one
+  // short enough for both limits has the scanner's end. Any other case (incomplete, an empty line first, over a
+  // limit's reach, refused) is left to the scanner and parsed again from there, which gives every verdict.
+  if (scanner_.fresh()) {
+    const std::size_t whole = detail::find_head_end(data.data(), data.size());
+    if (whole != 0 && whole <= limits_.max_request_line + 2 && whole <= limits_.max_header_bytes &&
+        data[0] != '\r' && data[0] != '\n') {
+      if (parse_head(data, whole, ec)) return true;
+      ec.clear();
+      head_ = request_head{};
+    }
+  }
   const std::size_t end = scanner_.scan(data, limits_, error::request_line_too_long, true, ec);
   if (end == 0) return false;
   return parse_head(data, end, ec);
