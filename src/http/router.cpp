@@ -54,7 +54,7 @@ request::request(const request_head& head, const net::endpoint& remote) noexcept
 
 std::string_view request::param(std::string_view name) const noexcept {
   for (std::size_t i = 0; i < param_count_; ++i) {
-    if (params_[i].first == name) return params_[i].second;
+    if (params_.at[i].first == name) return params_.at[i].second;
   }
   return {};
 }
