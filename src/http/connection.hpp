@@ -98,8 +98,14 @@ class connection final : public exchange {
   // task's await_transform passes it through (no stop_callback registered and unregistered per operation). The
   // operations a handler awaits (a streaming handler's body reads and writes) stay bound: its own timeouts and
   // stops must reach them.
+  // A class with a constructor, not an aggregate: g++ 12 destroys an aggregate temporary of an awaiting
+  // expression twice (design.md, "g++ 12 miscompiles two coroutine shapes"), and Op's destructor forgets the op.
+  // The operation is made by `make` in place (no copy of it).
   template <class Op>
   struct [[nodiscard]] own_op {
+    template <class Make>
+    own_op(connection& conn, watched& watch, Make&& make, std::uint64_t deadline) noexcept
+        : c(conn), w(watch), op(make()), deadline_ns(deadline) {}
     connection& c;
     watched& w;
     Op op;

@@ -58,7 +58,9 @@ struct resume_on {
 // (`response r; r = co_await ...` moved it into a temporary and then into r). A handler that throws, or whose call
 // did (no task then), is answered 500. The task gets the awaiting task's stop token, as an awaited task does.
 struct handler_answer {
-  task<response> t;
+  // A reference, not the task: g++ 12 destroys an aggregate temporary of an awaiting expression twice (design.md,
+  // "g++ 12 miscompiles two coroutine shapes"), so the awaiter owns nothing; the task is the coroutine's local.
+  task<response>& t;
   bool await_ready() const noexcept { return !t.valid(); }
   template <class P>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
@@ -365,8 +367,9 @@ task<std::error_code> connection::read_head() {
         if (std::error_code fec = co_await flush()) co_return fec;
       } else {
         const std::uint64_t write_deadline = tern::detail::to_ns(loop_now() + opts_->write_timeout);
-        auto [wec, written] = co_await own_op<tern::detail::transfer_awaiter>{
-            *this, writing_, socket_.write_all(const_buffer(out_.data(), out_.size())), write_deadline};
+        auto [wec, written] = co_await own_op<tern::detail::transfer_awaiter>(
+            *this, writing_, [this] { return socket_.write_all(const_buffer(out_.data(), out_.size())); },
+            write_deadline);
         out_.clear();
         if (wec) co_return wec;
       }
@@ -384,9 +387,9 @@ task<std::error_code> connection::read_head() {
       got = sized{make_error_code(error::headers_too_large), 0};
     } else {
       served_since_read_ = 0;
-      got = co_await own_op<tern::detail::read_awaiter>{
-          *this, reading_, socket_.read_some(mutable_buffer(buffer_.get() + end_, capacity_ - end_)),
-          tern::detail::to_ns(deadline)};
+      got = co_await own_op<tern::detail::read_awaiter>(
+          *this, reading_, [this] { return socket_.read_some(mutable_buffer(buffer_.get() + end_, capacity_ - end_)); },
+          tern::detail::to_ns(deadline));
       end_ += got.value;
     }
     auto [rec, n] = got;
@@ -645,7 +648,7 @@ task<void> connection::run() {
       handling = route->whole(req);
     } catch (...) {
     }
-    response r = co_await handler_answer{std::move(handling)};
+    response r = co_await handler_answer{handling};
     if (!on_loop()) [[unlikely]] co_await resume_on{server_->context()};
     if (r.upgrade && r.status == status::switching_protocols && h.version == http11 && !server_->stopping_) {
       co_await hand_over(r);
