@@ -77,6 +77,28 @@ class stop_registration {
     return ::new (block) stop_registration(token, target);
   }
 
+  // A wait's suspension with a stoppable token: start() begins the wait (true: it suspended), then target is
+  // registered with token. The block is taken before the wait starts, since nothing may throw once it has (a throw
+  // would resume the coroutine while the wait still holds it); a wait that did not suspend, or whose start threw,
+  // gives it back. reg is set only when it suspended. Used by stop_binding and sync_wait alike.
+  template <class Start>
+  static bool suspend(stop_registration*& reg, const std::stop_token& token, Target* target, Start&& start) {
+    void* block = frame_pool::allocate(block_size());
+    bool suspended;
+    try {
+      suspended = start();
+    } catch (...) {
+      frame_pool::deallocate(block, block_size());
+      throw;
+    }
+    if (!suspended) {
+      frame_pool::deallocate(block, block_size());
+      return false;
+    }
+    reg = make(block, token, target);
+    return true;
+  }
+
   // Unregisters r (waiting for a callback running on another thread), detaches a cancellation that callback
   // sent, and gives the block back. Returns a bool only to stay clear of clang 16's misreading of a call to a
   // `void f(T*)` of internal linkage in a coroutine as a resume (docs/design.md, "Coroutines"): Target may be a
@@ -198,23 +220,7 @@ class [[nodiscard]] stop_binding {
  private:
   // await_suspend with a stoppable token: the operation starts, then the registration is made.
   [[gnu::noinline]] bool suspend_registered(const std::stop_token& token, std::coroutine_handle<> h) {
-    const std::stop_token* t = &token;
-    // The block is taken before the operation starts: once it has started, nothing here may throw (a throw would
-    // resume the coroutine while the operation still holds it).
-    void* block = frame_pool::allocate(registration::block_size());
-    bool suspended;
-    try {
-      suspended = suspend_on(op_, h);
-    } catch (...) {
-      frame_pool::deallocate(block, registration::block_size());
-      throw;
-    }
-    if (!suspended) {
-      frame_pool::deallocate(block, registration::block_size());
-      return false;
-    }
-    reg_ = registration::make(block, *t, this);
-    return true;
+    return registration::suspend(reg_, token, this, [&] { return suspend_on(op_, h); });
   }
 
   using registration = stop_registration<stop_binding>;

@@ -256,20 +256,7 @@ class sync_wait : public sync_waiter {
   template <class Suspend>
   [[gnu::noinline]] bool suspend_registered(const std::stop_token& token, std::coroutine_handle<> h,
                                            Suspend suspend) {
-    void* block = frame_pool::allocate(registration::block_size());
-    bool suspended;
-    try {
-      suspended = suspend(h);
-    } catch (...) {
-      frame_pool::deallocate(block, registration::block_size());
-      throw;
-    }
-    if (!suspended) {
-      frame_pool::deallocate(block, registration::block_size());
-      return false;
-    }
-    reg_ = registration::make(block, token, this);
-    return true;
+    return registration::suspend(reg_, token, this, [&] { return suspend(h); });
   }
 
   [[gnu::noinline]] wait_state abandon_suspended() noexcept {
