@@ -53,6 +53,7 @@ tsc_scale calibrate() noexcept {
   const double with_margin = median * (1.0 + 1.0 / 256.0);
   s.mult = static_cast<std::uint64_t>(with_margin * static_cast<double>(std::uint64_t{1} << tsc_shift)) + 1;
   s.max_span_cycles = static_cast<std::uint64_t>(static_cast<double>(tsc_max_span_ns) / median);
+  s.pair_cycles = static_cast<std::uint64_t>(10'000.0 / median);
   s.usable = s.max_span_cycles > 0;
 #endif
   return s;

@@ -540,9 +540,14 @@ void io_context::poll_io(bool may_block) {
 }
 
 std::uint64_t io_context::refresh_clock_base() noexcept {
-  if (tsc_.usable) tsc_base_ = detail::read_tsc();  // before the clock: the base time is not early for the count
-  ns_base_ = now_ns();
-  return ns_base_;
+  if (!tsc_.usable) return ns_base_ = now_ns();
+  // The TSC before the clock, so that the base time is not early for the count; and after it, to see whether the
+  // thread was preempted between the two (the estimate would run ahead by the preemption until the next base).
+  for (int tries = 0;; ++tries) {
+    tsc_base_ = detail::read_tsc();
+    ns_base_ = now_ns();
+    if (detail::read_tsc() - tsc_base_ <= tsc_.pair_cycles || tries == 2) [[likely]] return ns_base_;
+  }
 }
 
 detail::work_item* io_context::pop_shared() noexcept {

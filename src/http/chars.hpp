@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "tern/http/fields.hpp"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -103,36 +105,28 @@ inline const char* find_colon_or_cr(const char* p, const char* end) noexcept {
   return p;
 }
 
-// Up to 8 bytes at p as a word.
-inline std::uint64_t load_word(const char* p, std::size_t n) noexcept {
-  std::uint64_t x = 0;
-  std::memcpy(&x, p, n);
-  return x;
-}
-
-// Eight bytes at once, their ASCII capitals lowercased (bytes of 0x80 and above untouched).
-constexpr std::uint64_t fold_word(std::uint64_t x) noexcept {
-  constexpr std::uint64_t ones = 0x0101010101010101;
-  const std::uint64_t low = x & (0x7f * ones);
-  const std::uint64_t above_z = low + (0x7f - 'Z') * ones;  // high bit: the byte is above 'Z'
-  const std::uint64_t from_a = low + (0x80 - 'A') * ones;   // high bit: the byte is 'A' or above
-  const std::uint64_t upper = from_a & ~above_z & ~x & (0x80 * ones);
-  return x | (upper >> 2);
-}
-
-// Whether the n bytes at p, ASCII case ignored, are lower (n bytes, already lowercase; n >= 4), a word at a time:
-// any bytes at p, since only capitals are folded.
-inline bool equals_lower(const char* p, std::size_t n, std::string_view lower) noexcept {
-  const char* q = lower.data();
-  if (n >= 8) {
-    for (std::size_t i = 0; i + 8 < n; i += 8) {
-      if (fold_word(load_word(p + i, 8)) != load_word(q + i, 8)) return false;
+// The size of the head that the first CRLF CRLF in the n bytes at p ends (after it), or 0 when there is none. Where
+// SSE2 is there, 16 bytes at a time: the LFs two apart in a block (14 starts per block, so that a pair across
+// blocks is seen in the next one), each such pair then checked for its CRs.
+inline std::size_t find_head_end(const char* p, std::size_t n) noexcept {
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i lf = _mm_set1_epi8('\n');
+  for (; i + 16 <= n; i += 14) {
+    const unsigned m = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)), lf)));
+    for (unsigned pairs = m & (m >> 2) & 0x3fff; pairs != 0; pairs &= pairs - 1) {
+      const std::size_t at = i + static_cast<std::size_t>(__builtin_ctz(pairs));  // LF ? LF
+      if (at != 0 && p[at - 1] == '\r' && p[at + 1] == '\r') return at + 3;
     }
-    return fold_word(load_word(p + n - 8, 8)) == load_word(q + n - 8, 8);
   }
-  const std::uint64_t x = load_word(p, 4) | load_word(p + n - 4, 4) << 32;
-  const std::uint64_t y = load_word(q, 4) | load_word(q + n - 4, 4) << 32;
-  return fold_word(x) == y;
+#endif
+  for (; i + 2 < n; ++i) {
+    if (p[i] == '\n' && p[i + 2] == '\n' && i != 0 && p[i - 1] == '\r' && p[i + 1] == '\r') return i + 3;
+  }
+  return 0;
 }
+
+// load_word, fold_word and equals_lower are in tern/http/fields.hpp (a known field's lookup is inline).
 
 }  // namespace tern::http::detail

@@ -61,6 +61,7 @@ class connection final : public exchange {
  private:
   task<std::error_code> read_head();
   task<std::error_code> read_body(std::string_view& body);
+  bool body_at_hand(std::string_view& body) noexcept;
   task<io_result<std::size_t>> read_more(clock::time_point deadline);
   task<std::error_code> flush();
   task<std::error_code> write_now(std::string_view data);
@@ -91,11 +92,41 @@ class connection final : public exchange {
   }
   void watch(watched& w, void* op, void (*cancel)(void*) noexcept, clock::time_point deadline) noexcept;
   std::error_code watched_done(watched& w, std::error_code ec) noexcept;
+  // A plain socket's read or write awaited by the connection's own task (read_head): watched by the deadline node,
+  // and not bound to the task's stop token, since every cancel of the server's group comes with a cut() of each
+  // connection (server::cut_all), which closes the socket under the operation. Not cancellable_operation, so a
+  // task's await_transform passes it through (no stop_callback registered and unregistered per operation). The
+  // operations a handler awaits (a streaming handler's body reads and writes) stay bound: its own timeouts and
+  // stops must reach them.
+  // A class with a constructor, not an aggregate: g++ 12 destroys an aggregate temporary of an awaiting
+  // expression twice (design.md, "g++ 12 miscompiles two coroutine shapes"), and Op's destructor forgets the op.
+  // The operation is made by `make` in place (no copy of it).
+  template <class Op>
+  struct [[nodiscard]] own_op {
+    template <class Make>
+    own_op(connection& conn, watched& watch, Make&& make, std::uint64_t deadline) noexcept
+        : c(conn), w(watch), op(make()), deadline_ns(deadline) {}
+    connection& c;
+    watched& w;
+    Op op;
+    std::uint64_t deadline_ns;
+    bool await_ready() noexcept { return op.await_ready(); }
+    bool await_suspend(std::coroutine_handle<> h) noexcept {
+      c.watch_ns(w, &op, [](void* o) noexcept { static_cast<Op*>(o)->cancel(); }, deadline_ns);
+      return op.await_suspend(h);
+    }
+    io_result<std::size_t> await_resume() noexcept {
+      io_result<std::size_t> r = op.await_resume();
+      r.ec = c.watched_done(w, r.ec);
+      return r;
+    }
+  };
+  void watch_ns(watched& w, void* op, void (*cancel)(void*) noexcept, std::uint64_t deadline_ns) noexcept;
   bool file_watch(std::uint64_t deadline_ns) noexcept;
   static void on_watch(tern::detail::timer_node* n) noexcept;
-  void write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
-                  version v);
-  void answer(const response& r, bool head_only, bool close, version v);
+  bool write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked, bool close,
+                  version v, bool close_field = false);
+  bool answer(const response& r, bool head_only, bool close, version v);
   void answer_error(int status, std::string_view why);
 
   server* server_;

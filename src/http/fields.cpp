@@ -72,34 +72,9 @@ bool list_contains(std::string_view value, std::string_view token) noexcept {
   return false;
 }
 
-// ---- known fields ----
-
-namespace detail {
-
-known_field known_field_of(std::string_view name) noexcept {
-  if (name.empty()) return known_field::none;
-  const known_field k = known_candidate(name.size(), static_cast<unsigned char>(name[0]));
-  if (k == known_field::none ||
-      !equals_lower(name.data(), name.size(), known_field_names[static_cast<std::size_t>(k)])) {
-    return known_field::none;
-  }
-  return k;
-}
-
-}  // namespace detail
-
 // ---- field_list ----
 
-std::string_view field_list::get(std::string_view name) const noexcept {
-  if (known_ != nullptr) {
-    const detail::known_field k = detail::known_field_of(name);
-    if (k != detail::known_field::none) {
-      const std::uint32_t at = known_[static_cast<std::size_t>(k)];
-      return at != 0 ? fields_[at - 1].value : std::string_view{};
-    }
-  }
-  return first_value(*this, name);
-}
+std::string_view field_list::find_first(std::string_view name) const noexcept { return first_value(*this, name); }
 
 bool field_list::contains(std::string_view name) const noexcept {
   if (known_ != nullptr) {

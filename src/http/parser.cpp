@@ -237,6 +237,45 @@ bool valid_host(std::string_view v) noexcept {
   return true;
 }
 
+// The usual Host value decided 16 bytes at a time: letters, digits, '-' and '.', then nothing or ':' and digits. 1:
+// valid; 0: anything else (a percent-encoded octet, a sub-delim, an IP literal, a byte that is not allowed), which
+// valid_host then decides. [lo, hi) is readable memory around v (the head); v has at most 16 bytes.
+int plain_host(std::string_view v, const char* lo, const char* hi) noexcept {
+#if defined(__SSE2__)
+  const std::size_t n = v.size();
+  if (n == 0 || n > 16) return 0;
+  // The 16 bytes loaded start at v, or end with it when v is near the end of the head; lanes of v: bits
+  // [at, at + n) of the masks.
+  const char* from = v.data();
+  if (hi - from < 16) {
+    if (static_cast<std::size_t>(v.data() - lo) + n < 16) return 0;
+    from = v.data() + n - 16;
+  }
+  const unsigned at = static_cast<unsigned>(v.data() - from);
+  const unsigned lanes = ((1u << n) - 1) << at;
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from));
+  const auto at_most = [](__m128i a, char limit) {  // a <= limit, unsigned
+    const __m128i l = _mm_set1_epi8(limit);
+    return _mm_cmpeq_epi8(_mm_max_epu8(a, l), l);
+  };
+  const __m128i digit = at_most(_mm_sub_epi8(x, _mm_set1_epi8('0')), 9);
+  const __m128i letter = at_most(_mm_sub_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('a')), 25);
+  const __m128i dot_dash = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')), _mm_cmpeq_epi8(x, _mm_set1_epi8('-')));
+  const unsigned digits = static_cast<unsigned>(_mm_movemask_epi8(digit));
+  const unsigned plain =
+      static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(letter, dot_dash), digit)));
+  const unsigned other = lanes & ~plain;
+  if (other == 0) return 1;  // a reg-name alone
+  const unsigned k = static_cast<unsigned>(__builtin_ctz(other));
+  if (from[k] != ':') return 0;
+  const unsigned port = lanes & ~((2u << k) - 1);  // the lanes after the ':'
+  return (port & ~digits) == 0 ? 1 : 0;
+#else
+  (void)v, (void)lo, (void)hi;
+  return 0;
+#endif
+}
+
 // The shared checks of Content-Length and Transfer-Encoding. For a request (the server decides the framing from
 // these alone); a response is framed by the caller.
 bool check_codings(const detail::field_facts& facts, std::error_code& ec) noexcept {
@@ -418,6 +457,20 @@ template class detail::parser_state<response_head>;
 
 bool request_parser::parse(std::string_view data, std::error_code& ec) noexcept {
   ec.clear();
+  // The usual request is whole in the first bytes given (one read). Its end is then found with one search for
+  // CRLF CRLF instead of the scanner's walk from line to line, and the head is parsed at once: parse_head accepts
+  // CR and LF only as CRLF at the end of each line, so a head it accepts has the scanner's line endings, and one
+  // short enough for both limits has the scanner's end. Any other case (incomplete, an empty line first, over a
+  // limit's reach, refused) is left to the scanner and parsed again from there, which gives every verdict.
+  if (scanner_.fresh()) {
+    const std::size_t whole = detail::find_head_end(data.data(), data.size());
+    if (whole != 0 && whole <= limits_.max_request_line + 2 && whole <= limits_.max_header_bytes &&
+        data[0] != '\r' && data[0] != '\n') {
+      if (parse_head(data, whole, ec)) return true;
+      ec.clear();
+      head_ = request_head{};
+    }
+  }
   const std::size_t end = scanner_.scan(data, limits_, error::request_line_too_long, true, ec);
   if (end == 0) return false;
   return parse_head(data, end, ec);
@@ -467,7 +520,9 @@ bool request_parser::parse_head(std::string_view data, std::size_t end, std::err
   }
   if (facts.hosts > 1) return !fail(ec, error::duplicate_host);
   if (is_http11 && facts.hosts == 0) return !fail(ec, error::missing_host);
-  if (facts.hosts == 1 && !valid_host(facts.host)) return !fail(ec, error::bad_host);
+  if (facts.hosts == 1 && !plain_host(facts.host, data.data(), data.data() + end) && !valid_host(facts.host)) {
+    return !fail(ec, error::bad_host);
+  }
   if (is_http11 && facts.other_expectation) return !fail(ec, error::unsupported_expectation);
   h.host = facts.host;
   h.expect_continue = is_http11 && facts.expect_continue;

@@ -54,7 +54,7 @@ request::request(const request_head& head, const net::endpoint& remote) noexcept
 
 std::string_view request::param(std::string_view name) const noexcept {
   for (std::size_t i = 0; i < param_count_; ++i) {
-    if (params_[i].first == name) return params_[i].second;
+    if (params_.at[i].first == name) return params_.at[i].second;
   }
   return {};
 }
@@ -104,6 +104,10 @@ router::route& router::add_route(method m, std::string_view pattern) {
   if (!ok || captures > request::max_params) {
     throw std::invalid_argument("http::router: malformed pattern '" + std::string(pattern) + "'");
   }
+  if (captures == 0) {
+    r.literal = true;
+    r.pattern = std::string(pattern);
+  }
   routes_.push_back(std::move(r));
   return routes_.back();
 }
@@ -124,6 +128,7 @@ const router::route* router::match(request& req, int& status, std::string& allow
   // no allocation.
   const std::string_view path = req.path();
   const auto matches = [path](const route& r) {
+    if (r.literal) return path == r.pattern;
     std::size_t i = 0;
     return for_each_segment(path, [&](std::string_view s) {
              if (i == r.segments.size()) return false;
@@ -166,6 +171,10 @@ const router::route* router::match(request& req, int& status, std::string& allow
   }
   // The captures, in the order of the pattern.
   req.clear_params();
+  if (best->literal) {
+    status = status::ok;
+    return best;
+  }
   std::size_t i = 0, p = 0;
   for_each_segment(path, [&](std::string_view s) {
     const segment& seg = best->segments[i++];

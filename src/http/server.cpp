@@ -54,6 +54,31 @@ struct resume_on {
   void await_resume() const noexcept {}
 };
 
+// A handler's task awaited so that its response initializes the connection's own: moved once out of the task
+// (`response r; r = co_await ...` moved it into a temporary and then into r). A handler that throws, or whose call
+// did (no task then), is answered 500. The task gets the awaiting task's stop token, as an awaited task does.
+struct handler_answer {
+  // A reference, not the task: g++ 12 destroys an aggregate temporary of an awaiting expression twice (design.md,
+  // "g++ 12 miscompiles two coroutine shapes"), so the awaiter owns nothing; the task is the coroutine's local.
+  task<response>& t;
+  bool await_ready() const noexcept { return !t.valid(); }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+    t.handle().promise().set_stop_token(h.promise().stop_token());
+    t.handle().promise().set_continuation(h);
+    return t.handle();
+  }
+  response await_resume() {
+    if (t.valid()) {
+      try {
+        return t.handle().promise().take();
+      } catch (...) {
+      }
+    }
+    return response(status::internal_server_error, "internal server error\n");
+  }
+};
+
 }  // namespace
 
 namespace {
@@ -69,13 +94,15 @@ char* put_status_line(char* p, int status, version v) noexcept {
 }
 
 // The fields of a response that the server writes itself or leaves out, told apart by length first.
-enum field_role : unsigned { user_field = 0, server_field = 1, date_field = 2, dropped_field = 4 };
+enum field_role : unsigned {
+  user_field = 0, server_field = 1, date_field = 2, dropped_field = 4, connection_field = dropped_field | 8
+};
 
 unsigned role_of(std::string_view name) noexcept {
   switch (name.size()) {
     case 4: return iequals(name, "date") ? date_field : user_field;
     case 6: return iequals(name, "server") ? server_field : user_field;
-    case 10: return iequals(name, "connection") ? dropped_field : user_field;
+    case 10: return iequals(name, "connection") ? connection_field : user_field;
     case 14: return iequals(name, "content-length") ? dropped_field : user_field;
     case 17: return iequals(name, "transfer-encoding") ? dropped_field : user_field;
     default: return user_field;
@@ -87,13 +114,18 @@ unsigned role_of(std::string_view name) noexcept {
 // The status line and fields of a response, into out_, in place: one pass over the handler's fields finds which of
 // Server and Date it set and how many bytes its fields take, then the head is copied piece by piece into room
 // reserved for all of it. body_size: the Content-Length to send (none for a status that has no body); chunked:
-// Transfer-Encoding: chunked instead; close: Connection: close.
-void connection::write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked,
-                            bool close, version v) {
+// Transfer-Encoding: chunked instead; close: Connection: close, and with close_field also when the first
+// Connection field of f is "close" (a whole handler's way to close). Returns whether the head says close.
+bool connection::write_head(int status, const fields& f, std::optional<std::uint64_t> body_size, bool chunked,
+                            bool close, version v, bool close_field) {
   unsigned present = 0;
   std::size_t field_bytes = 0;
   for (field x : f) {
-    present |= role_of(x.name);
+    const unsigned role = role_of(x.name);
+    if (close_field && role == connection_field && !(present & connection_field)) {
+      close = iequals(x.value, "close") || close;
+    }
+    present |= role;
     field_bytes += x.name.size() + x.value.size() + 4;
   }
   const std::string_view reason = reason_phrase(status);
@@ -131,7 +163,7 @@ void connection::write_head(int status, const fields& f, std::optional<std::uint
     p = put(p, "Connection: keep-alive\r\n");
   }
   for (field x : f) {
-    if ((present & dropped_field) && role_of(x.name) == dropped_field) continue;
+    if ((present & dropped_field) && (role_of(x.name) & dropped_field)) continue;
     p = put(p, x.name);
     p = put(p, ": ");
     p = put(p, x.value);
@@ -139,6 +171,7 @@ void connection::write_head(int status, const fields& f, std::optional<std::uint
   }
   p = put(p, "\r\n");
   out_.commit(p);
+  return close;
 }
 
 // ---- connection ----
@@ -178,10 +211,14 @@ clock::time_point connection::loop_now() const noexcept {
 // head's first bytes shorten the idle wait to the header timeout) files the node again at once. I/O through a
 // transport (TLS) is a task, and keeps with_deadline and with_timeout.
 void connection::watch(watched& w, void* op, void (*cancel)(void*) noexcept, clock::time_point deadline) noexcept {
+  watch_ns(w, op, cancel, tern::detail::to_ns(deadline));
+}
+
+void connection::watch_ns(watched& w, void* op, void (*cancel)(void*) noexcept, std::uint64_t deadline_ns) noexcept {
   w.op = op;
   w.cancel = cancel;
   w.expired = false;
-  w.deadline_ns = tern::detail::to_ns(deadline);
+  w.deadline_ns = deadline_ns;
   if (watch_.linked()) {
     if (watch_.deadline_ns <= w.deadline_ns) return;
     server_->context().timers().remove(&watch_);
@@ -322,15 +359,40 @@ task<std::error_code> connection::read_head() {
       if (parser_.parse(std::string_view(buffer_.get() + begin_, end_ - begin_), ec)) co_return std::error_code{};
       if (ec) co_return ec;
     }
-    // Answers to earlier (pipelined) requests go out before the wait for more input.
-    if (std::error_code fec = co_await flush()) co_return fec;
+    // Answers to earlier (pipelined) requests go out before the wait for more input. On a plain socket the write
+    // and the read are awaited here, not through flush() and read_more(): no task frame per request for them, and
+    // no stop binding (own_op).
+    if (!out_.empty()) {
+      if (secure_) {
+        if (std::error_code fec = co_await flush()) co_return fec;
+      } else {
+        const std::uint64_t write_deadline = tern::detail::to_ns(loop_now() + opts_->write_timeout);
+        auto [wec, written] = co_await own_op<tern::detail::transfer_awaiter>(
+            *this, writing_, [this] { return socket_.write_all(const_buffer(out_.data(), out_.size())); },
+            write_deadline);
+        out_.clear();
+        if (wec) co_return wec;
+      }
+    }
     const bool empty = begin_ == end_;
     if (empty && server_->stopping_) co_return make_error_code(tern::error::operation_canceled);
     if (!empty && head_deadline == clock::time_point{}) head_deadline = loop_now() + opts_->header_timeout;
     idle_ = empty;
     const clock::time_point deadline =
         empty ? loop_now() + (first ? opts_->header_timeout : opts_->idle_timeout) : head_deadline;
-    auto [rec, n] = co_await read_more(deadline);
+    io_result<std::size_t> got;
+    if (secure_) {
+      got = co_await read_more(deadline);
+    } else if (!make_room()) {
+      got = sized{make_error_code(error::headers_too_large), 0};
+    } else {
+      served_since_read_ = 0;
+      got = co_await own_op<tern::detail::read_awaiter>(
+          *this, reading_, [this] { return socket_.read_some(mutable_buffer(buffer_.get() + end_, capacity_ - end_)); },
+          tern::detail::to_ns(deadline));
+      end_ += got.value;
+    }
+    auto [rec, n] = got;
     idle_ = false;
     if (rec == tern::error::timed_out) {
       // A request that started and did not finish in time is answered; silence between requests is not.
@@ -344,6 +406,20 @@ task<std::error_code> connection::read_head() {
 clock::time_point connection::body_deadline(std::uint64_t received) const noexcept {
   const auto rate = std::max<std::size_t>(opts_->min_body_rate, 1);
   return body_start_ + opts_->body_timeout + std::chrono::microseconds(received * 1'000'000 / rate);
+}
+
+// The usual body, none or one that came whole with its head, into body without a task: true; false when
+// read_body must gather it.
+bool connection::body_at_hand(std::string_view& body) noexcept {
+  const request_head& h = parser_.head();
+  if (h.framing == body_framing::none) {
+    body = {};
+    return true;
+  }
+  if (h.framing != body_framing::content_length || end_ - begin_ < h.content_length) return false;
+  body = std::string_view(buffer_.get() + begin_, static_cast<std::size_t>(h.content_length));
+  begin_ += static_cast<std::size_t>(h.content_length);
+  return true;
 }
 
 // The body of the current request, whole, into body (a view into the buffer when it came with the head).
@@ -433,10 +509,11 @@ void connection::answer_error(int status, std::string_view why) {
   out_.append(body);
 }
 
-void connection::answer(const response& r, bool head_only, bool close, version v) {
-  write_head(r.status, r.headers, r.body.size(), false, close, v);
+[[gnu::always_inline]] inline bool connection::answer(const response& r, bool head_only, bool close, version v) {
+  close = write_head(r.status, r.headers, r.body.size(), false, close, v, true);
   const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
   if (!head_only && !bodiless) out_.append(r.body);
+  return close;
 }
 
 // The 101, then the connection as an upgraded_stream to the response's upgrade function, with what arrived after
@@ -465,7 +542,9 @@ bool connection::http2_preface() const noexcept {
 }
 
 // RFC 7540 §3.2: cleartext only, with exactly one HTTP2-Settings.
-bool connection::h2c_requested(const request_head& h) const noexcept {
+// Out of line: its lookups inlined into run() made the compiler keep the request's and the response's handling
+// out of it (about 100 instructions more per request).
+[[gnu::noinline]] bool connection::h2c_requested(const request_head& h) const noexcept {
   return h.upgrade && server_->opts_.http2 && !secure_ && h.version == http11 &&
          list_contains(h.headers.get("upgrade"), "h2c") && h.headers.count("http2-settings") == 1;
 }
@@ -528,7 +607,7 @@ task<void> connection::run() {
     pinned_ = begin_;  // the head stays put: the handler's views point into it
     if (parser_.head().framing == body_framing::chunked) keep_room_after_head();
     const request_head& h = parser_.head();
-    if (h2c_requested(h)) {
+    if (h.upgrade && h2c_requested(h)) {
       co_await upgrade_h2c();
       break;
     }
@@ -555,19 +634,21 @@ task<void> connection::run() {
       out_.append("HTTP/1.1 100 Continue\r\n\r\n");
     }
     std::string_view body;
-    if (std::error_code bec = co_await read_body(body)) {
-      if (bec.category() == http::category() && bec != error::partial_message) {
-        answer_error(status_of(bec), bec.message());
+    if (!body_at_hand(body)) {
+      if (std::error_code bec = co_await read_body(body)) {
+        if (bec.category() == http::category() && bec != error::partial_message) {
+          answer_error(status_of(bec), bec.message());
+        }
+        break;
       }
-      break;
     }
     req.set_body(body);
-    response r;
+    task<response> handling;
     try {
-      r = co_await route->whole(req);
+      handling = route->whole(req);
     } catch (...) {
-      r = response(status::internal_server_error, "internal server error\n");
     }
+    response r = co_await handler_answer{handling};
     if (!on_loop()) [[unlikely]] co_await resume_on{server_->context()};
     if (r.upgrade && r.status == status::switching_protocols && h.version == http11 && !server_->stopping_) {
       co_await hand_over(r);
@@ -578,8 +659,8 @@ task<void> connection::run() {
       else if (server_->stopping_) r = response(status::service_unavailable, "the server is shutting down\n");
       else r = response(status::bad_request, "an upgrade needs HTTP/1.1\n");
     }
-    close = close || server_->stopping_ || iequals(r.headers.get("connection"), "close");
-    answer(r, head_only, close, h.version);
+    // A handler's Connection: close is found by write_head's walk of the fields.
+    close = answer(r, head_only, close || server_->stopping_, h.version);
     if (close) break;
     if (out_.size() >= 64 * 1024) {
       if (co_await flush()) break;

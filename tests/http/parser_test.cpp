@@ -252,6 +252,45 @@ TEST(http_request_parser, host_must_be_a_uri_host_and_port) {
   }
 }
 
+// The usual Host (letters, digits, '-', '.', then ":port") is decided 16 bytes at a time, loaded from the value's
+// start or ending at its end: every length up to and past 16, a bad byte or a bad port byte at every place, the
+// field last (near the head's end) and first (more fields after it), give the byte-by-byte verdicts.
+TEST(http_request_parser, host_checked_16_bytes_at_a_time_as_byte_by_byte) {
+  const auto verdict = [](const std::string& host, bool last) {
+    const std::string request = last ? "GET / HTTP/1.1\r\nAccept: */*\r\nHost: " + host + "\r\n\r\n"
+                                     : "GET / HTTP/1.1\r\nHost: " + host + "\r\nAccept: */*\r\nUser-Agent: t\r\n\r\n";
+    return parse_request(request);
+  };
+  for (bool last : {true, false}) {
+    for (std::size_t n = 1; n <= 20; ++n) {
+      std::string name(n, 'a');
+      for (std::size_t i = 0; i < n; ++i) name[i] = "aZ9.-"[i % 5];
+      EXPECT_FALSE(verdict(name, last)) << name;
+      for (std::size_t port = 0; port <= 5 && n + 1 + port <= 20; ++port) {
+        const std::string with_port = name + ":" + std::string(port, '8');
+        EXPECT_FALSE(verdict(with_port, last)) << with_port;
+        for (std::size_t i = n + 1; i < with_port.size(); ++i) {
+          std::string bad = with_port;
+          bad[i] = 'x';
+          EXPECT_EQ(verdict(bad, last), http::error::bad_host) << bad;
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        for (char c : {'"', '/', '@', '[', '\x80'}) {  // (a space would be trimmed at the ends)
+          std::string bad = name;
+          bad[i] = c;
+          EXPECT_EQ(verdict(bad, last), http::error::bad_host) << bad;
+        }
+        for (char c : {'_', '~', '!', '='}) {  // host characters the plain check leaves to the full one
+          std::string other = name;
+          other[i] = c;
+          EXPECT_FALSE(verdict(other, last)) << other;
+        }
+      }
+    }
+  }
+}
+
 TEST(http_errors, a_message_cut_short_is_an_end_of_stream_and_nothing_else_is) {
   const std::error_code partial = http::error::partial_message;
   EXPECT_TRUE(partial == tern::condition::end_of_stream);

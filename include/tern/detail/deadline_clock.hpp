@@ -13,7 +13,10 @@
 //   slew error;
 // - extrapolation spans at most max_span_ns; past that (or if the counter went backwards) the loop reads the
 //   real clock and takes a new base. The margin then makes a deadline at most a few microseconds late, less than
-//   the kernel's wake-up of an idle CPU.
+//   the kernel's wake-up of an idle CPU;
+// - a base pair whose thread was preempted between its two reads (its time then later than its count's by the
+//   preemption, up to milliseconds on a busy machine) is read again: the TSC is read once more after the clock, and
+//   a pair more than 10 us apart is retaken (twice at most; a late base only makes deadlines late, never early).
 // Elsewhere (no TSC clocksource, not x86-64) the real clock is read every time.
 #pragma once
 
@@ -25,6 +28,7 @@ struct tsc_scale {
   bool usable = false;
   std::uint64_t mult = 0;              // ns per cycle, fixed point with `shift` fraction bits, margin included
   std::uint64_t max_span_cycles = 0;   // longest extrapolation; 0 exactly when not usable
+  std::uint64_t pair_cycles = 0;       // a base pair whose two TSC reads are further apart (10 us) was preempted
 };
 static constexpr unsigned tsc_shift = 24;
 static constexpr std::uint64_t tsc_max_span_ns = 2'000'000;

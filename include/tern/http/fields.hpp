@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -80,8 +81,49 @@ constexpr known_field known_candidate(std::size_t size, unsigned char first) noe
   }
 }
 
-// Which known field name is (ASCII case ignored); none for any other name.
-known_field known_field_of(std::string_view name) noexcept;
+// Up to 8 bytes at p as a word.
+inline std::uint64_t load_word(const char* p, std::size_t n) noexcept {
+  std::uint64_t x = 0;
+  std::memcpy(&x, p, n);
+  return x;
+}
+
+// Eight bytes at once, their ASCII capitals lowercased (bytes of 0x80 and above untouched).
+constexpr std::uint64_t fold_word(std::uint64_t x) noexcept {
+  constexpr std::uint64_t ones = 0x0101010101010101;
+  const std::uint64_t low = x & (0x7f * ones);
+  const std::uint64_t above_z = low + (0x7f - 'Z') * ones;  // high bit: the byte is above 'Z'
+  const std::uint64_t from_a = low + (0x80 - 'A') * ones;   // high bit: the byte is 'A' or above
+  const std::uint64_t upper = from_a & ~above_z & ~x & (0x80 * ones);
+  return x | (upper >> 2);
+}
+
+// Whether the n bytes at p, ASCII case ignored, are lower (n bytes, already lowercase; n >= 4), a word at a time:
+// any bytes at p, since only capitals are folded.
+inline bool equals_lower(const char* p, std::size_t n, std::string_view lower) noexcept {
+  const char* q = lower.data();
+  if (n >= 8) {
+    for (std::size_t i = 0; i + 8 < n; i += 8) {
+      if (fold_word(load_word(p + i, 8)) != load_word(q + i, 8)) return false;
+    }
+    return fold_word(load_word(p + n - 8, 8)) == load_word(q + n - 8, 8);
+  }
+  const std::uint64_t x = load_word(p, 4) | load_word(p + n - 4, 4) << 32;
+  const std::uint64_t y = load_word(q, 4) | load_word(q + n - 4, 4) << 32;
+  return fold_word(x) == y;
+}
+
+// Which known field name is (ASCII case ignored); none for any other name. Inline, so that a lookup by a literal
+// name (request.header("content-type")) is classified when it is compiled.
+inline known_field known_field_of(std::string_view name) noexcept {
+  if (name.size() < 4) return known_field::none;  // every known name has 4 bytes or more
+  const known_field k = known_candidate(name.size(), static_cast<unsigned char>(name[0]));
+  if (k == known_field::none ||
+      !equals_lower(name.data(), name.size(), known_field_names[static_cast<std::size_t>(k)])) {
+    return known_field::none;
+  }
+  return k;
+}
 
 // Per known field, 1 + the index of its first occurrence in a field list, or 0 when the list has none.
 using known_positions = std::array<std::uint32_t, known_field_count>;
@@ -97,7 +139,16 @@ class field_list {
       : fields_(fields), known_(known.data()) {}
 
   // The value of the first field named name, or "" (a field may also be present with an empty value: contains()).
-  std::string_view get(std::string_view name) const noexcept;
+  std::string_view get(std::string_view name) const noexcept {
+    if (known_ != nullptr) {
+      const detail::known_field k = detail::known_field_of(name);
+      if (k != detail::known_field::none) {
+        const std::uint32_t at = known_[static_cast<std::size_t>(k)];
+        return at != 0 ? fields_[at - 1].value : std::string_view{};
+      }
+    }
+    return find_first(name);
+  }
   bool contains(std::string_view name) const noexcept;
   std::size_t count(std::string_view name) const noexcept;
 
@@ -108,6 +159,8 @@ class field_list {
   auto end() const noexcept { return fields_.end(); }
 
  private:
+  std::string_view find_first(std::string_view name) const noexcept;  // by a walk
+
   std::span<const field> fields_;
   const std::uint32_t* known_ = nullptr;
 };

@@ -85,6 +85,7 @@ class head_scanner {
   std::size_t scan(std::string_view data, const parser_limits& limits, error first_line_too_long,
                    bool skip_empty_lines, std::error_code& ec) noexcept;
   std::size_t start() const noexcept { return start_; }  // where the first line starts
+  bool fresh() const noexcept { return pos_ == 0; }        // nothing examined yet
   void reset() noexcept { *this = head_scanner{}; }
 
  private:

@@ -68,6 +68,9 @@ class router {
   struct route {
     http::method method;
     std::vector<segment> segments;
+    // A pattern without captures, whole: a path matches it when it is the same string (the same segments).
+    bool literal = false;
+    std::string pattern;
     handler whole;
     stream_handler streaming;  // set instead of whole for router::stream routes
   };
