@@ -34,6 +34,10 @@ void run_work_item(std::uintptr_t item, std::uintptr_t) {
   auto* w = reinterpret_cast<work_item*>(item);
   w->run(w);
 }
+void run_completion(std::uintptr_t op, std::uintptr_t) {
+  auto* w = reinterpret_cast<work_item*>(op);
+  w->run(w);
+}
 void resume_handle(std::uintptr_t frame, std::uintptr_t) {
   std::coroutine_handle<>::from_address(reinterpret_cast<void*>(frame)).resume();
 }
@@ -311,9 +315,9 @@ void io_context::discard_queued() noexcept {
   drain_inbox();
   detail::run_slot s;
   while (next_ready(s)) {
-    // Only a work item can own something (detail/run_ring.hpp): a handler in a slot is trivially destructible, and
-    // a resumption is forgotten.
-    if (s.run != &detail::run_work_item) continue;
+    // Only a work item (an operation's completion is one) can own something (detail/run_ring.hpp): a handler in a
+    // slot is trivially destructible, and a resumption is forgotten.
+    if (s.run != &detail::run_work_item && s.run != &detail::run_completion) continue;
     auto* w = reinterpret_cast<detail::work_item*>(s.a);
     if (w->discard != nullptr) w->discard(w);
   }
@@ -494,8 +498,12 @@ void io_context::poll_io(bool may_block) {
   } else {
     std::int64_t timeout = has_timers ? timer_timeout_ns() : -1;
     if (group_ != nullptr) group_->set_idle(group_index_, true);
+    bool skipped = false;
     if (timeout != 0 && spin_ns_ != 0) {
-      if (spin(timeout)) {
+      if (spin_skips_ != 0) {
+        --spin_skips_;  // the last spins found nothing: park at once (io_context_options::spin_before_park)
+        skipped = true;
+      } else if (spin(timeout)) {
         timeout = 0;
       } else if (has_timers) {
         timeout = timer_timeout_ns();  // the spin used up part of the wait
@@ -517,6 +525,7 @@ void io_context::poll_io(bool may_block) {
       const std::uint64_t woke_at = deadline_now_ns();
       counters_.parks.add();
       counters_.park_ns.add(woke_at > parked_at ? woke_at - parked_at : 0);
+      if (skipped) [[unlikely]] parked_for_spin(woke_at > parked_at ? woke_at - parked_at : 0);
     } else if (backend_->busy()) {
       backend_->poll(timeout);
     }
@@ -594,15 +603,23 @@ void io_context::donate(io_context* target, std::size_t give) noexcept {
 
 bool io_context::spin(std::int64_t limit_ns) {
   std::uint64_t span = spin_ns_;
-  if (limit_ns > 0 && static_cast<std::uint64_t>(limit_ns) < span) span = static_cast<std::uint64_t>(limit_ns);
+  // A timer's deadline before the spin's end: the spin says nothing of the waits then, found or not.
+  const bool cut = limit_ns > 0 && static_cast<std::uint64_t>(limit_ns) < span;
+  if (cut) span = static_cast<std::uint64_t>(limit_ns);
   const std::uint64_t began = now_ns();
   const std::uint64_t until = began + span;
   counters_.spins.add();
   for (unsigned i = 1;; ++i) {
     bool found = inbox_.maybe_nonempty() || stopped();
-    if (!found && backend_->busy()) {
+    if (found) {
+      spin_misses_ = 0;  // work from another thread (or a stop): what the loop waited for
+    } else if (backend_->busy()) {
       backend_->poll(0);
       found = !ready_empty();
+      // Judged by what was found, once per spin that found something: input the loop waited for ends the
+      // back-off; a send's own completion (io_uring reports it a moment after the submission this poll made)
+      // counts neither way, or a loop that sends before each long wait would never back off.
+      if (found && input_queued()) spin_misses_ = 0;
     }
     if (found) {
       counters_.spin_hits.add();
@@ -614,6 +631,7 @@ bool io_context::spin(std::int64_t limit_ns) {
       const std::uint64_t now = now_ns();
       if (now >= until) {
         counters_.spin_ns.add(now - began);
+        if (!cut) spin_missed();
         return false;
       }
     }
@@ -621,6 +639,36 @@ bool io_context::spin(std::int64_t limit_ns) {
     __builtin_ia32_pause();  // let the sibling hyperthread run while this one waits
 #endif
   }
+}
+
+// After spin_backoff_after misses in a row, 1, 2, 4 ... 2^spin_backoff_doublings parks without a spin before the
+// next try: a wait pattern that has changed is found again within that many waits, and a loop whose waits are all
+// longer than the spin spins before one wait in 65 (at the cap), against every one.
+void io_context::spin_missed() noexcept {
+  if (spin_misses_ < spin_backoff_after + spin_backoff_doublings) ++spin_misses_;
+  if (spin_misses_ >= spin_backoff_after) spin_skips_ = 1u << (spin_misses_ - spin_backoff_after);
+}
+
+// A park in place of a spin that was woken by input sooner than the spin would have ended: the spin would have
+// caught it, so the waits are short again and the back-off ends (without waiting out its skips). Out of line: the
+// park of a loop that does not spin pays one test for it.
+void io_context::parked_for_spin(std::uint64_t parked_ns) noexcept {
+  if (parked_ns < spin_ns_ && (inbox_.maybe_nonempty() || input_queued())) {
+    spin_misses_ = 0;
+    spin_skips_ = 0;
+  }
+}
+
+// Completions are queued under run_completion, so a completion is told from other items by the slot alone; only
+// then is the io_op read. Input is what a loop waits on from a peer or a file: a receive, a read, an accept, a
+// readiness to read; a cancelled one is not.
+bool io_context::input_queued() const noexcept {
+  return run_queue_.any_of([](const detail::run_slot& s) {
+    if (s.run != &detail::run_completion) return false;
+    const auto* op = static_cast<const detail::io_op*>(reinterpret_cast<const detail::work_item*>(s.a));
+    return op->st == detail::io_op::state::done &&
+           (detail::waits_for_input(op->code) || op->code == detail::op_code::read_at);
+  });
 }
 
 // The inbox push is a seq_cst read-modify-write and the loop stores sleeping_ with seq_cst before its seq_cst
@@ -719,7 +767,7 @@ void io_context::complete(detail::io_op& op) noexcept {
   op.st = op.st == detail::io_op::state::cancelling ? detail::io_op::state::cancelled : detail::io_op::state::done;
   counters_.ops_completed[static_cast<std::size_t>(op.code)].add();
   --pending_ops_;
-  run_queue_.push_item(&op);
+  run_queue_.push_completion(&op);
   if (d == nullptr) return;
   d->unlink(&op);
   if (d->closing && !d->has_pending()) free_descriptor(d);

@@ -5,6 +5,7 @@
 // read: each of its polls is an epoll_wait, which the tests pin down too, so that a change shows.
 #include "net_support.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -85,6 +86,120 @@ TEST_P(busy_poll_test, a_spinning_loop_finds_a_completion_without_entering_the_k
   } else {
     EXPECT_GT(m.kernel_waits, 100u) << "epoll's spin asks the kernel every round";
   }
+}
+
+// The loop's side of a request and its answer, n times: sends one byte, then waits for one byte back. Each send's
+// completion comes in a spin under io_uring (the spin's first poll submits it), before the answer.
+tern::task<void> ask_and_wait(tern::net::unix_stream_socket& s, int n, int& answered) {
+  for (answered = 0; answered < n; ++answered) {
+    char c = static_cast<char>('a' + answered % 26);
+    auto [wec, w] = co_await s.write_some(tern::const_buffer(&c, 1));
+    if (wec || w != 1) {
+      ADD_FAILURE() << "request " << answered << ": " << wec.message();
+      co_return;
+    }
+    auto [rec, r] = co_await s.read_some(tern::mutable_buffer(&c, 1));
+    if (rec || r != 1) {
+      ADD_FAILURE() << "answer " << answered << ": " << rec.message();
+      co_return;
+    }
+  }
+}
+
+// The peer: answers each of n requests on fd (non-blocking: it waits in poll) after pause(i).
+template <class Pause>
+std::thread answering_peer(int fd, int n, Pause pause) {
+  return std::thread([fd, n, pause] {
+    for (int i = 0; i < n; ++i) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 10'000) != 1) return;
+      char c = 0;
+      if (::recv(fd, &c, 1, 0) != 1) return;
+      std::this_thread::sleep_for(pause(i));
+      if (::send(fd, &c, 1, 0) != 1) return;
+    }
+  });
+}
+
+// Answers that take longer than the spin: every spin for an answer runs its whole time for nothing, so after four
+// in a row the loop parks at once for 1, 2, 4 ... waits between tries (about 19 spins for these 60 rounds under
+// io_uring, 11 under epoll) instead of spinning before every wait (120 and 60). Under io_uring the request's own
+// completion ends a spin before each answer: it must not count as a spin that found what the loop waited for, or
+// the misses never come four in a row and the loop never backs off (120 spins when it counted).
+//
+// What is counted is the parks made in place of a spin: every park but those that follow a spin for nothing
+// (spins - spin_hits). Without the back-off there are none; with it, most of the waits. Counting spins instead
+// would depend on the machine: a loop descheduled in a spin on a loaded machine may find an answer there, which
+// starts the back-off again (25-29 spins in one such run where an unloaded one makes 17).
+TEST_P(busy_poll_test, spins_that_miss_the_answer_back_off_though_a_send_completes_in_them) {
+  tern::io_context_options o = options();
+  o.spin_before_park = 300us;
+  tern::io_context ctx2(o);
+  auto made = tern::net::unix_stream_socket::pair(ctx2);
+  ASSERT_TRUE(ec_ok(made.ec));
+  auto& [asker, peer] = made.value;
+  constexpr int n = 60;
+  std::thread t = answering_peer(peer.native_handle(), n, [](int) { return 3ms; });
+  int answered = 0;
+  run_bounded(ctx2, ask_and_wait(asker, n, answered));
+  t.join();
+  EXPECT_EQ(answered, n);
+  const tern::metrics::loop_snapshot m = ctx2.metrics();
+  EXPECT_GE(m.parks, std::uint64_t{n} * 3 / 4) << "the answers came later than the spin";
+  const std::uint64_t missed = m.spins - m.spin_hits;
+  EXPECT_GE(m.parks - missed, std::uint64_t{n} / 3)
+      << "the loop kept spinning before its waits although no spin caught an answer (" << m.spins << " spins, "
+      << m.spin_hits << " of them found something, " << m.parks << " parks)";
+  EXPECT_GE(missed, 4u) << "the back-off starts after four spins for nothing";
+  if (GetParam() == tern::backend_kind::io_uring) {
+    EXPECT_GE(m.spin_hits, 3u) << "the sends' completions were meant to come in the spins (what the test is for)";
+  }
+}
+
+// Slow answers first, so that the loop backs off; then answers after 200 us, each within the spin (an answer at
+// once would often be there before the loop waits, under epoll). The first park
+// woken by an answer sooner than the spin would have lasted ends the back-off, and from there the loop spins
+// through its waits instead of parking for the skips the slow phase left (about 20 under epoll, 45 under io_uring,
+// when such a park did not end the back-off).
+TEST_P(busy_poll_test, a_loop_whose_answers_come_within_the_spin_spins_again_after_backing_off) {
+  tern::io_context_options o = options();
+  o.spin_before_park = 5ms;
+  tern::io_context ctx2(o);
+  auto made = tern::net::unix_stream_socket::pair(ctx2);
+  ASSERT_TRUE(ec_ok(made.ec));
+  auto& [asker, peer] = made.value;
+  constexpr int slow = 50, fast = 200;
+  std::thread t = answering_peer(peer.native_handle(), slow + fast, [](int i) {
+    return i < slow ? std::chrono::microseconds(10ms) : std::chrono::microseconds(200us);
+  });
+  tern::metrics::loop_snapshot after_slow{};
+  int answered = 0;
+  run_bounded(ctx2, [](tern::net::unix_stream_socket& s, int& count, tern::io_context& c,
+                       tern::metrics::loop_snapshot& snap) -> tern::task<void> {
+    co_await ask_and_wait(s, slow, count);
+    snap = c.metrics();
+    int more = 0;
+    co_await ask_and_wait(s, fast, more);
+    count += more;
+  }(asker, answered, ctx2, after_slow));
+  t.join();
+  EXPECT_EQ(answered, slow + fast);
+  const tern::metrics::loop_snapshot m = ctx2.metrics();
+  EXPECT_GE(after_slow.parks, std::uint64_t{slow} * 3 / 4);
+  // Parks in place of a spin, as in the test above.
+  EXPECT_GE(after_slow.parks - (after_slow.spins - after_slow.spin_hits), std::uint64_t{slow} / 3)
+      << "the slow answers were meant to make the loop back off (" << after_slow.spins << " spins, "
+      << after_slow.spin_hits << " of them found something, " << after_slow.parks << " parks)";
+  const std::uint64_t parks = m.parks - after_slow.parks;
+  const std::uint64_t spins = m.spins - after_slow.spins;
+  const std::uint64_t hits = m.spin_hits - after_slow.spin_hits;
+  // A spin that missed is followed by its park (an answer later than the spin, on a loaded machine): those parks
+  // are not the back-off's.
+  EXPECT_LE(parks, 4u + (spins - hits)) << "the loop stayed backed off although its answers came within the spin ("
+                                        << hits << " of " << spins << " spins found something)";
+  EXPECT_GE(hits, std::uint64_t{fast} * 3 / 4) << "the spins were meant to catch the answers (" << spins
+                                                << " spins, " << parks << " parks, " << m.turns - after_slow.turns
+                                                << " turns)";
 }
 
 }  // namespace

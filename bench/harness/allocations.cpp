@@ -27,7 +27,9 @@ std::optional<std::uint64_t> allocations_so_far() noexcept {
 const std::vector<metric_def>& optional_metrics() {
     static const std::vector<metric_def> all = {{allocs_per_op_name, "allocs/op", better::lower},
                                                 {syscalls_per_op_name, "syscalls/op", better::lower},
-                                                {wakeups_per_op_name, "wakeups/op", better::lower}};
+                                                {wakeups_per_op_name, "wakeups/op", better::lower},
+                                                {parks_per_op_name, "parks/op", better::lower},
+                                                {spins_per_op_name, "spins/op", better::lower}};
     return all;
 }
 

@@ -32,6 +32,8 @@ void register_allocation_counter(allocation_counter counter) noexcept;
 struct loop_counts {
     std::uint64_t syscalls = 0;
     std::uint64_t wakeups = 0;
+    std::uint64_t parks = 0;   // blocking waits in the kernel
+    std::uint64_t spins = 0;   // spins before a park (io_context_options::spin_before_park)
 };
 using loop_counter = loop_counts (*)() noexcept;
 
@@ -48,6 +50,8 @@ const metric_def* find_optional_metric(std::string_view name);
 inline constexpr const char* allocs_per_op_name = "allocs_per_op";
 inline constexpr const char* syscalls_per_op_name = "syscalls_per_op";
 inline constexpr const char* wakeups_per_op_name = "wakeups_per_op";
+inline constexpr const char* parks_per_op_name = "parks_per_op";
+inline constexpr const char* spins_per_op_name = "spins_per_op";
 
 // Measures one phase: construct when the measured work starts, call per_op(ops) when it ends (before anything
 // else allocates). Yields nothing when allocations are not counted or the scenario uses more than one thread.
@@ -62,7 +66,8 @@ public:
         return static_cast<double>(*now - *start_) / static_cast<double>(ops);
     }
 
-    // Appends syscalls_per_op and wakeups_per_op over the window, where the worker counts them.
+    // Appends syscalls_per_op, wakeups_per_op, parks_per_op and spins_per_op over the window, where the worker
+    // counts them.
     template <class Values>
     void append_loop_figures(std::uint64_t ops, Values& values) const {
         if (!loops_ || ops == 0) return;
@@ -71,6 +76,10 @@ public:
                             static_cast<double>(now.syscalls - loops_->syscalls) / static_cast<double>(ops));
         values.emplace_back(wakeups_per_op_name,
                             static_cast<double>(now.wakeups - loops_->wakeups) / static_cast<double>(ops));
+        values.emplace_back(parks_per_op_name,
+                            static_cast<double>(now.parks - loops_->parks) / static_cast<double>(ops));
+        values.emplace_back(spins_per_op_name,
+                            static_cast<double>(now.spins - loops_->spins) / static_cast<double>(ops));
     }
 
 private:

@@ -182,9 +182,10 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
         std::printf("  %-16s %s [%s]\n", i->id.c_str(), i->summary.c_str(), workers.c_str());
     }
     std::printf("\noptional metrics: %s, operator new calls per operation, reported by the workers that count them "
-                "(tern-bench-tern) for one-thread scenarios; %s and %s, system calls and wake-ups per operation "
-                "from the loops' own counters (tern-bench-tern)\n",
-                allocs_per_op_name, syscalls_per_op_name, wakeups_per_op_name);
+                "(tern-bench-tern) for one-thread scenarios; %s, %s, %s and %s, system calls, wake-ups, parks "
+                "and spins per operation from the loops' own counters (tern-bench-tern)\n",
+                allocs_per_op_name, syscalls_per_op_name, wakeups_per_op_name, parks_per_op_name,
+                spins_per_op_name);
     auto plan = make_plan(scen, impls, prof);
     double total = 0;
     for (auto& r : plan) total += expected_seconds(r, duration, warmup, repeat);
@@ -364,7 +365,8 @@ std::string method_text(const options& o, double duration, double warmup, const 
            allocs_per_op_name +
            " is counted by the tern worker only (a counting global operator new, read at the start and end of "
            "each measured phase), and so are " +
-           syscalls_per_op_name + " and " + wakeups_per_op_name +
+           syscalls_per_op_name + ", " + wakeups_per_op_name + ", " + parks_per_op_name + " and " +
+           spins_per_op_name +
            " (the counters every tern loop keeps, tern/metrics.hpp, summed over the worker's loops).\n";
 }
 

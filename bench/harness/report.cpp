@@ -124,7 +124,8 @@ std::string instr_text(double v) {
 std::string value_text(const record& r, double v) {
     if (r.scenario->find_instr_metric(r.metric->name) == r.metric) return instr_text(v);
     if (r.metric->name != allocs_per_op_name && r.metric->name != syscalls_per_op_name &&
-        r.metric->name != wakeups_per_op_name)
+        r.metric->name != wakeups_per_op_name && r.metric->name != parks_per_op_name &&
+        r.metric->name != spins_per_op_name)
         return format_value(v);
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3f", v);
@@ -145,6 +146,13 @@ std::string table_intro(const record& r) {
     if (r.metric->name == wakeups_per_op_name)
         return "wake-ups of a parked loop by another thread per operation over each measured phase, every loop "
                "of the tern worker together; the other workers do not count";
+    if (r.metric->name == parks_per_op_name)
+        return "blocking waits in the kernel per operation over each measured phase, every loop of the tern worker "
+               "together; the other workers do not count";
+    if (r.metric->name == spins_per_op_name)
+        return "spins before a park (io_context_options::spin_before_park, which backs off where its spins find "
+               "nothing) per operation over each measured phase, every loop of the tern worker together; the "
+               "other workers do not count";
     return "operator new calls per operation over each measured phase, counted by the tern worker (the other "
            "workers do not count)";
 }

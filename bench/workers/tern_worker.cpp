@@ -110,11 +110,12 @@ constexpr std::array entries = {
 }  // namespace
 
 int main(int argc, char** argv) {
-    // syscalls_per_op and wakeups_per_op: every loop of this process, from the counters tern keeps anyway.
+    // syscalls_per_op, wakeups_per_op, parks_per_op and spins_per_op: every loop of this process, from the
+    // counters tern keeps anyway.
     if constexpr (tern::metrics::enabled) {
         register_loop_counter([]() noexcept {
             const tern::metrics::loop_snapshot s = tern::metrics::process_snapshot();
-            return loop_counts{s.syscalls, s.wakeups_received};
+            return loop_counts{s.syscalls, s.wakeups_received, s.parks, s.spins};
         });
     }
     return worker_main(argc, argv, entries, "tern-bench-tern");

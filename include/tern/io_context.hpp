@@ -76,7 +76,14 @@ struct io_context_options {
   unsigned registered_buffer_slots = 1024;
   // Before blocking in the kernel, keep polling (without blocking) this long for completions and posts. Waking a
   // parked thread costs tens of microseconds on a VM, so a loop that expects work from another thread or a peer
-  // soon trades CPU for latency here. 0 parks at once.
+  // soon trades CPU for latency here. 0 parks at once. The spin backs off where it does not pay, judged by what
+  // ended it: input the loop waited for (a read, receive, accept or file read completing; under epoll, readiness
+  // to read; work posted from another thread) is a hit and ends any back-off; a spin that ran its whole time and
+  // found nothing is a miss; one ended by anything else (a send's own completion, a timer's deadline) counts
+  // neither way. After 4 misses in a row the loop parks at once for 1, then 2, 4 ... up to 64 waits between
+  // spins; such a park woken by input sooner than the spin would have lasted ends the back-off too. So set it a
+  // little above the wait it is meant to cover (a round trip): where the waits are longer (a batch's answer, an
+  // idle connection) the spin all but stops by itself.
   std::chrono::nanoseconds spin_before_park{0};
   // io_uring: the operations that a turn of the loop starts are submitted together when the turn ends, one
   // io_uring_enter for all of them. A turn whose handlers run long (a TLS handshake's public-key work, a parser
@@ -632,6 +639,11 @@ class io_context {
   // Polls without blocking until work shows up or spin_ns_ (at most limit_ns, if positive) has passed; true if
   // work showed up.
   bool spin(std::int64_t limit_ns);
+  // The spin's back-off (see spin_before_park): a spin that ran its whole time for nothing, and whether what a
+  // spin or a park found (the run queue was empty before it) holds input the loop was waiting for.
+  void spin_missed() noexcept;
+  [[gnu::noinline]] void parked_for_spin(std::uint64_t parked_ns) noexcept;
+  bool input_queued() const noexcept;
   std::int64_t timer_timeout_ns() const noexcept;
   // Reads the clock, and the TSC just before it as the base of deadline_now_ns(); returns the clock.
   std::uint64_t refresh_clock_base() noexcept;
@@ -712,6 +724,12 @@ class io_context {
   std::uint64_t tsc_base_ = 0;
   std::uint64_t ns_base_ = 0;
   std::uint64_t spin_ns_;
+  // The spin's back-off (poll_io): misses in a row (capped at spin_backoff_after + spin_backoff_doublings), and
+  // parks left to make without a spin.
+  static constexpr unsigned spin_backoff_after = 4;
+  static constexpr unsigned spin_backoff_doublings = 6;
+  unsigned spin_misses_ = 0;
+  unsigned spin_skips_ = 0;
   std::uint64_t submit_within_ns_;
   std::uint64_t unsubmitted_since_ = 0;  // deadline_now_ns() when the oldest unsubmitted submission was queued
   std::size_t receive_buffer_size_;

@@ -35,6 +35,9 @@ struct run_slot {
 
 // Out of line (io_context.cpp), so that each has one address the ring and the teardown compare with.
 void run_work_item(std::uintptr_t item, std::uintptr_t);
+// run_work_item for an operation's completion (io_context::complete): the same run under an address of its own,
+// so that the spin before a park can tell what it found (an io_op, and its op_code) without a cost per completion.
+void run_completion(std::uintptr_t op, std::uintptr_t);
 void resume_handle(std::uintptr_t frame, std::uintptr_t);
 
 // A handler that post() keeps in the slot itself: its bytes fit the slot's two words, and copying them is moving
@@ -85,6 +88,8 @@ class run_ring {
     write_ = w + 1;
   }
   void push_item(work_item* w) noexcept { push(&run_work_item, reinterpret_cast<std::uintptr_t>(w)); }
+  // w is an io_op (detail/io_op.hpp): see run_completion.
+  void push_completion(work_item* w) noexcept { push(&run_completion, reinterpret_cast<std::uintptr_t>(w)); }
   void push_handle(std::coroutine_handle<> h) noexcept {
     push(&resume_handle, reinterpret_cast<std::uintptr_t>(h.address()));
   }
@@ -118,6 +123,18 @@ class run_ring {
     return *r;
   }
 
+  // Whether f is true of any queued slot, in queue order (a linear scan: for the spin's look at what it found).
+  template <class F>
+  bool any_of(F f) const noexcept {
+    if (empty()) return false;
+    const run_slot* i = read_ == end_ ? begin_ : read_;  // the reader at the sentinel: its next slot is the first
+    while (i != write_) {
+      if (f(*i)) return true;
+      if (++i == end_ && write_ != end_) i = begin_;  // as next(): a writer at the end has not wrapped
+    }
+    return false;
+  }
+
   void clear() noexcept {
     read_ = write_ = begin_;
     stop_ = end_;
@@ -130,7 +147,7 @@ class run_ring {
     if (read_ == end_) read_ = begin_;  // the reader at the sentinel: its next slot is the first
     const auto key = reinterpret_cast<std::uintptr_t>(w);
     for (run_slot* i = read_; i != write_; i = next(i)) {
-      if (i->run != &run_work_item || i->a != key) continue;
+      if ((i->run != &run_work_item && i->run != &run_completion) || i->a != key) continue;
       for (run_slot* j = next(i); j != write_; j = next(j)) {
         *i = *j;
         i = j;
