@@ -964,7 +964,9 @@ server_stream* server_connection::open_stream(std::int32_t id) {
   if (live_ != nullptr) live_->prev_ = s;
   live_ = s;
   ++live_count_;
-  s->stop_ = ctx_.take_stop_source();
+  // The stream keeps its stop source from one request to the next (a std::stop_source allocates its state, and the
+  // loop's cache of them holds 16, fewer than the streams a connection keeps): a new one only after a stop.
+  if (s->stop_.stop_requested()) s->stop_ = ctx_.take_stop_source();
   max_stream_id_ = std::max(max_stream_id_, id);
   (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
   return s;
@@ -982,10 +984,10 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
   if (header_stream_ == &s) header_stream_ = nullptr;
-  if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
   if (spare_count_ >= opts_.max_concurrent_streams) {
+    if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
     delete &s;
     return;
   }
