@@ -194,12 +194,19 @@ struct callbacks {
     }
     if (!n.empty() && n.front() == ':') {
       s->header_bytes_ -= n.size() + v.size() + 4;
+      // By length first, then a comparison of known length (no call to memcmp): every request has four of these.
+      const auto is = [n]<std::size_t N>(const char (&name)[N]) {
+        return std::memcmp(n.data(), name, N - 1) == 0;
+      };
       std::string_view* to;
-      if (n == ":method") to = &s->head_.method_name;
-      else if (n == ":path") to = &s->head_.target;
-      else if (n == ":authority") to = &s->authority_;
-      else if (n == ":protocol") to = &s->protocol_;
-      else return 0;  // :scheme: the connection's, whatever it says
+      switch (n.size()) {
+        case 5: to = is(":path") ? &s->head_.target : nullptr; break;
+        case 7: to = is(":method") ? &s->head_.method_name : nullptr; break;
+        case 9: to = is(":protocol") ? &s->protocol_ : nullptr; break;
+        case 10: to = is(":authority") ? &s->authority_ : nullptr; break;
+        default: to = nullptr; break;
+      }
+      if (to == nullptr) return 0;  // :scheme: the connection's, whatever it says
       s->pseudo_bytes_ += v.size();
       if (s->pseudo_bytes_ > limits.max_request_line && s->refused_ == 0) s->refused_ = http::status::uri_too_long;
       *to = s->text_.keep(value, v);

@@ -105,7 +105,7 @@ class header_text {
   ~header_text() { clear(); }
 
   // text is b's bytes; the view returned stays valid until clear().
-  std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
+  [[gnu::always_inline]] std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
     if (text.empty()) return {};  // nothing to copy (and no block yet to copy into: memcpy takes no null)
     if (nghttp2_rcbuf_is_static(b)) return text;
     if (text.size() > copied_max) return hold(b, text);
