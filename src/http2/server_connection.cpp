@@ -1456,7 +1456,7 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
 bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
                                     std::optional<std::uint64_t> length, bool with_body) {
   // One pass over the handler's fields: the room their names take, and whether they set Server or Date.
-  std::size_t need = 3 + 20;
+  std::size_t need = 0;
   bool has_server = false, has_date = false;
   for (http::field x : f) {
     need += x.name.size();
@@ -1466,18 +1466,18 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   nva_text_.clear();
   nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
   nva_.clear();
-  const auto put = [this](std::string_view text) {
-    const char* at = nva_text_.data() + nva_text_.size();
-    nva_text_.append(text);
-    return at;
+  // The status and the length as text, in this frame: nghttp2 copies the values it is given when the head is
+  // submitted (only the names of make_static_nv are taken by reference).
+  const auto decimal = [](char (&text)[20], std::uint64_t n) {
+    char* at = text + sizeof text;
+    do {
+      *--at = static_cast<char>('0' + n % 10);
+      n /= 10;
+    } while (n != 0);
+    return std::string_view(at, static_cast<std::size_t>(text + sizeof text - at));
   };
-  const auto put_number = [&](std::uint64_t n) {
-    char digits[20];
-    const auto r = std::to_chars(digits, digits + sizeof digits, n);
-    const std::size_t size = static_cast<std::size_t>(r.ptr - digits);
-    return std::string_view(put(std::string_view(digits, size)), size);
-  };
-  const std::string_view code = put_number(static_cast<std::uint64_t>(status));
+  char status_text[20], length_text[20];
+  const std::string_view code = decimal(status_text, static_cast<std::uint64_t>(status));
   nva_.push_back(make_static_nv(":status", code.data(), code.size()));
   if (!hopts_.server_name.empty() && !has_server) {
     nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
@@ -1487,7 +1487,7 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
     nva_.push_back(make_static_nv("date", now.data(), now.size()));
   }
   if (length && !bodiless_status(status)) {
-    const std::string_view n = put_number(*length);
+    const std::string_view n = decimal(length_text, *length);
     nva_.push_back(make_static_nv("content-length", n.data(), n.size()));
   }
   for (http::field x : f) {
