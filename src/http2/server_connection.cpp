@@ -704,6 +704,7 @@ task<void> server_connection::write_loop() {
     // What rang the doorbell so far is gathered now: a ring left from before (a handler's answer that came while
     // the writer was already on its way) would only cost another turn that finds nothing.
     write_wanted_.reset();
+    write_rung_ = false;
     if (!dead_ || flush_on_death_) {
       after_session_calls();
       fill_output();

@@ -259,7 +259,14 @@ class server_connection final : public http::stop_listener {
   }
   void make_deferred_calls();
   void send_goaway(std::uint32_t code);
-  void wake_writer() noexcept { write_wanted_.set(); }
+  // Rings once per turn of the writer: the reader, the callbacks and the handlers ring it several times per
+  // request, and a ring while one is pending (the writer will gather everything in its next turn anyway) skips
+  // the event's lock. Everything that rings runs on the connection's loop, as the writer does.
+  void wake_writer() noexcept {
+    if (write_rung_) return;
+    write_rung_ = true;
+    write_wanted_.set();
+  }
   void end_connection() noexcept;
   bool charge(std::size_t cost) noexcept;
   // The time a deadline starts from (a stream's start, the last DATA sent, the moment the connection went idle):
@@ -325,6 +332,7 @@ class server_connection final : public http::stop_listener {
   std::unique_ptr<char[]> input_;
   std::string output_;              // frames gathered for the next write
   sync::auto_reset_event write_wanted_;
+  bool write_rung_ = false;         // write_wanted_ has been set since the writer's turn began (wake_writer)
   sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
   sync::auto_reset_event reader_done_;
   std::stop_source reader_stop_;
