@@ -658,7 +658,10 @@ task<void> server_connection::read_loop() {
     if (dead_) break;
     // A peer that does not read what it asked for gets nothing more read from it until it does.
     while (writing_ && output_.size() >= opts_.write_size && !dead_) {
-      if (co_await written_.wait()) break;
+      reader_stuck_ = true;
+      const std::error_code ec = co_await written_.wait();
+      reader_stuck_ = false;
+      if (ec) break;
     }
     if (dead_) break;
     const mutable_buffer space(input_.get(), input_buffer_size);
@@ -729,7 +732,7 @@ task<void> server_connection::write_loop() {
     else r = co_await socket_.write_all(out);
     writing_ = false;
     output_.clear();
-    written_.set();
+    if (reader_stuck_) written_.set();  // not through the event's lock after every write, only for a waiting reader
     if (r.ec) {
       dead_ = true;  // a peer that takes nothing within the write timeout (or a broken connection)
       // Reset on close rather than left to the kernel to deliver what is queued: it would hold the buffers, and

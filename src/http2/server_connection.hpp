@@ -334,6 +334,7 @@ class server_connection final : public http::stop_listener {
   sync::auto_reset_event write_wanted_;
   bool write_rung_ = false;         // write_wanted_ has been set since the writer's turn began (wake_writer)
   sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
+  bool reader_stuck_ = false;       // the reader waits on written_
   sync::auto_reset_event reader_done_;
   std::stop_source reader_stop_;
   std::stop_source writer_stop_;
