@@ -92,6 +92,31 @@ bool dropped_in_h2(std::string_view name) noexcept {
 
 bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
 
+// Lowercases the ASCII letters of p[0, n), eight bytes at a time (a name of 8 or more bytes ends with an
+// overlapping word: lowering is idempotent); other bytes are left as they are. Every field name of every response
+// passes here: "Content-Type" took 67 instructions a byte at a time.
+void lower_ascii(char* p, std::size_t n) noexcept {
+  constexpr std::uint64_t ones = 0x0101010101010101;
+  const auto lower_word = [](char* at) {
+    std::uint64_t x;
+    std::memcpy(&x, at, 8);
+    const std::uint64_t low7 = x & (0x7f * ones);
+    const std::uint64_t from_a = low7 + (0x80 - 'A') * ones;      // top bit: the byte's low 7 bits are >= 'A'
+    const std::uint64_t past_z = low7 + (0x80 - 'Z' - 1) * ones;  // top bit: they are > 'Z'
+    const std::uint64_t upper = from_a & ~past_z & ~x & (0x80 * ones);  // and the byte is ASCII
+    x |= upper >> 2;                                                // 0x80 >> 2 is 'a' - 'A'
+    std::memcpy(at, &x, 8);
+  };
+  if (n < 8) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (p[i] >= 'A' && p[i] <= 'Z') p[i] = static_cast<char>(p[i] + ('a' - 'A'));
+    }
+    return;
+  }
+  for (std::size_t i = 0; i + 8 <= n; i += 8) lower_word(p + i);
+  if (n % 8 != 0) lower_word(p + n - 8);
+}
+
 // HTTP2-Settings is base64url without padding (RFC 7540 §3.2.1).
 bool base64url_decode(std::string_view in, std::string& out) {
   out.clear();
@@ -1498,9 +1523,7 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
     if (dropped_in_h2(x.name)) continue;
     char* name = nva_text_.data() + nva_text_.size();
     nva_text_.append(x.name);
-    for (std::size_t i = 0; i < x.name.size(); ++i) {
-      if (name[i] >= 'A' && name[i] <= 'Z') name[i] = static_cast<char>(name[i] + ('a' - 'A'));
-    }
+    lower_ascii(name, x.name.size());
     nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
   }
   const ng_data_provider body = data_provider(&s, &server_connection::read_out);
