@@ -1151,8 +1151,15 @@ void server_connection::consume(server_stream& s, std::size_t n) {
   s.parked_ -= parked;
   parked_bytes_ -= parked;
   if (s.closed_) return;  // given back with the stream's close
-  if (parked != 0) (void)nghttp2_session_consume_stream(session_.get(), s.id_, parked);
-  if (n != parked) (void)nghttp2_session_consume(session_.get(), s.id_, n - parked);
+  if (s.in_end_) {
+    // The peer has ended the stream: its window will carry nothing more, so only the connection's reopens (a
+    // lookup of the stream in nghttp2's map fewer: a whole body usually arrives with its END_STREAM).
+    if (n == parked) return;
+    (void)nghttp2_session_consume_connection(session_.get(), n - parked);
+  } else {
+    if (parked != 0) (void)nghttp2_session_consume_stream(session_.get(), s.id_, parked);
+    if (n != parked) (void)nghttp2_session_consume(session_.get(), s.id_, n - parked);
+  }
   wake_writer();
 }
 
