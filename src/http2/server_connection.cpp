@@ -942,6 +942,11 @@ void server_connection::remember(std::int32_t id) noexcept {
 // binary search finds one: every stream's close looks itself up here, and a scan of the whole ring cost more than
 // the rest of the close.
 server_connection::past_stream* server_connection::recall(std::int32_t id) noexcept {
+  // The newest first: with one request at a time, the stream that closes is the last one opened.
+  if (history_count_ != 0) {
+    past_stream& newest = history_[(history_count_ - 1) % history_size];
+    if (newest.id == id) return &newest;
+  }
   const std::size_t n = std::min(history_count_, history_size);
   const std::size_t oldest = history_count_ > history_size ? history_count_ % history_size : 0;
   std::size_t lo = 0, hi = n;
