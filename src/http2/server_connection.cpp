@@ -712,32 +712,38 @@ task<void> server_connection::read_loop() {
   tasks_.done(ctx_);
 }
 
-void server_connection::fill_output() {
+bool server_connection::fill_output() {
   nghttp2_session* session = session_.get();
   while (output_.size() < opts_.write_size) {
     const std::uint8_t* data = nullptr;
     const ng_ssize n = mem_send(session, &data);
     if (n < 0) {
       dead_ = true;
-      break;
+      return false;
     }
-    if (n == 0) break;
+    if (n == 0) return true;
     output_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
     after_session_calls();
   }
+  return false;
 }
 
 task<void> server_connection::write_loop() {
+  bool gather = true;
+  bool drained = false;  // the last gathering found nothing more in nghttp2
   for (;;) {
     // What rang the doorbell so far is gathered now: a ring left from before (a handler's answer that came while
     // the writer was already on its way) would only cost another turn that finds nothing.
-    write_wanted_.reset();
-    write_rung_ = false;
-    if (!dead_ || flush_on_death_) {
-      after_session_calls();
-      fill_output();
-      flush_on_death_ = false;
+    if (gather) {
+      write_wanted_.reset();
+      write_rung_ = false;
+      if (!dead_ || flush_on_death_) {
+        after_session_calls();
+        drained = fill_output();
+        flush_on_death_ = false;
+      }
     }
+    gather = true;
     if (output_.empty()) {
       if (dead_) break;
       if (!nghttp2_session_want_read(session_.get()) && !nghttp2_session_want_write(session_.get())) break;
@@ -767,6 +773,10 @@ task<void> server_connection::write_loop() {
       }
       break;
     }
+    // Nothing to gather after the write when nghttp2 had nothing more before it and nothing has rung since (whatever
+    // gives nghttp2 a frame to send rings): the writer goes straight to its wait, without a mem_send that finds
+    // nothing (one per request with one stream at a time).
+    gather = !drained || write_rung_ || dead_;
   }
   if (!dead_) co_await linger();
   end_connection();

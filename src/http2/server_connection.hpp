@@ -252,7 +252,8 @@ class server_connection final : public http::stop_listener {
   void on_write_deadline();
   bool feed(const char* data, std::size_t n);
   bool deliver(const char* data, std::size_t n);
-  void fill_output();
+  // Gathers frames while output_ has room; true when nghttp2 had nothing more to send.
+  bool fill_output();
   // After every mem_recv and mem_send; usually with nothing to do (a shutdown sets stopping_ first).
   void after_session_calls() {
     if (!resets_.empty() || pending_consume_ != 0 || stopping_) make_deferred_calls();
