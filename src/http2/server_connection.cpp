@@ -92,6 +92,31 @@ bool dropped_in_h2(std::string_view name) noexcept {
 
 bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
 
+// Lowercases the ASCII letters of p[0, n), eight bytes at a time (a name of 8 or more bytes ends with an
+// overlapping word: lowering is idempotent); other bytes are left as they are. Every field name of every response
+// passes here: "Content-Type" took 67 instructions a byte at a time.
+void lower_ascii(char* p, std::size_t n) noexcept {
+  constexpr std::uint64_t ones = 0x0101010101010101;
+  const auto lower_word = [](char* at) {
+    std::uint64_t x;
+    std::memcpy(&x, at, 8);
+    const std::uint64_t low7 = x & (0x7f * ones);
+    const std::uint64_t from_a = low7 + (0x80 - 'A') * ones;      // top bit: the byte's low 7 bits are >= 'A'
+    const std::uint64_t past_z = low7 + (0x80 - 'Z' - 1) * ones;  // top bit: they are > 'Z'
+    const std::uint64_t upper = from_a & ~past_z & ~x & (0x80 * ones);  // and the byte is ASCII
+    x |= upper >> 2;                                                // 0x80 >> 2 is 'a' - 'A'
+    std::memcpy(at, &x, 8);
+  };
+  if (n < 8) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (p[i] >= 'A' && p[i] <= 'Z') p[i] = static_cast<char>(p[i] + ('a' - 'A'));
+    }
+    return;
+  }
+  for (std::size_t i = 0; i + 8 <= n; i += 8) lower_word(p + i);
+  if (n % 8 != 0) lower_word(p + n - 8);
+}
+
 // HTTP2-Settings is base64url without padding (RFC 7540 §3.2.1).
 bool base64url_decode(std::string_view in, std::string& out) {
   out.clear();
@@ -180,7 +205,7 @@ struct callbacks {
     if (s == nullptr) return 0;
     const http::parser_limits& limits = c.hopts_.limits;
     std::string_view n = view(name), v = view(value);
-    const auto hold = [&] {
+    const auto hold = [&]() __attribute__((always_inline)) {  // a call of its own cost more than its body
       n = s->text_.keep(name, n);
       v = s->text_.keep(value, v);
     };
@@ -194,12 +219,19 @@ struct callbacks {
     }
     if (!n.empty() && n.front() == ':') {
       s->header_bytes_ -= n.size() + v.size() + 4;
+      // By length first, then a comparison of known length (no call to memcmp): every request has four of these.
+      const auto is = [n]<std::size_t N>(const char (&name)[N]) {
+        return std::memcmp(n.data(), name, N - 1) == 0;
+      };
       std::string_view* to;
-      if (n == ":method") to = &s->head_.method_name;
-      else if (n == ":path") to = &s->head_.target;
-      else if (n == ":authority") to = &s->authority_;
-      else if (n == ":protocol") to = &s->protocol_;
-      else return 0;  // :scheme: the connection's, whatever it says
+      switch (n.size()) {
+        case 5: to = is(":path") ? &s->head_.target : nullptr; break;
+        case 7: to = is(":method") ? &s->head_.method_name : nullptr; break;
+        case 9: to = is(":protocol") ? &s->protocol_ : nullptr; break;
+        case 10: to = is(":authority") ? &s->authority_ : nullptr; break;
+        default: to = nullptr; break;
+      }
+      if (to == nullptr) return 0;  // :scheme: the connection's, whatever it says
       s->pseudo_bytes_ += v.size();
       if (s->pseudo_bytes_ > limits.max_request_line && s->refused_ == 0) s->refused_ = http::status::uri_too_long;
       *to = s->text_.keep(value, v);
@@ -651,7 +683,10 @@ task<void> server_connection::read_loop() {
     if (dead_) break;
     // A peer that does not read what it asked for gets nothing more read from it until it does.
     while (writing_ && output_.size() >= opts_.write_size && !dead_) {
-      if (co_await written_.wait()) break;
+      reader_stuck_ = true;
+      const std::error_code ec = co_await written_.wait();
+      reader_stuck_ = false;
+      if (ec) break;
     }
     if (dead_) break;
     const mutable_buffer space(input_.get(), input_buffer_size);
@@ -677,31 +712,38 @@ task<void> server_connection::read_loop() {
   tasks_.done(ctx_);
 }
 
-void server_connection::fill_output() {
+bool server_connection::fill_output() {
   nghttp2_session* session = session_.get();
   while (output_.size() < opts_.write_size) {
     const std::uint8_t* data = nullptr;
     const ng_ssize n = mem_send(session, &data);
     if (n < 0) {
       dead_ = true;
-      break;
+      return false;
     }
-    if (n == 0) break;
+    if (n == 0) return true;
     output_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
     after_session_calls();
   }
+  return false;
 }
 
 task<void> server_connection::write_loop() {
+  bool gather = true;
+  bool drained = false;  // the last gathering found nothing more in nghttp2
   for (;;) {
     // What rang the doorbell so far is gathered now: a ring left from before (a handler's answer that came while
     // the writer was already on its way) would only cost another turn that finds nothing.
-    write_wanted_.reset();
-    if (!dead_ || flush_on_death_) {
-      after_session_calls();
-      fill_output();
-      flush_on_death_ = false;
+    if (gather) {
+      write_wanted_.reset();
+      write_rung_ = false;
+      if (!dead_ || flush_on_death_) {
+        after_session_calls();
+        drained = fill_output();
+        flush_on_death_ = false;
+      }
     }
+    gather = true;
     if (output_.empty()) {
       if (dead_) break;
       if (!nghttp2_session_want_read(session_.get()) && !nghttp2_session_want_write(session_.get())) break;
@@ -721,7 +763,7 @@ task<void> server_connection::write_loop() {
     else r = co_await socket_.write_all(out);
     writing_ = false;
     output_.clear();
-    written_.set();
+    if (reader_stuck_) written_.set();  // not through the event's lock after every write, only for a waiting reader
     if (r.ec) {
       dead_ = true;  // a peer that takes nothing within the write timeout (or a broken connection)
       // Reset on close rather than left to the kernel to deliver what is queued: it would hold the buffers, and
@@ -731,6 +773,10 @@ task<void> server_connection::write_loop() {
       }
       break;
     }
+    // Nothing to gather after the write when nghttp2 had nothing more before it and nothing has rung since (whatever
+    // gives nghttp2 a frame to send rings): the writer goes straight to its wait, without a mem_send that finds
+    // nothing (one per request with one stream at a time).
+    gather = !drained || write_rung_ || dead_;
   }
   if (!dead_) co_await linger();
   end_connection();
@@ -906,6 +952,11 @@ void server_connection::remember(std::int32_t id) noexcept {
 // binary search finds one: every stream's close looks itself up here, and a scan of the whole ring cost more than
 // the rest of the close.
 server_connection::past_stream* server_connection::recall(std::int32_t id) noexcept {
+  // The newest first: with one request at a time, the stream that closes is the last one opened.
+  if (history_count_ != 0) {
+    past_stream& newest = history_[(history_count_ - 1) % history_size];
+    if (newest.id == id) return &newest;
+  }
   const std::size_t n = std::min(history_count_, history_size);
   const std::size_t oldest = history_count_ > history_size ? history_count_ % history_size : 0;
   std::size_t lo = 0, hi = n;
@@ -964,7 +1015,9 @@ server_stream* server_connection::open_stream(std::int32_t id) {
   if (live_ != nullptr) live_->prev_ = s;
   live_ = s;
   ++live_count_;
-  s->stop_ = ctx_.take_stop_source();
+  // The stream keeps its stop source from one request to the next (a std::stop_source allocates its state, and the
+  // loop's cache of them holds 16, fewer than the streams a connection keeps): a new one only after a stop.
+  if (s->stop_.stop_requested()) s->stop_ = ctx_.take_stop_source();
   max_stream_id_ = std::max(max_stream_id_, id);
   (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
   return s;
@@ -982,10 +1035,10 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
   if (header_stream_ == &s) header_stream_ = nullptr;
-  if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
   if (spare_count_ >= opts_.max_concurrent_streams) {
+    if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
     delete &s;
     return;
   }
@@ -1113,8 +1166,15 @@ void server_connection::consume(server_stream& s, std::size_t n) {
   s.parked_ -= parked;
   parked_bytes_ -= parked;
   if (s.closed_) return;  // given back with the stream's close
-  if (parked != 0) (void)nghttp2_session_consume_stream(session_.get(), s.id_, parked);
-  if (n != parked) (void)nghttp2_session_consume(session_.get(), s.id_, n - parked);
+  if (s.in_end_) {
+    // The peer has ended the stream: its window will carry nothing more, so only the connection's reopens (a
+    // lookup of the stream in nghttp2's map fewer: a whole body usually arrives with its END_STREAM).
+    if (n == parked) return;
+    (void)nghttp2_session_consume_connection(session_.get(), n - parked);
+  } else {
+    if (parked != 0) (void)nghttp2_session_consume_stream(session_.get(), s.id_, parked);
+    if (n != parked) (void)nghttp2_session_consume(session_.get(), s.id_, n - parked);
+  }
   wake_writer();
 }
 
@@ -1447,7 +1507,7 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
 bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
                                     std::optional<std::uint64_t> length, bool with_body) {
   // One pass over the handler's fields: the room their names take, and whether they set Server or Date.
-  std::size_t need = 3 + 20;
+  std::size_t need = 0;
   bool has_server = false, has_date = false;
   for (http::field x : f) {
     need += x.name.size();
@@ -1457,18 +1517,18 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   nva_text_.clear();
   nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
   nva_.clear();
-  const auto put = [this](std::string_view text) {
-    const char* at = nva_text_.data() + nva_text_.size();
-    nva_text_.append(text);
-    return at;
+  // The status and the length as text, in this frame: nghttp2 copies the values it is given when the head is
+  // submitted (only the names of make_static_nv are taken by reference).
+  const auto decimal = [](char (&text)[20], std::uint64_t n) {
+    char* at = text + sizeof text;
+    do {
+      *--at = static_cast<char>('0' + n % 10);
+      n /= 10;
+    } while (n != 0);
+    return std::string_view(at, static_cast<std::size_t>(text + sizeof text - at));
   };
-  const auto put_number = [&](std::uint64_t n) {
-    char digits[20];
-    const auto r = std::to_chars(digits, digits + sizeof digits, n);
-    const std::size_t size = static_cast<std::size_t>(r.ptr - digits);
-    return std::string_view(put(std::string_view(digits, size)), size);
-  };
-  const std::string_view code = put_number(static_cast<std::uint64_t>(status));
+  char status_text[20], length_text[20];
+  const std::string_view code = decimal(status_text, static_cast<std::uint64_t>(status));
   nva_.push_back(make_static_nv(":status", code.data(), code.size()));
   if (!hopts_.server_name.empty() && !has_server) {
     nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
@@ -1478,16 +1538,14 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
     nva_.push_back(make_static_nv("date", now.data(), now.size()));
   }
   if (length && !bodiless_status(status)) {
-    const std::string_view n = put_number(*length);
+    const std::string_view n = decimal(length_text, *length);
     nva_.push_back(make_static_nv("content-length", n.data(), n.size()));
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
     char* name = nva_text_.data() + nva_text_.size();
     nva_text_.append(x.name);
-    for (std::size_t i = 0; i < x.name.size(); ++i) {
-      if (name[i] >= 'A' && name[i] <= 'Z') name[i] = static_cast<char>(name[i] + ('a' - 'A'));
-    }
+    lower_ascii(name, x.name.size());
     nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
   }
   const ng_data_provider body = data_provider(&s, &server_connection::read_out);

@@ -105,7 +105,7 @@ class header_text {
   ~header_text() { clear(); }
 
   // text is b's bytes; the view returned stays valid until clear().
-  std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
+  [[gnu::always_inline]] std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
     if (text.empty()) return {};  // nothing to copy (and no block yet to copy into: memcpy takes no null)
     if (nghttp2_rcbuf_is_static(b)) return text;
     if (text.size() > copied_max) return hold(b, text);
@@ -252,14 +252,22 @@ class server_connection final : public http::stop_listener {
   void on_write_deadline();
   bool feed(const char* data, std::size_t n);
   bool deliver(const char* data, std::size_t n);
-  void fill_output();
+  // Gathers frames while output_ has room; true when nghttp2 had nothing more to send.
+  bool fill_output();
   // After every mem_recv and mem_send; usually with nothing to do (a shutdown sets stopping_ first).
   void after_session_calls() {
     if (!resets_.empty() || pending_consume_ != 0 || stopping_) make_deferred_calls();
   }
   void make_deferred_calls();
   void send_goaway(std::uint32_t code);
-  void wake_writer() noexcept { write_wanted_.set(); }
+  // Rings once per turn of the writer: the reader, the callbacks and the handlers ring it several times per
+  // request, and a ring while one is pending (the writer will gather everything in its next turn anyway) skips
+  // the event's lock. Everything that rings runs on the connection's loop, as the writer does.
+  void wake_writer() noexcept {
+    if (write_rung_) return;
+    write_rung_ = true;
+    write_wanted_.set();
+  }
   void end_connection() noexcept;
   bool charge(std::size_t cost) noexcept;
   // The time a deadline starts from (a stream's start, the last DATA sent, the moment the connection went idle):
@@ -325,7 +333,9 @@ class server_connection final : public http::stop_listener {
   std::unique_ptr<char[]> input_;
   std::string output_;              // frames gathered for the next write
   sync::auto_reset_event write_wanted_;
+  bool write_rung_ = false;         // write_wanted_ has been set since the writer's turn began (wake_writer)
   sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
+  bool reader_stuck_ = false;       // the reader waits on written_
   sync::auto_reset_event reader_done_;
   std::stop_source reader_stop_;
   std::stop_source writer_stop_;
@@ -348,7 +358,7 @@ class server_connection final : public http::stop_listener {
   server_stream* line_last_ = nullptr;
   std::size_t parked_bytes_ = 0;    // every stream's parked_, within parked_cap() (park)
   std::size_t pending_consume_ = 0; // connection window bytes of streams gone, to give back once calls return
-  std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names and numbers it refers to
+  std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names it refers to
   std::string nva_text_;
 
   // Misbehaviour: frames that cost the server and serve no request (empty DATA, PINGs, SETTINGS, resets, tiny
