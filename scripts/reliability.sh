@@ -88,6 +88,7 @@ backends=(io_uring epoll)
 bash scripts/setup-deps.sh
 build_targets=(reliability_tool echo_server)
 parts=()
+parts_last=()  # as parts, but after them all, at the suite's end (fault/enfile: see scripts/reliability/faults.sh)
 cleanup_hooks=()  # functions of the part files that undo what they set up (mounts, sysctls), run on every exit
 for part_file in "$repo"/scripts/reliability/*.sh; do
   [[ -e $part_file ]] || continue
@@ -551,7 +552,7 @@ for backend in "${backends[@]}"; do
 done
 
 # ---- 5. the checks of scripts/reliability/*.sh ----
-for part in "${parts[@]}"; do
+for part in "${parts[@]}" "${parts_last[@]}"; do
   "$part"
 done
 

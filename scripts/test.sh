@@ -197,16 +197,17 @@ for preset in "${presets[@]}"; do
   echo "== preset '${preset}': ${count} tests"
   if [[ $preset == "${presets[-1]}" && $reliability != 0 ]]; then
     # The last preset's tests run beside the reliability suite (below), whose fault/enfile check fills the system's
-    # file table for a few seconds: only processes with CAP_SYS_ADMIN can then open a file, and the PostgreSQL
-    # servers of the tests run as the postgres user. So the cases that use one run first (about a tenth of the
-    # tests), and the check waits until they are done (TERN_RELIABILITY_FILE_MAX_WAIT: a file that exists while
-    # they run); the rest follow. The same cases run, in two ctest runs instead of one.
+    # file table for a few seconds: only processes with CAP_SYS_ADMIN can then open a file (the tests' PostgreSQL
+    # servers run as the postgres user), and nobody can make a Unix socket (the kernel caps them at twice
+    # fs.file-max, root included: a test's socketpair failed with ENFILE). So the check, the suite's last, waits
+    # until they are all done (TERN_RELIABILITY_FILE_MAX_WAIT: a file that exists while they run). The cases with a
+    # PostgreSQL server run first, in a ctest run of their own; the rest follow.
     touch "$pg_running"
     step_bg "test $preset ($count tests)" bash -c '
       preset=$0 pg=$1 marker=$2; shift 2; status=0
       ctest --preset "$preset" -R "$pg" --no-tests=ignore "$@" || status=$?
-      rm -f "$marker"
       ctest --preset "$preset" -E "$pg" "$@" || status=$?
+      rm -f "$marker"
       exit "$status"' "$preset" "$pg_tests" "$pg_running" "${jobs[@]}"
   else
     step_bg "test $preset ($count tests)" ctest --preset "$preset" "${jobs[@]}"

@@ -52,8 +52,10 @@ faults_enfile_check() {
   local load="echo_server without CAP_SYS_ADMIN, fs.file-max below the use, $conns conns"
   local verified="accept fails with ENFILE; old connections served, server CPU low meanwhile; all $conns served after"
   # While the file TERN_RELIABILITY_FILE_MAX_WAIT names exists, processes that the lowered fs.file-max would break
-  # run beside the suite (scripts/test.sh: the tests with a PostgreSQL server, which runs as the postgres user): the
-  # check waits for them (at most 10 minutes).
+  # run beside the suite (scripts/test.sh: the last preset's tests; the PostgreSQL servers run as the postgres user,
+  # and a Unix socket cannot be made by anyone, root included, while the system has more than twice fs.file-max of
+  # them): the check waits for them (at most 10 minutes). It runs at the suite's end (faults_enfile_part, in
+  # parts_last), by when they are usually done.
   local waited=0
   while [[ -n ${TERN_RELIABILITY_FILE_MAX_WAIT:-} && -e $TERN_RELIABILITY_FILE_MAX_WAIT ]] && ((waited < 600)); do
     if ((waited == 0)); then echo "reliability.sh: fault/enfile waits until $TERN_RELIABILITY_FILE_MAX_WAIT is gone"; fi
@@ -120,7 +122,6 @@ faults_part() {
   local backend
   for backend in "${backends[@]}"; do
     [[ " ${backends_available[*]} " == *" $backend "* ]] || continue
-    if selected fault/enfile; then faults_enfile_check "$backend"; fi
     single_check fault/ring-dry "$backend" \
       "$faults_ring_conns streams of $(human_bytes "$faults_ring_bytes"), pool of 4-16 x 4 KiB" \
       "every byte checked; the pool runs dry, grows to its maximum, overflows to the heap; every buffer back after" \
@@ -133,3 +134,15 @@ faults_part() {
   done
 }
 parts+=(faults_part)
+
+# fault/enfile last of all the checks: the lowered fs.file-max refuses files and Unix sockets to every process
+# without CAP_SYS_ADMIN, and Unix sockets to all, for its window, so it waits for what runs beside the suite
+# (TERN_RELIABILITY_FILE_MAX_WAIT), which is then usually over.
+faults_enfile_part() {
+  local backend
+  for backend in "${backends[@]}"; do
+    [[ " ${backends_available[*]} " == *" $backend "* ]] || continue
+    if selected fault/enfile; then faults_enfile_check "$backend"; fi
+  done
+}
+parts_last+=(faults_enfile_part)
