@@ -37,22 +37,28 @@ TEST_P(task_group_test, stop_token_reaches_an_operation_deep_in_the_task_tree) {
   EXPECT_TRUE(h.done());
 }
 
+// The stop comes once the pair is connected (a stop during the connect or the accept would cancel those instead:
+// under a loaded sanitizer build they took longer than a fixed delay), 20 ms later, so that the read is usually
+// pending when it arrives; a stop that comes before the read starts cancels it too.
 TEST_P(task_group_test, stop_from_another_thread_cancels_a_read) {
   std::stop_source source;
   std::error_code result;
+  std::atomic<bool> connected{false};
   auto guard = ctx.make_work_guard();
   std::thread stopper([&] {
+    for (int i = 0; i < 10000 && !connected.load(std::memory_order_acquire); ++i) std::this_thread::sleep_for(1ms);
     std::this_thread::sleep_for(20ms);
     source.request_stop();
   });
-  auto h = tern::spawn(ctx, [](tern::io_context& ctx, std::error_code& out, tern::io_context::work_guard& g)
-                              -> tern::task<void> {
+  auto h = tern::spawn(ctx, [](tern::io_context& ctx, std::error_code& out, tern::io_context::work_guard& g,
+                               std::atomic<bool>& connected) -> tern::task<void> {
     auto pair = co_await connected_pair(ctx);
+    connected.store(true, std::memory_order_release);
     char buf[8];
     auto [ec, n] = co_await pair.client.read_some(buf);
     out = ec;
     g.reset();
-  }(ctx, result, guard), source.get_token());
+  }(ctx, result, guard, connected), source.get_token());
   EXPECT_TRUE(run_context_bounded(ctx));
   stopper.join();
   EXPECT_EC(result, std::errc::operation_canceled);
