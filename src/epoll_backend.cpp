@@ -1,7 +1,8 @@
 // epoll backend.
 //
 // Readiness model with the same observable behaviour as the io_uring backend. Every fd is registered once, for its
-// whole life, edge-triggered for input and output (no epoll_ctl per operation). An operation first tries its
+// whole life, edge-triggered for input (no epoll_ctl per operation); output edges are added only while an operation
+// waits for room (see attach). An operation first tries its
 // syscall without blocking; only on EAGAIN does it wait on the descriptor's pending list, and each readiness edge
 // retries the waiting operations of that direction in order. A completed retry is queued on the loop like an
 // io_uring completion, so user code never runs inside the event scan.
@@ -70,14 +71,35 @@ class epoll_backend final : public backend {
 
   backend_kind kind() const noexcept override { return backend_kind::epoll; }
 
+  // Registered for input edges only: output edges are asked for when an operation first has to wait for room (or
+  // a connect for its end), and given up at the first output edge that finds no operation waiting for one. A Unix
+  // socket raises an output edge each time its peer reads from it, so a connection registered for both woke its
+  // loop for nothing after each of its writes: pg/select's client (tern/epoll) parked twice per batch, one of them
+  // for that edge alone, where a poll() loop asking for POLLOUT only when its flush is short parks once.
+  static constexpr std::uint32_t input_events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+
   void attach(descriptor& d) override {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.events = input_events;
     ev.data.ptr = &d;
     const int rc = ::epoll_ctl(epfd_, EPOLL_CTL_ADD, d.fd, &ev);
     count_syscall();
     if (rc < 0) throw std::system_error(errno, std::system_category(), "epoll_ctl");
     d.epoll_registered = true;
+    d.epoll_out = false;
+  }
+
+  // Adds or drops output edges; 0 or -errno. Adding re-polls the descriptor, so an edge that passed while they were
+  // not asked for is reported by the next wait.
+  int set_output(descriptor& d, bool on) noexcept {
+    epoll_event ev{};
+    ev.events = on ? input_events | EPOLLOUT : input_events;
+    ev.data.ptr = &d;
+    const int rc = ::epoll_ctl(epfd_, EPOLL_CTL_MOD, d.fd, &ev);
+    ctx_.counters().syscalls.add();
+    if (rc < 0) return -errno;
+    d.epoll_out = on;
+    return 0;
   }
 
   void detach(descriptor& d) noexcept override {
@@ -113,6 +135,12 @@ class epoll_backend final : public backend {
     ctx_.counters().syscalls.add();
     note_read(op, r);
     if (r == -EAGAIN || r == -EWOULDBLOCK || r == -EINPROGRESS) {
+      if (!waits_for_input(op.code) && !op.desc->epoll_out) {
+        if (const int e = set_output(*op.desc, true); e != 0) {
+          op.res = e;
+          return true;
+        }
+      }
       op.res = r;
       ++waiting_;
       return false;
@@ -201,10 +229,14 @@ class epoll_backend final : public backend {
     // Once the peer's stream has ended, a short read may be followed by the end of the stream with no further
     // edge to announce it (the edge that said so is this one): reads go back to trying first.
     if ((ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) d.short_read_drains = false;
+    bool output_awaited = false;
     for (io_op* op = d.pending_head; op != nullptr;) {
       io_op* next = op->next_pending;  // complete() unlinks op
       // A file call on a watched descriptor (fs::file on a FIFO or a terminal: its stat, its sync) runs on the
       // blocking pool, which completes it; readiness says nothing about it.
+      if (op->st == io_op::state::pending && !is_file_op(op->code) && !waits_for_input(op->code)) {
+        output_awaited = true;
+      }
       if (op->st == io_op::state::pending && !is_file_op(op->code) && wants(op->code, in, out)) {
         // poll_inout reports what this edge says, both ways; the other operations try their call.
         int r = op->code == op_code::poll_inout ? (in ? POLLIN : 0) | (out ? POLLOUT : 0) : attempt(*op, true);
@@ -221,6 +253,7 @@ class epoll_backend final : public backend {
       }
       op = next;
     }
+    if ((ev & EPOLLOUT) != 0 && d.epoll_out && !output_awaited) (void)set_output(d, false);
   }
 
   // Whether a recv's result says the socket is now empty (descriptor::recv_drained): EAGAIN on any socket, or

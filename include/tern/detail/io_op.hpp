@@ -193,6 +193,8 @@ struct descriptor {
   int fd = -1;
   bool closing = false;        // close() ran while operations were still pending
   bool epoll_registered = false;
+  // epoll only: registered for output edges too (see epoll_backend's attach).
+  bool epoll_out = false;
   // The last receive left the socket empty. io_uring (see io_uring_backend::start): from the CQE's SOCK_NONEMPTY
   // flag; with answer_awaited (a send has completed since) the next receive is most likely waiting for the peer's
   // answer. epoll (see epoll_backend::start): from an EAGAIN, or a short read where that means empty
