@@ -91,7 +91,7 @@ class epoll_backend final : public backend {
 
   // Adds or drops output edges; 0 or -errno. Adding re-polls the descriptor, so an edge that passed while they were
   // not asked for is reported by the next wait.
-  int set_output(descriptor& d, bool on) noexcept {
+  [[gnu::noinline]] int set_output(descriptor& d, bool on) noexcept {
     epoll_event ev{};
     ev.events = on ? input_events | EPOLLOUT : input_events;
     ev.data.ptr = &d;
@@ -229,14 +229,11 @@ class epoll_backend final : public backend {
     // Once the peer's stream has ended, a short read may be followed by the end of the stream with no further
     // edge to announce it (the edge that said so is this one): reads go back to trying first.
     if ((ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) d.short_read_drains = false;
-    bool output_awaited = false;
+    if ((ev & EPOLLOUT) != 0 && d.epoll_out) [[unlikely]] output_edge(d);
     for (io_op* op = d.pending_head; op != nullptr;) {
       io_op* next = op->next_pending;  // complete() unlinks op
       // A file call on a watched descriptor (fs::file on a FIFO or a terminal: its stat, its sync) runs on the
       // blocking pool, which completes it; readiness says nothing about it.
-      if (op->st == io_op::state::pending && !is_file_op(op->code) && !waits_for_input(op->code)) {
-        output_awaited = true;
-      }
       if (op->st == io_op::state::pending && !is_file_op(op->code) && wants(op->code, in, out)) {
         // poll_inout reports what this edge says, both ways; the other operations try their call.
         int r = op->code == op_code::poll_inout ? (in ? POLLIN : 0) | (out ? POLLOUT : 0) : attempt(*op, true);
@@ -253,7 +250,15 @@ class epoll_backend final : public backend {
       }
       op = next;
     }
-    if ((ev & EPOLLOUT) != 0 && d.epoll_out && !output_awaited) (void)set_output(d, false);
+  }
+
+  // An output edge while they are asked for: given up when no operation waits for one (out of line: the common
+  // dispatch never gets here, and keeps its registers).
+  [[gnu::noinline, gnu::cold]] void output_edge(descriptor& d) noexcept {
+    for (io_op* op = d.pending_head; op != nullptr; op = op->next_pending) {
+      if (op->st == io_op::state::pending && !is_file_op(op->code) && !waits_for_input(op->code)) return;
+    }
+    (void)set_output(d, false);
   }
 
   // Whether a recv's result says the socket is now empty (descriptor::recv_drained): EAGAIN on any socket, or
