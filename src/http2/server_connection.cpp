@@ -485,6 +485,15 @@ void server_connection::server_stopping() noexcept {
 
 void server_connection::end_connection() noexcept {
   dead_ = true;
+  // The plain socket's read and write carry no stop binding (own_io): cancelled here. The stop comes on the loop
+  // (the writer's end, the server's cancel past its grace, whose cut also closes the socket); from elsewhere the
+  // socket's own cancel, which any thread may call, reaches them.
+  if (ctx_.running_here()) {
+    if (read_op_ != nullptr) read_op_->cancel();
+    if (write_op_ != nullptr) write_op_->cancel();
+  } else {
+    (secure_ != nullptr ? secure_->socket() : socket_).cancel();
+  }
   reader_stop_.request_stop();
   writer_stop_.request_stop();
   for (server_stream* s = live_; s != nullptr; s = s->next_) {
@@ -660,6 +669,7 @@ task<void> server_connection::watch() {
     const clock::time_point now = clock::now();
     if (writing_ && now - write_started_ >= hopts_.write_timeout) {
       write_timed_out_ = true;
+      if (write_op_ != nullptr) write_op_->cancel();  // a plain write (own_io); TLS's through the writer's token
       writer_stop_.request_stop();
       break;
     }
@@ -697,7 +707,7 @@ task<void> server_connection::read_loop() {
       else r = co_await secure_->read_some(space);
     } else {
       if (deadline) r = co_await with_deadline(socket_.read_some(space), *deadline);
-      else r = co_await socket_.read_some(space);
+      else r = co_await own_io<tern::detail::read_awaiter>(read_op_, [&] { return socket_.read_some(space); });
     }
     if (r.ec) {
       // The peer left (or the connection was cut): nothing it asked for can be delivered any more, unless the
@@ -760,7 +770,7 @@ task<void> server_connection::write_loop() {
     const const_buffer out(output_.data(), output_.size());
     io_result<std::size_t> r;
     if (secure_ != nullptr) r = co_await secure_->write_all(out);
-    else r = co_await socket_.write_all(out);
+    else r = co_await own_io<tern::detail::transfer_awaiter>(write_op_, [&] { return socket_.write_all(out); });
     writing_ = false;
     output_.clear();
     if (reader_stuck_) written_.set();  // not through the event's lock after every write, only for a waiting reader

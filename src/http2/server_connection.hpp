@@ -240,6 +240,37 @@ class server_connection final : public http::stop_listener {
   friend class server_stream;
   friend class stream_tunnel;
 
+  // The plain socket's read (the reader's) and write (the writer's), awaited without a stop binding: a task's
+  // await_transform wraps every cancellable operation in one, a stop_callback registered and unregistered around
+  // each wait (115 to 160 instructions a read or a write, two per request with one stream at a time), and these
+  // need none: the operation in flight is kept in slot while it waits, and end_connection and the watch
+  // (write_timeout) cancel it there, on the loop, as the stop token did. Not a cancellable_operation (no cancel(),
+  // no context()), so await_transform passes it through; the operations of TLS, tasks of the transport, stay
+  // bound. A class with a constructor, not an aggregate: g++ 12 destroys an aggregate temporary of an awaiting
+  // expression twice (design.md, "g++ 12 miscompiles two coroutine shapes"). make builds the operation in place;
+  // a copy (g++ makes one of the awaiter await_transform returns) is a new operation, made before any has started.
+  template <class Op>
+  class [[nodiscard]] own_io {
+   public:
+    template <class Make>
+    own_io(Op*& slot, Make&& make) noexcept : slot_(slot), op_(make()) {}
+    bool await_ready() noexcept { return op_.await_ready(); }
+    bool await_suspend(std::coroutine_handle<> h) noexcept {
+      slot_ = &op_;
+      if (op_.await_suspend(h)) return true;
+      slot_ = nullptr;  // done at once
+      return false;
+    }
+    io_result<std::size_t> await_resume() noexcept {
+      slot_ = nullptr;
+      return op_.await_resume();
+    }
+
+   private:
+    Op*& slot_;
+    Op op_;
+  };
+
   bool start();
   bool upgrade_stream();
   task<void> read_loop();
@@ -339,6 +370,8 @@ class server_connection final : public http::stop_listener {
   sync::auto_reset_event reader_done_;
   std::stop_source reader_stop_;
   std::stop_source writer_stop_;
+  tern::detail::read_awaiter* read_op_ = nullptr;       // the reader's plain read while it waits (own_io)
+  tern::detail::transfer_awaiter* write_op_ = nullptr;  // the writer's plain write while it waits (own_io)
   task_count tasks_;                // the reader, the writer and every stream's handler
 
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses
