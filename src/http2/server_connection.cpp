@@ -496,6 +496,7 @@ void server_connection::end_connection() noexcept {
   }
   reader_stop_.request_stop();
   writer_stop_.request_stop();
+  if (ctx_.running_here()) wake_writer();  // a writer at its doorbell does not watch its token (doorbell)
   for (server_stream* s = live_; s != nullptr; s = s->next_) {
     if (!s->running_) continue;
     s->stop_.request_stop();
@@ -745,7 +746,6 @@ task<void> server_connection::write_loop() {
     // What rang the doorbell so far is gathered now: a ring left from before (a handler's answer that came while
     // the writer was already on its way) would only cost another turn that finds nothing.
     if (gather) {
-      write_wanted_.reset();
       write_rung_ = false;
       if (!dead_ || flush_on_death_) {
         after_session_calls();
@@ -758,9 +758,17 @@ task<void> server_connection::write_loop() {
       if (dead_) break;
       if (!nghttp2_session_want_read(session_.get()) && !nghttp2_session_want_write(session_.get())) break;
       const std::optional<clock::time_point> deadline = write_deadline();
-      std::error_code ec;
-      if (deadline) ec = co_await with_deadline(write_wanted_.wait(), *deadline);
-      else ec = co_await write_wanted_.wait();
+      if (!deadline) {
+        co_await doorbell(*this);
+        continue;
+      }
+      // Rare (a shutdown's round trip, whole responses stalled on the peer's windows): the event, whose wait takes a
+      // deadline, rung by wake_writer while writer_timed_.
+      write_wanted_.reset();
+      if (write_rung_) continue;
+      writer_timed_ = true;
+      const std::error_code ec = co_await with_deadline(write_wanted_.wait(), *deadline);
+      writer_timed_ = false;
       if (ec == tern::error::timed_out) on_write_deadline();
       else if (ec) break;
       continue;

@@ -292,13 +292,29 @@ class server_connection final : public http::stop_listener {
   void make_deferred_calls();
   void send_goaway(std::uint32_t code);
   // Rings once per turn of the writer: the reader, the callbacks and the handlers ring it several times per
-  // request, and a ring while one is pending (the writer will gather everything in its next turn anyway) skips
-  // the event's lock. Everything that rings runs on the connection's loop, as the writer does.
+  // request, and a ring while one is pending (the writer will gather everything in its next turn anyway) does
+  // nothing more. A writer parked at its doorbell is queued to run; one waiting with a deadline is woken through
+  // write_wanted_. Everything that rings runs on the connection's loop, as the writer does.
   void wake_writer() noexcept {
     if (write_rung_) return;
     write_rung_ = true;
-    write_wanted_.set();
+    if (writer_parked_) ctx_.schedule_handle(std::exchange(writer_parked_, {}));
+    else if (writer_timed_) write_wanted_.set();
   }
+  // The writer's wait for its doorbell when no deadline applies: its handle, which wake_writer queues, instead of
+  // a wait on write_wanted_ (the event's lock and list, and the writer's stop token registered and unregistered,
+  // at every wait: one per request with one stream at a time). Not stopped by the writer's token: end_connection
+  // rings instead. Owns nothing (g++ 12, design.md).
+  class [[nodiscard]] doorbell {
+   public:
+    explicit doorbell(server_connection& c) noexcept : c_(c) {}
+    bool await_ready() const noexcept { return c_.write_rung_; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { c_.writer_parked_ = h; }
+    void await_resume() const noexcept {}
+
+   private:
+    server_connection& c_;
+  };
   void end_connection() noexcept;
   bool charge(std::size_t cost) noexcept;
   // The time a deadline starts from (a stream's start, the last DATA sent, the moment the connection went idle):
@@ -363,8 +379,10 @@ class server_connection final : public http::stop_listener {
   session_ptr session_;
   std::unique_ptr<char[]> input_;
   std::string output_;              // frames gathered for the next write
-  sync::auto_reset_event write_wanted_;
-  bool write_rung_ = false;         // write_wanted_ has been set since the writer's turn began (wake_writer)
+  sync::auto_reset_event write_wanted_;  // the writer's doorbell while it waits with a deadline (writer_timed_)
+  bool write_rung_ = false;         // the doorbell has rung since the writer's turn began (wake_writer)
+  bool writer_timed_ = false;       // the writer waits on write_wanted_ with a deadline
+  std::coroutine_handle<> writer_parked_;  // the writer, waiting at its doorbell without one (doorbell)
   sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
   bool reader_stuck_ = false;       // the reader waits on written_
   sync::auto_reset_event reader_done_;
