@@ -390,6 +390,7 @@ class server_connection final : public http::stop_listener {
   std::stop_source writer_stop_;
   tern::detail::read_awaiter* read_op_ = nullptr;       // the reader's plain read while it waits (own_io)
   tern::detail::transfer_awaiter* write_op_ = nullptr;  // the writer's plain write while it waits (own_io)
+  tern::detail::write_awaiter* send_op_ = nullptr;      // its single send, the usual write (write_loop)
   task_count tasks_;                // the reader, the writer and every stream's handler
 
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses

@@ -520,6 +520,28 @@ TEST_P(http2_server_test, a_hundred_concurrent_streams_with_bodies_checked_by_ha
   }
 }
 
+// A write that the socket takes only in part is finished with the rest (write_loop: a write of up to 64 KiB goes
+// out as one send first, and write_all takes what it left). Writes of 8 KiB of frames, and a client that reads
+// nothing for 200 ms of a 4 MB body: the socket's buffers fill, a send is cut short (one, of 16 KiB, on either
+// backend), and the body still arrives whole and in order.
+TEST_P(http2_server_test, a_write_the_socket_takes_in_part_is_finished) {
+  http2::server_options h2;
+  h2.write_size = 8 * 1024;
+  h2_server srv(GetParam(), h2_server_options(h2));
+  h2_client_options co;
+  co.window = 16 << 20;
+  co.connection_window = 16 << 20;
+  h2_client c(srv.s.port(), co);
+  const auto id = c.request("GET", "/bytes/4000000");
+  c.flush();
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(c.finish(id, 60s));
+  EXPECT_EQ(c.answer(id).status, 200);
+  EXPECT_EQ(c.answer(id).body.size(), 4000000u);
+  EXPECT_EQ(fnv1a(c.answer(id).body), fnv1a(pattern(4000000)));
+  EXPECT_FALSE(c.goaway());
+}
+
 // A request body of 16 to 64 KiB is held in pages of the stream's own, which the stream keeps for its next request;
 // they are given back when the connection ends (they once were not: 64 KiB of address space per such connection).
 TEST_P(http2_server_test, body_pages_are_given_back_when_the_connection_ends) {
