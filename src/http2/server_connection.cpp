@@ -55,6 +55,8 @@ using sized = io_result<std::size_t>;
 namespace {
 
 constexpr std::size_t input_buffer_size = 32 * 1024;
+// The largest write made with one send (write_loop): write_all's piece, 64 KiB (stream_ops.cpp).
+constexpr std::size_t single_send = 64 * 1024;
 constexpr std::size_t kept_buffer = 64 * 1024;  // a reused stream's buffers keep at most this much memory
 // The misbehaviour budget: spent by frames that cost work and serve no request, regained over time.
 constexpr double budget_max = 1000;
@@ -485,8 +487,19 @@ void server_connection::server_stopping() noexcept {
 
 void server_connection::end_connection() noexcept {
   dead_ = true;
+  // The plain socket's read and write carry no stop binding (own_io): cancelled here. The stop comes on the loop
+  // (the writer's end, the server's cancel past its grace, whose cut also closes the socket); from elsewhere the
+  // socket's own cancel, which any thread may call, reaches them.
+  if (ctx_.running_here()) {
+    if (read_op_ != nullptr) read_op_->cancel();
+    if (send_op_ != nullptr) send_op_->cancel();
+    if (write_op_ != nullptr) write_op_->cancel();
+  } else {
+    (secure_ != nullptr ? secure_->socket() : socket_).cancel();
+  }
   reader_stop_.request_stop();
   writer_stop_.request_stop();
+  if (ctx_.running_here()) wake_writer();  // a writer at its doorbell does not watch its token (doorbell)
   for (server_stream* s = live_; s != nullptr; s = s->next_) {
     if (!s->running_) continue;
     s->stop_.request_stop();
@@ -660,6 +673,9 @@ task<void> server_connection::watch() {
     const clock::time_point now = clock::now();
     if (writing_ && now - write_started_ >= hopts_.write_timeout) {
       write_timed_out_ = true;
+      // A plain write (own_io); TLS's through the writer's token.
+      if (send_op_ != nullptr) send_op_->cancel();
+      if (write_op_ != nullptr) write_op_->cancel();
       writer_stop_.request_stop();
       break;
     }
@@ -697,7 +713,7 @@ task<void> server_connection::read_loop() {
       else r = co_await secure_->read_some(space);
     } else {
       if (deadline) r = co_await with_deadline(socket_.read_some(space), *deadline);
-      else r = co_await socket_.read_some(space);
+      else r = co_await own_io<tern::detail::read_awaiter>(read_op_, [&] { return socket_.read_some(space); });
     }
     if (r.ec) {
       // The peer left (or the connection was cut): nothing it asked for can be delivered any more, unless the
@@ -735,7 +751,6 @@ task<void> server_connection::write_loop() {
     // What rang the doorbell so far is gathered now: a ring left from before (a handler's answer that came while
     // the writer was already on its way) would only cost another turn that finds nothing.
     if (gather) {
-      write_wanted_.reset();
       write_rung_ = false;
       if (!dead_ || flush_on_death_) {
         after_session_calls();
@@ -748,9 +763,17 @@ task<void> server_connection::write_loop() {
       if (dead_) break;
       if (!nghttp2_session_want_read(session_.get()) && !nghttp2_session_want_write(session_.get())) break;
       const std::optional<clock::time_point> deadline = write_deadline();
-      std::error_code ec;
-      if (deadline) ec = co_await with_deadline(write_wanted_.wait(), *deadline);
-      else ec = co_await write_wanted_.wait();
+      if (!deadline) {
+        co_await doorbell(*this);
+        continue;
+      }
+      // Rare (a shutdown's round trip, whole responses stalled on the peer's windows): the event, whose wait takes a
+      // deadline, rung by wake_writer while writer_timed_.
+      write_wanted_.reset();
+      if (write_rung_) continue;
+      writer_timed_ = true;
+      const std::error_code ec = co_await with_deadline(write_wanted_.wait(), *deadline);
+      writer_timed_ = false;
       if (ec == tern::error::timed_out) on_write_deadline();
       else if (ec) break;
       continue;
@@ -759,8 +782,29 @@ task<void> server_connection::write_loop() {
     write_started_ = stamp();  // write_timeout from here (watch)
     const const_buffer out(output_.data(), output_.size());
     io_result<std::size_t> r;
-    if (secure_ != nullptr) r = co_await secure_->write_all(out);
-    else r = co_await socket_.write_all(out);
+    if (writer_stop_.stop_requested()) [[unlikely]] {
+      // Ended (end_connection) or timed out while this turn was queued: a plain write watches no token (own_io),
+      // so it is not started, as a bound one would have been cancelled at once.
+      r.ec = make_error_code(tern::error::operation_canceled);
+    } else if (secure_ != nullptr) {
+      r = co_await secure_->write_all(out);
+    } else if (out.size() > single_send ||
+               (ctx_.zero_copy_threshold() != 0 && out.size() >= ctx_.zero_copy_threshold())) {
+      r = co_await own_io<tern::detail::transfer_awaiter>(write_op_, [&] { return socket_.write_all(out); });
+    } else {
+      // The usual write, a few frames: one send, which nearly always takes it all, and write_all for what it left
+      // (a full socket buffer). A transfer_awaiter for it cost 60 to 90 instructions more (its pieces' state and
+      // loop); at or above these sizes write_all's pieces (64 KiB, or zero-copy sends) apply from the start.
+      r = co_await own_io<tern::detail::write_awaiter>(send_op_, [&] { return socket_.write_some(out); });
+      if (!r.ec && r.value < out.size() && writer_stop_.stop_requested()) {
+        r.ec = make_error_code(tern::error::operation_canceled);  // the watch timed the send out as it completed
+      } else if (!r.ec && r.value < out.size()) {
+        const std::size_t sent = r.value;
+        const const_buffer rest(output_.data() + sent, output_.size() - sent);
+        r = co_await own_io<tern::detail::transfer_awaiter>(write_op_, [&] { return socket_.write_all(rest); });
+        r.value += sent;
+      }
+    }
     writing_ = false;
     output_.clear();
     if (reader_stuck_) written_.set();  // not through the event's lock after every write, only for a waiting reader

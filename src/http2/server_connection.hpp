@@ -240,6 +240,37 @@ class server_connection final : public http::stop_listener {
   friend class server_stream;
   friend class stream_tunnel;
 
+  // The plain socket's read (the reader's) and write (the writer's), awaited without a stop binding: a task's
+  // await_transform wraps every cancellable operation in one, a stop_callback registered and unregistered around
+  // each wait (115 to 160 instructions a read or a write, two per request with one stream at a time), and these
+  // need none: the operation in flight is kept in slot while it waits, and end_connection and the watch
+  // (write_timeout) cancel it there, on the loop, as the stop token did. Not a cancellable_operation (no cancel(),
+  // no context()), so await_transform passes it through; the operations of TLS, tasks of the transport, stay
+  // bound. A class with a constructor, not an aggregate: g++ 12 destroys an aggregate temporary of an awaiting
+  // expression twice (design.md, "g++ 12 miscompiles two coroutine shapes"). make builds the operation in place;
+  // a copy (g++ makes one of the awaiter await_transform returns) is a new operation, made before any has started.
+  template <class Op>
+  class [[nodiscard]] own_io {
+   public:
+    template <class Make>
+    own_io(Op*& slot, Make&& make) noexcept : slot_(slot), op_(make()) {}
+    bool await_ready() noexcept { return op_.await_ready(); }
+    bool await_suspend(std::coroutine_handle<> h) noexcept {
+      slot_ = &op_;
+      if (op_.await_suspend(h)) return true;
+      slot_ = nullptr;  // done at once
+      return false;
+    }
+    io_result<std::size_t> await_resume() noexcept {
+      slot_ = nullptr;
+      return op_.await_resume();
+    }
+
+   private:
+    Op*& slot_;
+    Op op_;
+  };
+
   bool start();
   bool upgrade_stream();
   task<void> read_loop();
@@ -261,13 +292,29 @@ class server_connection final : public http::stop_listener {
   void make_deferred_calls();
   void send_goaway(std::uint32_t code);
   // Rings once per turn of the writer: the reader, the callbacks and the handlers ring it several times per
-  // request, and a ring while one is pending (the writer will gather everything in its next turn anyway) skips
-  // the event's lock. Everything that rings runs on the connection's loop, as the writer does.
+  // request, and a ring while one is pending (the writer will gather everything in its next turn anyway) does
+  // nothing more. A writer parked at its doorbell is queued to run; one waiting with a deadline is woken through
+  // write_wanted_. Everything that rings runs on the connection's loop, as the writer does.
   void wake_writer() noexcept {
     if (write_rung_) return;
     write_rung_ = true;
-    write_wanted_.set();
+    if (writer_parked_) ctx_.schedule_handle(std::exchange(writer_parked_, {}));
+    else if (writer_timed_) write_wanted_.set();
   }
+  // The writer's wait for its doorbell when no deadline applies: its handle, which wake_writer queues, instead of
+  // a wait on write_wanted_ (the event's lock and list, and the writer's stop token registered and unregistered,
+  // at every wait: one per request with one stream at a time). Not stopped by the writer's token: end_connection
+  // rings instead. Owns nothing (g++ 12, design.md).
+  class [[nodiscard]] doorbell {
+   public:
+    explicit doorbell(server_connection& c) noexcept : c_(c) {}
+    bool await_ready() const noexcept { return c_.write_rung_; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { c_.writer_parked_ = h; }
+    void await_resume() const noexcept {}
+
+   private:
+    server_connection& c_;
+  };
   void end_connection() noexcept;
   bool charge(std::size_t cost) noexcept;
   // The time a deadline starts from (a stream's start, the last DATA sent, the moment the connection went idle):
@@ -332,13 +379,18 @@ class server_connection final : public http::stop_listener {
   session_ptr session_;
   std::unique_ptr<char[]> input_;
   std::string output_;              // frames gathered for the next write
-  sync::auto_reset_event write_wanted_;
-  bool write_rung_ = false;         // write_wanted_ has been set since the writer's turn began (wake_writer)
+  sync::auto_reset_event write_wanted_;  // the writer's doorbell while it waits with a deadline (writer_timed_)
+  bool write_rung_ = false;         // the doorbell has rung since the writer's turn began (wake_writer)
+  bool writer_timed_ = false;       // the writer waits on write_wanted_ with a deadline
+  std::coroutine_handle<> writer_parked_;  // the writer, waiting at its doorbell without one (doorbell)
   sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
   bool reader_stuck_ = false;       // the reader waits on written_
   sync::auto_reset_event reader_done_;
   std::stop_source reader_stop_;
   std::stop_source writer_stop_;
+  tern::detail::read_awaiter* read_op_ = nullptr;       // the reader's plain read while it waits (own_io)
+  tern::detail::transfer_awaiter* write_op_ = nullptr;  // the writer's plain write while it waits (own_io)
+  tern::detail::write_awaiter* send_op_ = nullptr;      // its single send, the usual write (write_loop)
   task_count tasks_;                // the reader, the writer and every stream's handler
 
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses

@@ -8,6 +8,7 @@
 #include "../tls/tls_support.hpp"
 
 #include <tern/http/tls.hpp>
+#include <tern/metrics.hpp>
 
 #include <random>
 
@@ -435,6 +436,43 @@ TEST_P(http2_server_test, the_idle_timeout_counts_from_the_last_stream) {
   EXPECT_GE(std::chrono::steady_clock::now() - last, 300ms);
 }
 
+// The watch (server_connection::watch) polls a timeout of zero at most once a millisecond: with idle_timeout 0 and
+// a stream open for 300 ms (/slow), the server's loop fires no more timers in that time than one per millisecond
+// and a few others (the handler's sleep), where a watch without that floor re-arms at once and fires at every turn
+// of the loop (10,000 to 13,000 times in those 300 ms on either backend). The request goes out with the preface
+// in one write, before the server reads, so that the connection's first read takes it whole and the stream is
+// open before the watch's first look, which is due at once and would end a connection with no stream open (idle
+// for 0 ms).
+TEST_P(http2_server_test, a_zero_idle_timeout_is_polled_at_most_once_a_millisecond) {
+  if (!tern::metrics::enabled) GTEST_SKIP() << "built without the loop's metrics";
+  http::server_options o = h2_server_options();
+  o.idle_timeout = 0ms;
+  h2_server srv(GetParam(), std::move(o));
+  h2_client c(srv.s.port());
+  const auto id = c.request("GET", "/slow");
+  std::string all;  // the preface, SETTINGS, WINDOW_UPDATE and the request's HEADERS
+  for (;;) {
+    const std::uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(c.session(), &data);
+    if (n <= 0) break;
+    all.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+  }
+  tern::io_context& loop = srv.s.server().context();
+  const std::uint64_t fired_before = tern::metrics::snapshot(loop).timers_fired;
+  const auto start = std::chrono::steady_clock::now();
+  c.send_raw(all);
+  ASSERT_TRUE(c.finish(id, 10s));
+  EXPECT_EQ(c.answer(id).status, 200);
+  EXPECT_EQ(c.answer(id).body, "slow");
+  // With the stream gone the connection is idle, and goes at the watch's next look.
+  ASSERT_TRUE(c.run_until([&] { return c.closed(); }, 5s));
+  EXPECT_TRUE(c.goaway());
+  const std::uint64_t fired = tern::metrics::snapshot(loop).timers_fired - fired_before;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  EXPECT_GE(ms, 300ms);
+  EXPECT_LE(fired, static_cast<std::uint64_t>(ms.count()) + 20) << "over " << ms.count() << " ms";
+}
+
 TEST_P(http2_server_test, a_100_continue_is_sent_when_the_handler_reads) {
   h2_server srv(GetParam());
   h2_client c(srv.s.port());
@@ -480,6 +518,28 @@ TEST_P(http2_server_test, a_hundred_concurrent_streams_with_bodies_checked_by_ha
     EXPECT_EQ(c.answer(id).status, 200);
     EXPECT_EQ(c.answer(id).body_hash, fnv1a(pattern(n))) << "stream " << id;
   }
+}
+
+// A write that the socket takes only in part is finished with the rest (write_loop: a write of up to 64 KiB goes
+// out as one send first, and write_all takes what it left). Writes of 8 KiB of frames, and a client that reads
+// nothing for 200 ms of a 4 MB body: the socket's buffers fill, a send is cut short (one, of 16 KiB, on either
+// backend), and the body still arrives whole and in order.
+TEST_P(http2_server_test, a_write_the_socket_takes_in_part_is_finished) {
+  http2::server_options h2;
+  h2.write_size = 8 * 1024;
+  h2_server srv(GetParam(), h2_server_options(h2));
+  h2_client_options co;
+  co.window = 16 << 20;
+  co.connection_window = 16 << 20;
+  h2_client c(srv.s.port(), co);
+  const auto id = c.request("GET", "/bytes/4000000");
+  c.flush();
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(c.finish(id, 60s));
+  EXPECT_EQ(c.answer(id).status, 200);
+  EXPECT_EQ(c.answer(id).body.size(), 4000000u);
+  EXPECT_EQ(fnv1a(c.answer(id).body), fnv1a(pattern(4000000)));
+  EXPECT_FALSE(c.goaway());
 }
 
 // A request body of 16 to 64 KiB is held in pages of the stream's own, which the stream keeps for its next request;
