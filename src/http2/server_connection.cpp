@@ -71,6 +71,30 @@ struct resume_on {
   void await_resume() const noexcept {}
 };
 
+// A whole-body route's task awaited so that its response initializes the awaiting frame's own: moved once out of the
+// task. A route that throws, or whose call did (no task then), is answered 500. The task gets the awaiting task's
+// stop token, as an awaited task does. A reference, not the task: g++ 12 destroys an aggregate temporary of an
+// awaiting expression twice (design.md, "g++ 12 miscompiles two coroutine shapes"), so the awaiter owns nothing.
+struct route_answer {
+  task<http::response>& t;
+  bool await_ready() const noexcept { return !t.valid(); }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+    t.handle().promise().set_stop_token(h.promise().stop_token());
+    t.handle().promise().set_continuation(h);
+    return t.handle();
+  }
+  http::response await_resume() {
+    if (t.valid()) {
+      try {
+        return t.handle().promise().take();
+      } catch (...) {
+      }
+    }
+    return http::response(http::status::internal_server_error, "internal server error\n");
+  }
+};
+
 std::string_view view(nghttp2_rcbuf* b) noexcept {
   const nghttp2_vec v = nghttp2_rcbuf_get_buf(b);
   return {reinterpret_cast<const char*>(v.base), v.len};
@@ -1054,9 +1078,6 @@ void server_stream::release_fields() noexcept {
   trailer_list_ = {};
   head_ = http::request_head{};
   request_.reset();
-  response_.status = http::status::ok;
-  response_.headers.clear();
-  response_.upgrade = nullptr;
   authority_ = {};
   protocol_ = {};
   content_length_text_ = {};
@@ -1199,9 +1220,45 @@ void server_connection::reset_stream(server_stream& s, std::uint32_t code) {
 
 // ---- handlers ----
 
+// The stream's handler, from the route's match to its answer. The route's own task is the only coroutine it awaits
+// for a whole-body request whose body has arrived (the usual one): the answers that need no route, the match and the
+// body at hand are plain calls, and the response is moved once, out of the route's task into this frame (a chain of
+// four coroutines and a response kept in the stream, moved into it twice, cost about 320 instructions more per
+// request).
 task<void> server_connection::stream_task(server_stream& s) {
   try {
-    co_await serve_stream(s);
+    const http::router::route* route = route_of(s);
+    if (route != nullptr && route->streaming) {
+      co_await serve_streaming(s, *s.request_, *route);
+    } else if (route != nullptr) {
+      http::request& req = *s.request_;
+      std::string_view body;
+      std::error_code ec;
+      // A WebSocket's stream carries its frames, not a body to read before the handler.
+      if (!s.websocket_ && !whole_at_hand(s, body, ec)) ec = co_await read_whole(s, body);
+      if (ec) {
+        if (ec.category() == http::category() && ec != http::error::partial_message) {
+          respond_status(s, http::status_of(ec));
+        }
+      } else {
+        req.set_body(body);
+        task<http::response> handling;
+        try {
+          handling = route->whole(req);
+        } catch (...) {
+        }
+        http::response r = co_await route_answer{handling};
+        if (!ctx_.running_here()) co_await resume_on{ctx_};
+        if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
+          co_await tunnel(s, r);
+        } else {
+          if (r.status == http::status::switching_protocols) {
+            r = http::response(http::status::internal_server_error, "a 101 is not an HTTP/2 answer\n");
+          }
+          respond(s, r);
+        }
+      }
+    }
   } catch (...) {
     // Out of memory inside one stream: that stream is reset, the connection goes on.
   }
@@ -1213,52 +1270,24 @@ task<void> server_connection::stream_task(server_stream& s) {
   tasks_.done(ctx_);
 }
 
-task<void> server_connection::serve_stream(server_stream& s) {
+// The route of the stream's request (set on s.request_), or nullptr when the stream has been answered without one:
+// a head refused for its limits, a body over max_body, no route (404, 405).
+const http::router::route* server_connection::route_of(server_stream& s) {
   if (s.refused_ != 0) {
     respond_status(s, s.refused_);
-    co_return;
+    return nullptr;
   }
   if (s.has_content_length_ && s.head_.content_length > hopts_.limits.max_body) {
     respond_status(s, http::status::content_too_large);
-    co_return;
+    return nullptr;
   }
-  // The request and the response live in the stream, not in the handler's frames: those stay small enough for
-  // the frame pool (the compiler folds the nested coroutines' frames into one).
+  // The request lives in the stream, not in the handler's frame.
   http::request& req = s.request_.emplace(s.head_, remote_);
   int status = 0;
   std::string allow;
   const http::router::route* route = server_.routes().match(req, status, allow);
-  if (route == nullptr) {
-    respond_status(s, status, allow);
-    co_return;
-  }
-  if (route->streaming) co_await serve_streaming(s, req, *route);
-  else co_await serve_whole(s, req, *route);
-}
-
-task<void> server_connection::serve_whole(server_stream& s, http::request& req, const http::router::route& route) {
-  std::string_view body;
-  // A WebSocket's stream carries its frames, not a body to read before the handler.
-  if (std::error_code ec = s.websocket_ ? std::error_code{} : co_await read_whole(s, body)) {
-    if (ec.category() == http::category() && ec != http::error::partial_message) respond_status(s, http::status_of(ec));
-    co_return;
-  }
-  req.set_body(body);
-  http::response& r = s.response_;
-  try {
-    r = co_await route.whole(req);
-  } catch (...) {
-    r = http::response(http::status::internal_server_error, "internal server error\n");
-  }
-  co_await resume_on{ctx_};
-  if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
-    co_await tunnel(s, r);
-    co_return;
-  }
-  if (r.status == http::status::switching_protocols) {
-    r = http::response(http::status::internal_server_error, "a 101 is not an HTTP/2 answer\n");
-  }
-  respond(s, r);
+  if (route == nullptr) respond_status(s, status, allow);
+  return route;
 }
 
 // An HTTP/2 stream as an upgraded connection's transport (RFC 8441): reads take the stream's DATA, writes queue it
@@ -1326,6 +1355,19 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
 // back to the connection's window at once (not to its own, which stays closed until it gets room), so that they
 // do not hold the window the first stream's bytes need; each holds at most its own window that way, and all of
 // them together at most parked_cap(), beyond which the youngest are refused (park).
+// read_whole's first pass, for a body that has all arrived before its handler starts (END_STREAM with the head, or
+// in the same read): the same line, room and limits, without a coroutine. False when the body is still arriving.
+bool server_connection::whole_at_hand(server_stream& s, std::string_view& body, std::error_code& ec) {
+  if (!s.in_end_) return false;
+  join_line(s);
+  take_room(s);
+  if (s.shed_) ec = make_error_code(tern::error::operation_canceled);  // refused, whole or not
+  else if (s.in_total_ > hopts_.limits.max_body) ec = make_error_code(http::error::body_too_large);
+  else body = s.in_.view();
+  leave_line(s);
+  return true;
+}
+
 task<std::error_code> server_connection::read_whole(server_stream& s, std::string_view& body) {
   struct in_line {
     server_connection& c;

@@ -167,7 +167,6 @@ class server_stream final : public http::detail::exchange {
   http::field_list trailer_list_;
   http::request_head head_;
   std::optional<http::request> request_;  // the handler's view of it
-  http::response response_;               // a whole-body route's answer, until its head is submitted
   std::string_view authority_;
   std::string_view protocol_;      // :protocol (RFC 8441 extended CONNECT)
   std::string_view content_length_text_;
@@ -287,9 +286,9 @@ class server_connection final : public http::stop_listener {
   void consume(server_stream& s, std::size_t n);
   void reset_stream(server_stream& s, std::uint32_t code);
   task<void> stream_task(server_stream& s);
-  task<void> serve_stream(server_stream& s);
-  task<void> serve_whole(server_stream& s, http::request& req, const http::router::route& route);
+  const http::router::route* route_of(server_stream& s);
   task<void> serve_streaming(server_stream& s, http::request& req, const http::router::route& route);
+  bool whole_at_hand(server_stream& s, std::string_view& body, std::error_code& ec);
   task<std::error_code> read_whole(server_stream& s, std::string_view& body);
   void take_room(server_stream& s);
   std::size_t reserved_for_first() const noexcept;
