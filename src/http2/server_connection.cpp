@@ -116,29 +116,26 @@ bool dropped_in_h2(std::string_view name) noexcept {
 
 bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
 
-// Lowercases the ASCII letters of p[0, n), eight bytes at a time (a name of 8 or more bytes ends with an
-// overlapping word: lowering is idempotent); other bytes are left as they are. Every field name of every response
-// passes here: "Content-Type" took 67 instructions a byte at a time.
-void lower_ascii(char* p, std::size_t n) noexcept {
-  constexpr std::uint64_t ones = 0x0101010101010101;
-  const auto lower_word = [](char* at) {
-    std::uint64_t x;
-    std::memcpy(&x, at, 8);
-    const std::uint64_t low7 = x & (0x7f * ones);
-    const std::uint64_t from_a = low7 + (0x80 - 'A') * ones;      // top bit: the byte's low 7 bits are >= 'A'
-    const std::uint64_t past_z = low7 + (0x80 - 'Z' - 1) * ones;  // top bit: they are > 'Z'
-    const std::uint64_t upper = from_a & ~past_z & ~x & (0x80 * ones);  // and the byte is ASCII
-    x |= upper >> 2;                                                // 0x80 >> 2 is 'a' - 'A'
-    std::memcpy(at, &x, 8);
-  };
-  if (n < 8) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (p[i] >= 'A' && p[i] <= 'Z') p[i] = static_cast<char>(p[i] + ('a' - 'A'));
-    }
-    return;
+// "100101102...999": the three digits of every status, for nghttp2 to refer to rather than copy.
+constexpr std::array<char, 2700> status_digits = [] {
+  std::array<char, 2700> a{};
+  for (int code = 100; code <= 999; ++code) {
+    char* at = a.data() + 3 * (code - 100);
+    at[0] = static_cast<char>('0' + code / 100);
+    at[1] = static_cast<char>('0' + code / 10 % 10);
+    at[2] = static_cast<char>('0' + code % 10);
   }
-  for (std::size_t i = 0; i + 8 <= n; i += 8) lower_word(p + i);
-  if (n % 8 != 0) lower_word(p + n - 8);
+  return a;
+}();
+
+// n in decimal, at the end of text.
+std::string_view decimal(char (&text)[20], std::uint64_t n) noexcept {
+  char* at = text + sizeof text;
+  do {
+    *--at = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  return std::string_view(at, static_cast<std::size_t>(text + sizeof text - at));
 }
 
 // HTTP2-Settings is base64url without padding (RFC 7540 §3.2.1).
@@ -1545,53 +1542,55 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
   }
 }
 
-// The response head, into nva_ (names lowercased, as HTTP/2 requires), and submitted.
+// The response head, as nghttp2's fields, submitted. nghttp2 copies each name and value not marked NO_COPY into one
+// block with the fields and lowercases the names it copies (as HTTP/2 requires), so the handler's names go as they
+// are: a copy lowercased here first cost a copy and a pass more per field. The values that outlive the head's
+// sending are referred to, not copied: the status's digits (a table), the server's name (its options) and the Date
+// (the loop thread's cache of it, rewritten in place when the second changes: a head sent a second late carries
+// the later date, the moment it is sent).
 bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
                                     std::optional<std::uint64_t> length, bool with_body) {
-  // One pass over the handler's fields: the room their names take, and whether they set Server or Date.
-  std::size_t need = 0;
+  // One pass over the handler's fields: whether they set Server or Date.
   bool has_server = false, has_date = false;
   for (http::field x : f) {
-    need += x.name.size();
     if (x.name.size() == 6) has_server = has_server || http::iequals(x.name, "server");
     else if (x.name.size() == 4) has_date = has_date || http::iequals(x.name, "date");
   }
-  nva_text_.clear();
-  nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
-  nva_.clear();
-  // The status and the length as text, in this frame: nghttp2 copies the values it is given when the head is
-  // submitted (only the names of make_static_nv are taken by reference).
-  const auto decimal = [](char (&text)[20], std::uint64_t n) {
-    char* at = text + sizeof text;
-    do {
-      *--at = static_cast<char>('0' + n % 10);
-      n /= 10;
-    } while (n != 0);
-    return std::string_view(at, static_cast<std::size_t>(text + sizeof text - at));
-  };
-  char status_text[20], length_text[20];
-  const std::string_view code = decimal(status_text, static_cast<std::uint64_t>(status));
-  nva_.push_back(make_static_nv(":status", code.data(), code.size()));
+  // The fields in this frame when they fit (nearly every response), without a vector's checks per field.
+  nghttp2_nv fixed[12];
+  nghttp2_nv* nv = fixed;
+  if (f.size() + 4 > std::size(fixed)) {
+    nva_.resize(f.size() + 4);
+    nv = nva_.data();
+  }
+  std::size_t n = 0;
+  constexpr std::uint8_t kept = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+  // The length as text, in this frame: nghttp2 copies it.
+  char length_text[20];
+  if (status >= 100 && status <= 999) {
+    nv[n++] = make_nv(":status", 7, status_digits.data() + 3 * (status - 100), 3, kept);
+  } else {
+    // Not three digits (a handler's mistake): sent as given, copied.
+    const std::string_view code = decimal(length_text, static_cast<std::uint64_t>(status));
+    nv[n++] = make_static_nv(":status", code.data(), code.size());
+  }
   if (!hopts_.server_name.empty() && !has_server) {
-    nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
+    nv[n++] = make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size(), kept);
   }
   if (hopts_.date && !has_date) {
     const std::string_view now = http::date_now();
-    nva_.push_back(make_static_nv("date", now.data(), now.size()));
+    nv[n++] = make_nv("date", 4, now.data(), now.size(), kept);
   }
   if (length && !bodiless_status(status)) {
-    const std::string_view n = decimal(length_text, *length);
-    nva_.push_back(make_static_nv("content-length", n.data(), n.size()));
+    const std::string_view text = decimal(length_text, *length);
+    nv[n++] = make_static_nv("content-length", text.data(), text.size());
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
-    char* name = nva_text_.data() + nva_text_.size();
-    nva_text_.append(x.name);
-    lower_ascii(name, x.name.size());
-    nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
+    nv[n++] = make_nv(x.name.data(), x.name.size(), x.value.data(), x.value.size());
   }
   const ng_data_provider body = data_provider(&s, &server_connection::read_out);
-  const int rv = submit_response(session_.get(), s.id_, nva_.data(), nva_.size(), with_body ? &body : nullptr);
+  const int rv = submit_response(session_.get(), s.id_, nv, n, with_body ? &body : nullptr);
   wake_writer();
   return rv == 0;
 }

@@ -357,8 +357,7 @@ class server_connection final : public http::stop_listener {
   server_stream* line_last_ = nullptr;
   std::size_t parked_bytes_ = 0;    // every stream's parked_, within parked_cap() (park)
   std::size_t pending_consume_ = 0; // connection window bytes of streams gone, to give back once calls return
-  std::vector<nghttp2_nv> nva_;     // a head being submitted, and the lowercase names it refers to
-  std::string nva_text_;
+  std::vector<nghttp2_nv> nva_;     // a head being submitted, when it has more fields than submit_head's frame holds
 
   // Misbehaviour: frames that cost the server and serve no request (empty DATA, PINGs, SETTINGS, resets, tiny
   // window updates, invalid frames) draw on a budget that refills over time; a peer that exhausts it gets GOAWAY
