@@ -114,6 +114,42 @@ bool dropped_in_h2(std::string_view name) noexcept {
   }
 }
 
+// Which of the names tern::http knows (http::detail::known_field) a request field's name is. HTTP/2 names arrive
+// lowercase (nghttp2 refuses others), so one comparison of known length after the length and the first byte tell,
+// where the general known_field_of folds the case of every word (50 instructions a field).
+http::detail::known_field known_lowercase(std::string_view n) noexcept {
+  using http::detail::known_field;
+  const auto is = [n]<std::size_t N>(const char (&name)[N], known_field k) {
+    return n.size() == N - 1 && std::memcmp(n.data(), name, N - 1) == 0 ? k : known_field::none;
+  };
+  if (n.empty()) return known_field::none;
+  switch (n.size()) {
+    case 4: return is("host", known_field::host);
+    case 6:
+      switch (n[0]) {
+        case 'a': return is("accept", known_field::accept);
+        case 'c': return is("cookie", known_field::cookie);
+        case 'e': return is("expect", known_field::expect);
+        case 'o': return is("origin", known_field::origin);
+        default: return known_field::none;
+      }
+    case 7: return is("upgrade", known_field::upgrade);
+    case 10: return n[0] == 'c' ? is("connection", known_field::connection) : is("user-agent", known_field::user_agent);
+    case 12: return is("content-type", known_field::content_type);
+    case 13: return is("authorization", known_field::authorization);
+    case 14:
+      return n[0] == 'c' ? is("content-length", known_field::content_length)
+                         : is("http2-settings", known_field::http2_settings);
+    case 17:
+      return n[0] == 's' ? is("sec-websocket-key", known_field::sec_websocket_key)
+                         : is("transfer-encoding", known_field::transfer_encoding);
+    case 21: return is("sec-websocket-version", known_field::sec_websocket_version);
+    case 22: return is("sec-websocket-protocol", known_field::sec_websocket_protocol);
+    case 24: return is("sec-websocket-extensions", known_field::sec_websocket_extensions);
+    default: return known_field::none;
+  }
+}
+
 bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
 
 // "100101102...999": the three digits of every status, for nghttp2 to refer to rather than copy.
@@ -272,10 +308,16 @@ struct callbacks {
     }
     hold();
     s->fields_.push_back({n, v});
-    // What the request's framing needs, noted as the fields pass (their names arrive lowercase).
-    if (n.size() == 4 && n == "host") s->head_.host = v;
-    else if (n.size() == 14 && n == "content-length") s->content_length_text_ = v;
-    else if (n.size() == 6 && n == "expect") s->expect_continue_ = http::iequals(v, "100-continue");
+    // The first position of each field tern::http knows by name (request::header finds those without a walk over
+    // the fields), and what the request's framing needs, noted as the fields pass.
+    const http::detail::known_field k = known_lowercase(n);
+    if (k == http::detail::known_field::none) return 0;
+    std::uint32_t& first = s->known_[static_cast<std::size_t>(k)];
+    if (first != 0) return 0;
+    first = static_cast<std::uint32_t>(s->fields_.size());
+    if (k == http::detail::known_field::host) s->head_.host = v;
+    else if (k == http::detail::known_field::content_length) s->content_length_text_ = v;
+    else if (k == http::detail::known_field::expect) s->expect_continue_ = http::iequals(v, "100-continue");
     return 0;
   }
 
@@ -1071,6 +1113,7 @@ void server_connection::recycle(server_stream& s) noexcept {
 void server_stream::release_fields() noexcept {
   text_.clear();
   fields_.clear();
+  known_.fill(0);
   trailers_.clear();
   trailer_list_ = {};
   head_ = http::request_head{};
@@ -1108,10 +1151,10 @@ void server_connection::finish_head(server_stream& s) {
   h.keep_alive = true;
   // A handler written for HTTP/1.1 finds the authority where it looks for it (RFC 9113 §8.3.1).
   if (h.host.empty() && !s.authority_.empty()) {
-    s.fields_.push_back({"host", s.authority_});
+    s.add_field({"host", s.authority_}, http::detail::known_field::host);
     h.host = s.authority_;
   }
-  h.headers = http::field_list(s.fields_);
+  h.headers = http::field_list(s.fields_, s.known_);
   const std::string_view length = s.content_length_text_;
   if (!length.empty()) {
     std::uint64_t n = 0;
@@ -1126,9 +1169,9 @@ void server_connection::finish_head(server_stream& s) {
     s.websocket_ = true;
     h.method = http::method::get;
     h.method_name = "GET";
-    s.fields_.push_back({"upgrade", "websocket"});
-    s.fields_.push_back({"connection", "upgrade"});
-    h.headers = http::field_list(s.fields_);
+    s.add_field({"upgrade", "websocket"}, http::detail::known_field::upgrade);
+    s.add_field({"connection", "upgrade"}, http::detail::known_field::connection);
+    h.headers = http::field_list(s.fields_, s.known_);
     h.upgrade = true;
   }
   h.framing = s.in_end_ ? http::body_framing::none

@@ -152,6 +152,12 @@ class server_stream final : public http::detail::exchange {
   std::size_t queued() const noexcept { return out_.size() - out_taken_; }
   // Drops the header fields and the state of the last request (the memory is kept).
   void release_fields() noexcept;
+  // A field of tern's own, after the peer's: k is its name's.
+  void add_field(http::field f, http::detail::known_field k) {
+    fields_.push_back(f);
+    std::uint32_t& first = known_[static_cast<std::size_t>(k)];
+    if (first == 0) first = static_cast<std::uint32_t>(fields_.size());
+  }
 
   server_connection* conn_;
   std::int32_t id_ = 0;
@@ -163,6 +169,7 @@ class server_stream final : public http::detail::exchange {
   // nghttp2's it holds), or into nghttp2's static table.
   header_text text_;
   std::vector<http::field> fields_;
+  http::detail::known_positions known_{};  // of fields_, as tern::http's parser keeps them (1-based, 0: none)
   std::vector<http::field> trailers_;
   http::field_list trailer_list_;
   http::request_head head_;
