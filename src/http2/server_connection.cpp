@@ -1399,12 +1399,22 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
 // in the same read): the same line, room and limits, without a coroutine. False when the body is still arriving.
 bool server_connection::whole_at_hand(server_stream& s, std::string_view& body, std::error_code& ec) {
   if (!s.in_end_) return false;
-  join_line(s);
-  take_room(s);
+  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
+  if (line_first_ == nullptr && s.unconsumed_ <= (budget > held_bodies_ ? budget - held_bodies_ : 0)) {
+    // No body waits and there is room for this one: what the line would do (it would be first and last, and take
+    // it all within the room), without joining it.
+    const std::size_t n = s.unconsumed_;
+    consume(s, n);
+    s.body_held_ += n;
+    held_bodies_ += n;
+  } else {
+    join_line(s);
+    take_room(s);
+    leave_line(s);
+  }
   if (s.shed_) ec = make_error_code(tern::error::operation_canceled);  // refused, whole or not
   else if (s.in_total_ > hopts_.limits.max_body) ec = make_error_code(http::error::body_too_large);
   else body = s.in_.view();
-  leave_line(s);
   return true;
 }
 
