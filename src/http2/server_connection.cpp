@@ -212,9 +212,7 @@ void task_count::done(io_context& ctx) noexcept {
 
 struct callbacks {
   static server_connection& conn(void* user) noexcept { return *static_cast<server_connection*>(user); }
-  static server_stream* stream(nghttp2_session* s, std::int32_t id) noexcept {
-    return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(s, id));
-  }
+  static server_stream* stream(server_connection& c, std::int32_t id) noexcept { return c.find_stream(id); }
 
   // Before nghttp2 looks at a HEADERS frame: the streams the peer opens are remembered, and HEADERS for one that
   // nghttp2 has forgotten is judged by how it ended (nghttp2 keeps no closed streams here, and ignores such frames).
@@ -234,7 +232,7 @@ struct callbacks {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
       c.header_stream_ = c.open_stream(frame->hd.stream_id);
-    } else if (server_stream* s = stream(c.session_.get(), frame->hd.stream_id)) {
+    } else if (server_stream* s = stream(c, frame->hd.stream_id)) {
       s->in_trailers_ = true;
       s->header_bytes_ = 0;
       c.header_stream_ = s;
@@ -251,14 +249,14 @@ struct callbacks {
     }
   }
 
-  static int on_field(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
+  static int on_field(nghttp2_session*, const nghttp2_frame* frame, nghttp2_rcbuf* name,
                       nghttp2_rcbuf* value, std::uint8_t, void* user) {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     server_connection& c = conn(user);
     // The stream whose header block this is, as on_begin_headers found it (a lookup in nghttp2's map per field
     // otherwise); looked up again if it has closed since.
     server_stream* s = c.header_stream_;
-    if (s == nullptr || s->id_ != frame->hd.stream_id || s->closed_) s = stream(session, frame->hd.stream_id);
+    if (s == nullptr || s->id_ != frame->hd.stream_id || s->closed_) s = stream(c, frame->hd.stream_id);
     if (s == nullptr) return 0;
     const http::parser_limits& limits = c.hopts_.limits;
     std::string_view n = view(name), v = view(value);
@@ -321,13 +319,13 @@ struct callbacks {
     return 0;
   }
 
-  static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     c.got_frame_ = true;
     const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     switch (frame->hd.type) {
       case NGHTTP2_HEADERS: {
-        server_stream* s = stream(session, frame->hd.stream_id);
+        server_stream* s = stream(c, frame->hd.stream_id);
         if (s == nullptr) break;
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
           s->in_end_ = end_stream;
@@ -340,7 +338,7 @@ struct callbacks {
         break;
       }
       case NGHTTP2_DATA: {
-        server_stream* s = stream(session, frame->hd.stream_id);
+        server_stream* s = stream(c, frame->hd.stream_id);
         if (frame->hd.length == 0 && !end_stream) (void)c.charge(1);  // an empty frame serves nothing
         if (s != nullptr && end_stream) {
           s->in_end_ = true;
@@ -374,10 +372,10 @@ struct callbacks {
     return 0;
   }
 
-  static int on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+  static int on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
                            std::size_t length, void* user) {
     server_connection& c = conn(user);
-    server_stream* s = stream(session, id);
+    server_stream* s = stream(c, id);
     if (s == nullptr || s->closed_ || s->shed_) {
       c.pending_consume_ += length;
       return 0;
@@ -393,20 +391,20 @@ struct callbacks {
     return 0;
   }
 
-  static int on_stream_close(nghttp2_session* session, std::int32_t id, std::uint32_t code, void* user) {
+  static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user) {
     server_connection& c = conn(user);
     if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally);
-    if (server_stream* s = stream(session, id)) c.stream_closed(*s, code);
+    if (server_stream* s = stream(c, id)) c.stream_closed(*s, code);
     return 0;
   }
 
-  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     const std::uint8_t type = frame->hd.type;
     if (type == NGHTTP2_DATA) c.data_sent_at_ = c.stamp();
     if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
       // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
-      server_stream* s = stream(session, frame->hd.stream_id);
+      server_stream* s = stream(c, frame->hd.stream_id);
       if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
     } else if (type == NGHTTP2_GOAWAY && c.notice_sent_ && !c.notice_ping_due_ && !c.goaway_sent_) {
       c.notice_ping_due_ = true;  // the shutdown notice has gone: a PING follows it (after_session_calls)
@@ -1098,6 +1096,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
   if (header_stream_ == &s) header_stream_ = nullptr;
+  if (found_ == &s) found_ = nullptr;
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
   if (spare_count_ >= opts_.max_concurrent_streams) {
