@@ -1384,16 +1384,6 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
   }
 }
 
-// A whole-body route's body: consumed as it arrives (the route wants all of it, up to max_body), and handed over in
-// place, as the stream's input holds it. The bodies a connection holds this way are bounded together, by the larger
-// of max_body and the connection window, so a peer cannot make the server hold max_body for each of its streams
-// (CVE-2019-9517's internal buffering). The room is handed out oldest first: the streams whose bodies are still
-// arriving wait in a line, the first may take all the room there is, and a later one only what is left beyond
-// what the first still needs, so the first can always complete and release its room, and no stream starves
-// (room spread thinly over many bodies would let none complete). The bytes a stream has no room for yet are given
-// back to the connection's window at once (not to its own, which stays closed until it gets room), so that they
-// do not hold the window the first stream's bytes need; each holds at most its own window that way, and all of
-// them together at most parked_cap(), beyond which the youngest are refused (park).
 // read_whole's first pass, for a body that has all arrived before its handler starts (END_STREAM with the head, or
 // in the same read): the same line, room and limits, without a coroutine. False when the body is still arriving.
 bool server_connection::whole_at_hand(server_stream& s, std::string_view& body, std::error_code& ec) {
@@ -1417,6 +1407,16 @@ bool server_connection::whole_at_hand(server_stream& s, std::string_view& body, 
   return true;
 }
 
+// A whole-body route's body: consumed as it arrives (the route wants all of it, up to max_body), and handed over in
+// place, as the stream's input holds it. The bodies a connection holds this way are bounded together, by the larger
+// of max_body and the connection window, so a peer cannot make the server hold max_body for each of its streams
+// (CVE-2019-9517's internal buffering). The room is handed out oldest first: the streams whose bodies are still
+// arriving wait in a line, the first may take all the room there is, and a later one only what is left beyond
+// what the first still needs, so the first can always complete and release its room, and no stream starves
+// (room spread thinly over many bodies would let none complete). The bytes a stream has no room for yet are given
+// back to the connection's window at once (not to its own, which stays closed until it gets room), so that they
+// do not hold the window the first stream's bytes need; each holds at most its own window that way, and all of
+// them together at most parked_cap(), beyond which the youngest are refused (park).
 task<std::error_code> server_connection::read_whole(server_stream& s, std::string_view& body) {
   struct in_line {
     server_connection& c;
