@@ -149,6 +149,13 @@ const router::route* router::match(request& req, int& status, std::string& allow
   const route* best_get = nullptr;  // HEAD's fallback
   for (const route& r : routes_) {
     if (r.method == req.method()) {
+      if (r.literal) {
+        // A route without captures is as literal as a route gets: none after it wins over it (a tie keeps the
+        // first), so the first that matches is the answer, without a look at the routes after it.
+        if (path != r.pattern) continue;
+        best = &r;
+        break;
+      }
       if (matches(r) && better(r, best)) best = &r;
     } else if (r.method == method::get && req.method() == method::head) {
       if (matches(r) && better(r, best_get)) best_get = &r;

@@ -6,10 +6,14 @@
 // h2c). A session lives on one loop's thread, so its blocks are taken from and given back to that thread's lists
 // without a lock; a block freed on another thread (a session destroyed elsewhere) goes on that thread's lists,
 // which is as good. Each block carries its class in a 16-byte header (nghttp2's free() says no size), which keeps
-// the 16-byte alignment malloc gives. A list keeps at most 256 blocks, so what a burst took is not held forever.
+// the 16-byte alignment malloc gives. A list keeps at most 256 blocks or 256 KiB, whichever is more, so what a
+// burst took is not held forever: 256 blocks of 256 bytes were too few for 100 streams in flight, whose response
+// heads and streams take two or three blocks of that class each, and a quarter of the requests took one from
+// malloc.
 #include "memory.hpp"
 
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -23,7 +27,8 @@ constexpr std::size_t header_size = 16;
 constexpr std::size_t class_count = 8;  // 64, 128, ..., 8192 bytes, header included
 constexpr std::size_t smallest = 64;
 constexpr std::size_t largest = smallest << (class_count - 1);
-constexpr std::size_t kept_per_class = 256;
+// The blocks each class's list keeps: 4096, 2048, 1024, 512, then 256 (64, 128, 256, 512 bytes, then larger).
+constexpr std::uint32_t kept_per_class[class_count] = {4096, 2048, 1024, 512, 256, 256, 256, 256};
 constexpr std::size_t large = class_count;  // the class of a block from malloc
 
 struct block_header {
@@ -91,7 +96,7 @@ void give(void* user, void*) {
   block_header* h = header_of(user);
   const std::size_t c = h->size_class;
   thread_lists& l = lists();
-  if (c == large || l.count[c] >= kept_per_class) {
+  if (c == large || l.count[c] >= kept_per_class[c]) {
     std::free(h);
     return;
   }

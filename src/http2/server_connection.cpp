@@ -73,6 +73,30 @@ struct resume_on {
   void await_resume() const noexcept {}
 };
 
+// A whole-body route's task awaited so that its response initializes the awaiting frame's own: moved once out of the
+// task. A route that throws, or whose call did (no task then), is answered 500. The task gets the awaiting task's
+// stop token, as an awaited task does. A reference, not the task: g++ 12 destroys an aggregate temporary of an
+// awaiting expression twice (design.md, "g++ 12 miscompiles two coroutine shapes"), so the awaiter owns nothing.
+struct route_answer {
+  task<http::response>& t;
+  bool await_ready() const noexcept { return !t.valid(); }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+    t.handle().promise().set_stop_token(h.promise().stop_token());
+    t.handle().promise().set_continuation(h);
+    return t.handle();
+  }
+  http::response await_resume() {
+    if (t.valid()) {
+      try {
+        return t.handle().promise().take();
+      } catch (...) {
+      }
+    }
+    return http::response(http::status::internal_server_error, "internal server error\n");
+  }
+};
+
 std::string_view view(nghttp2_rcbuf* b) noexcept {
   const nghttp2_vec v = nghttp2_rcbuf_get_buf(b);
   return {reinterpret_cast<const char*>(v.base), v.len};
@@ -92,31 +116,64 @@ bool dropped_in_h2(std::string_view name) noexcept {
   }
 }
 
+// Which of the names tern::http knows (http::detail::known_field) a request field's name is. HTTP/2 names arrive
+// lowercase (nghttp2 refuses others), so one comparison of known length after the length and the first byte tell,
+// where the general known_field_of folds the case of every word (50 instructions a field).
+http::detail::known_field known_lowercase(std::string_view n) noexcept {
+  using http::detail::known_field;
+  const auto is = [n]<std::size_t N>(const char (&name)[N], known_field k) {
+    return n.size() == N - 1 && std::memcmp(n.data(), name, N - 1) == 0 ? k : known_field::none;
+  };
+  if (n.empty()) return known_field::none;
+  switch (n.size()) {
+    case 4: return is("host", known_field::host);
+    case 6:
+      switch (n[0]) {
+        case 'a': return is("accept", known_field::accept);
+        case 'c': return is("cookie", known_field::cookie);
+        case 'e': return is("expect", known_field::expect);
+        case 'o': return is("origin", known_field::origin);
+        default: return known_field::none;
+      }
+    case 7: return is("upgrade", known_field::upgrade);
+    case 10: return n[0] == 'c' ? is("connection", known_field::connection) : is("user-agent", known_field::user_agent);
+    case 12: return is("content-type", known_field::content_type);
+    case 13: return is("authorization", known_field::authorization);
+    case 14:
+      return n[0] == 'c' ? is("content-length", known_field::content_length)
+                         : is("http2-settings", known_field::http2_settings);
+    case 17:
+      return n[0] == 's' ? is("sec-websocket-key", known_field::sec_websocket_key)
+                         : is("transfer-encoding", known_field::transfer_encoding);
+    case 21: return is("sec-websocket-version", known_field::sec_websocket_version);
+    case 22: return is("sec-websocket-protocol", known_field::sec_websocket_protocol);
+    case 24: return is("sec-websocket-extensions", known_field::sec_websocket_extensions);
+    default: return known_field::none;
+  }
+}
+
 bool bodiless_status(int status) noexcept { return status < 200 || status == 204 || status == 304; }
 
-// Lowercases the ASCII letters of p[0, n), eight bytes at a time (a name of 8 or more bytes ends with an
-// overlapping word: lowering is idempotent); other bytes are left as they are. Every field name of every response
-// passes here: "Content-Type" took 67 instructions a byte at a time.
-void lower_ascii(char* p, std::size_t n) noexcept {
-  constexpr std::uint64_t ones = 0x0101010101010101;
-  const auto lower_word = [](char* at) {
-    std::uint64_t x;
-    std::memcpy(&x, at, 8);
-    const std::uint64_t low7 = x & (0x7f * ones);
-    const std::uint64_t from_a = low7 + (0x80 - 'A') * ones;      // top bit: the byte's low 7 bits are >= 'A'
-    const std::uint64_t past_z = low7 + (0x80 - 'Z' - 1) * ones;  // top bit: they are > 'Z'
-    const std::uint64_t upper = from_a & ~past_z & ~x & (0x80 * ones);  // and the byte is ASCII
-    x |= upper >> 2;                                                // 0x80 >> 2 is 'a' - 'A'
-    std::memcpy(at, &x, 8);
-  };
-  if (n < 8) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (p[i] >= 'A' && p[i] <= 'Z') p[i] = static_cast<char>(p[i] + ('a' - 'A'));
-    }
-    return;
+// "100101102...999": the three digits of every status, for nghttp2 to refer to rather than copy.
+constexpr std::array<char, 2700> status_digits = [] {
+  std::array<char, 2700> a{};
+  for (int code = 100; code <= 999; ++code) {
+    char* at = a.data() + 3 * (code - 100);
+    at[0] = static_cast<char>('0' + code / 100);
+    at[1] = static_cast<char>('0' + code / 10 % 10);
+    at[2] = static_cast<char>('0' + code % 10);
   }
-  for (std::size_t i = 0; i + 8 <= n; i += 8) lower_word(p + i);
-  if (n % 8 != 0) lower_word(p + n - 8);
+  return a;
+}();
+
+// n in decimal, at the end of text.
+std::string_view decimal(char (&text)[20], std::uint64_t n) noexcept {
+  char* at = text + sizeof text;
+  do {
+    *--at = static_cast<char>('0' + n % 10);
+    n /= 10;
+  } while (n != 0);
+  return std::string_view(at, static_cast<std::size_t>(text + sizeof text - at));
 }
 
 // HTTP2-Settings is base64url without padding (RFC 7540 §3.2.1).
@@ -157,9 +214,7 @@ void task_count::done(io_context& ctx) noexcept {
 
 struct callbacks {
   static server_connection& conn(void* user) noexcept { return *static_cast<server_connection*>(user); }
-  static server_stream* stream(nghttp2_session* s, std::int32_t id) noexcept {
-    return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(s, id));
-  }
+  static server_stream* stream(server_connection& c, std::int32_t id) noexcept { return c.find_stream(id); }
 
   // Before nghttp2 looks at a HEADERS frame: the streams the peer opens are remembered, and HEADERS for one that
   // nghttp2 has forgotten is judged by how it ended (nghttp2 keeps no closed streams here, and ignores such frames).
@@ -179,7 +234,7 @@ struct callbacks {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
       c.header_stream_ = c.open_stream(frame->hd.stream_id);
-    } else if (server_stream* s = stream(c.session_.get(), frame->hd.stream_id)) {
+    } else if (server_stream* s = stream(c, frame->hd.stream_id)) {
       s->in_trailers_ = true;
       s->header_bytes_ = 0;
       c.header_stream_ = s;
@@ -196,14 +251,14 @@ struct callbacks {
     }
   }
 
-  static int on_field(nghttp2_session* session, const nghttp2_frame* frame, nghttp2_rcbuf* name,
+  static int on_field(nghttp2_session*, const nghttp2_frame* frame, nghttp2_rcbuf* name,
                       nghttp2_rcbuf* value, std::uint8_t, void* user) {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     server_connection& c = conn(user);
     // The stream whose header block this is, as on_begin_headers found it (a lookup in nghttp2's map per field
     // otherwise); looked up again if it has closed since.
     server_stream* s = c.header_stream_;
-    if (s == nullptr || s->id_ != frame->hd.stream_id || s->closed_) s = stream(session, frame->hd.stream_id);
+    if (s == nullptr || s->id_ != frame->hd.stream_id || s->closed_) s = stream(c, frame->hd.stream_id);
     if (s == nullptr) return 0;
     const http::parser_limits& limits = c.hopts_.limits;
     std::string_view n = view(name), v = view(value);
@@ -253,20 +308,26 @@ struct callbacks {
     }
     hold();
     s->fields_.push_back({n, v});
-    // What the request's framing needs, noted as the fields pass (their names arrive lowercase).
-    if (n.size() == 4 && n == "host") s->head_.host = v;
-    else if (n.size() == 14 && n == "content-length") s->content_length_text_ = v;
-    else if (n.size() == 6 && n == "expect") s->expect_continue_ = http::iequals(v, "100-continue");
+    // The first position of each field tern::http knows by name (request::header finds those without a walk over
+    // the fields), and what the request's framing needs, noted as the fields pass.
+    const http::detail::known_field k = known_lowercase(n);
+    if (k == http::detail::known_field::none) return 0;
+    std::uint32_t& first = s->known_[static_cast<std::size_t>(k)];
+    if (first != 0) return 0;
+    first = static_cast<std::uint32_t>(s->fields_.size());
+    if (k == http::detail::known_field::host) s->head_.host = v;
+    else if (k == http::detail::known_field::content_length) s->content_length_text_ = v;
+    else if (k == http::detail::known_field::expect) s->expect_continue_ = http::iequals(v, "100-continue");
     return 0;
   }
 
-  static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     c.got_frame_ = true;
     const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     switch (frame->hd.type) {
       case NGHTTP2_HEADERS: {
-        server_stream* s = stream(session, frame->hd.stream_id);
+        server_stream* s = stream(c, frame->hd.stream_id);
         if (s == nullptr) break;
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
           s->in_end_ = end_stream;
@@ -279,7 +340,7 @@ struct callbacks {
         break;
       }
       case NGHTTP2_DATA: {
-        server_stream* s = stream(session, frame->hd.stream_id);
+        server_stream* s = stream(c, frame->hd.stream_id);
         if (frame->hd.length == 0 && !end_stream) (void)c.charge(1);  // an empty frame serves nothing
         if (s != nullptr && end_stream) {
           s->in_end_ = true;
@@ -313,10 +374,10 @@ struct callbacks {
     return 0;
   }
 
-  static int on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+  static int on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
                            std::size_t length, void* user) {
     server_connection& c = conn(user);
-    server_stream* s = stream(session, id);
+    server_stream* s = stream(c, id);
     if (s == nullptr || s->closed_ || s->shed_) {
       c.pending_consume_ += length;
       return 0;
@@ -332,20 +393,20 @@ struct callbacks {
     return 0;
   }
 
-  static int on_stream_close(nghttp2_session* session, std::int32_t id, std::uint32_t code, void* user) {
+  static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user) {
     server_connection& c = conn(user);
     if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally);
-    if (server_stream* s = stream(session, id)) c.stream_closed(*s, code);
+    if (server_stream* s = stream(c, id)) c.stream_closed(*s, code);
     return 0;
   }
 
-  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
+  static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     const std::uint8_t type = frame->hd.type;
     if (type == NGHTTP2_DATA) c.data_sent_at_ = c.stamp();
     if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
       // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
-      server_stream* s = stream(session, frame->hd.stream_id);
+      server_stream* s = stream(c, frame->hd.stream_id);
       if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
     } else if (type == NGHTTP2_GOAWAY && c.notice_sent_ && !c.notice_ping_due_ && !c.goaway_sent_) {
       c.notice_ping_due_ = true;  // the shutdown notice has gone: a PING follows it (after_session_calls)
@@ -1079,6 +1140,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
   if (header_stream_ == &s) header_stream_ = nullptr;
+  if (found_ == &s) found_ = nullptr;
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
   if (spare_count_ >= opts_.max_concurrent_streams) {
@@ -1094,13 +1156,11 @@ void server_connection::recycle(server_stream& s) noexcept {
 void server_stream::release_fields() noexcept {
   text_.clear();
   fields_.clear();
+  known_.fill(0);
   trailers_.clear();
   trailer_list_ = {};
   head_ = http::request_head{};
   request_.reset();
-  response_.status = http::status::ok;
-  response_.headers.clear();
-  response_.upgrade = nullptr;
   authority_ = {};
   protocol_ = {};
   content_length_text_ = {};
@@ -1134,10 +1194,10 @@ void server_connection::finish_head(server_stream& s) {
   h.keep_alive = true;
   // A handler written for HTTP/1.1 finds the authority where it looks for it (RFC 9113 §8.3.1).
   if (h.host.empty() && !s.authority_.empty()) {
-    s.fields_.push_back({"host", s.authority_});
+    s.add_field({"host", s.authority_}, http::detail::known_field::host);
     h.host = s.authority_;
   }
-  h.headers = http::field_list(s.fields_);
+  h.headers = http::field_list(s.fields_, s.known_);
   const std::string_view length = s.content_length_text_;
   if (!length.empty()) {
     std::uint64_t n = 0;
@@ -1152,9 +1212,9 @@ void server_connection::finish_head(server_stream& s) {
     s.websocket_ = true;
     h.method = http::method::get;
     h.method_name = "GET";
-    s.fields_.push_back({"upgrade", "websocket"});
-    s.fields_.push_back({"connection", "upgrade"});
-    h.headers = http::field_list(s.fields_);
+    s.add_field({"upgrade", "websocket"}, http::detail::known_field::upgrade);
+    s.add_field({"connection", "upgrade"}, http::detail::known_field::connection);
+    h.headers = http::field_list(s.fields_, s.known_);
     h.upgrade = true;
   }
   h.framing = s.in_end_ ? http::body_framing::none
@@ -1243,9 +1303,45 @@ void server_connection::reset_stream(server_stream& s, std::uint32_t code) {
 
 // ---- handlers ----
 
+// The stream's handler, from the route's match to its answer. The route's own task is the only coroutine it awaits
+// for a whole-body request whose body has arrived (the usual one): the answers that need no route, the match and the
+// body at hand are plain calls, and the response is moved once, out of the route's task into this frame (a chain of
+// four coroutines and a response kept in the stream, moved into it twice, cost about 320 instructions more per
+// request).
 task<void> server_connection::stream_task(server_stream& s) {
   try {
-    co_await serve_stream(s);
+    const http::router::route* route = route_of(s);
+    if (route != nullptr && route->streaming) {
+      co_await serve_streaming(s, *s.request_, *route);
+    } else if (route != nullptr) {
+      http::request& req = *s.request_;
+      std::string_view body;
+      std::error_code ec;
+      // A WebSocket's stream carries its frames, not a body to read before the handler.
+      if (!s.websocket_ && !whole_at_hand(s, body, ec)) ec = co_await read_whole(s, body);
+      if (ec) {
+        if (ec.category() == http::category() && ec != http::error::partial_message) {
+          respond_status(s, http::status_of(ec));
+        }
+      } else {
+        req.set_body(body);
+        task<http::response> handling;
+        try {
+          handling = route->whole(req);
+        } catch (...) {
+        }
+        http::response r = co_await route_answer{handling};
+        if (!ctx_.running_here()) co_await resume_on{ctx_};
+        if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
+          co_await tunnel(s, r);
+        } else {
+          if (r.status == http::status::switching_protocols) {
+            r = http::response(http::status::internal_server_error, "a 101 is not an HTTP/2 answer\n");
+          }
+          respond(s, r);
+        }
+      }
+    }
   } catch (...) {
     // Out of memory inside one stream: that stream is reset, the connection goes on.
   }
@@ -1257,52 +1353,24 @@ task<void> server_connection::stream_task(server_stream& s) {
   tasks_.done(ctx_);
 }
 
-task<void> server_connection::serve_stream(server_stream& s) {
+// The route of the stream's request (set on s.request_), or nullptr when the stream has been answered without one:
+// a head refused for its limits, a body over max_body, no route (404, 405).
+const http::router::route* server_connection::route_of(server_stream& s) {
   if (s.refused_ != 0) {
     respond_status(s, s.refused_);
-    co_return;
+    return nullptr;
   }
   if (s.has_content_length_ && s.head_.content_length > hopts_.limits.max_body) {
     respond_status(s, http::status::content_too_large);
-    co_return;
+    return nullptr;
   }
-  // The request and the response live in the stream, not in the handler's frames: those stay small enough for
-  // the frame pool (the compiler folds the nested coroutines' frames into one).
+  // The request lives in the stream, not in the handler's frame.
   http::request& req = s.request_.emplace(s.head_, remote_);
   int status = 0;
   std::string allow;
   const http::router::route* route = server_.routes().match(req, status, allow);
-  if (route == nullptr) {
-    respond_status(s, status, allow);
-    co_return;
-  }
-  if (route->streaming) co_await serve_streaming(s, req, *route);
-  else co_await serve_whole(s, req, *route);
-}
-
-task<void> server_connection::serve_whole(server_stream& s, http::request& req, const http::router::route& route) {
-  std::string_view body;
-  // A WebSocket's stream carries its frames, not a body to read before the handler.
-  if (std::error_code ec = s.websocket_ ? std::error_code{} : co_await read_whole(s, body)) {
-    if (ec.category() == http::category() && ec != http::error::partial_message) respond_status(s, http::status_of(ec));
-    co_return;
-  }
-  req.set_body(body);
-  http::response& r = s.response_;
-  try {
-    r = co_await route.whole(req);
-  } catch (...) {
-    r = http::response(http::status::internal_server_error, "internal server error\n");
-  }
-  co_await resume_on{ctx_};
-  if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
-    co_await tunnel(s, r);
-    co_return;
-  }
-  if (r.status == http::status::switching_protocols) {
-    r = http::response(http::status::internal_server_error, "a 101 is not an HTTP/2 answer\n");
-  }
-  respond(s, r);
+  if (route == nullptr) respond_status(s, status, allow);
+  return route;
 }
 
 // An HTTP/2 stream as an upgraded connection's transport (RFC 8441): reads take the stream's DATA, writes queue it
@@ -1358,6 +1426,29 @@ task<void> server_connection::serve_streaming(server_stream& s, http::request& r
   } else if (!out.finished()) {
     reset_stream(s, NGHTTP2_INTERNAL_ERROR);  // the peer sees an incomplete response, never a wrong one
   }
+}
+
+// read_whole's first pass, for a body that has all arrived before its handler starts (END_STREAM with the head, or
+// in the same read): the same line, room and limits, without a coroutine. False when the body is still arriving.
+bool server_connection::whole_at_hand(server_stream& s, std::string_view& body, std::error_code& ec) {
+  if (!s.in_end_) return false;
+  const std::size_t budget = std::max<std::size_t>(hopts_.limits.max_body, opts_.connection_window);
+  if (line_first_ == nullptr && s.unconsumed_ <= (budget > held_bodies_ ? budget - held_bodies_ : 0)) {
+    // No body waits and there is room for this one: what the line would do (it would be first and last, and take
+    // it all within the room), without joining it.
+    const std::size_t n = s.unconsumed_;
+    consume(s, n);
+    s.body_held_ += n;
+    held_bodies_ += n;
+  } else {
+    join_line(s);
+    take_room(s);
+    leave_line(s);
+  }
+  if (s.shed_) ec = make_error_code(tern::error::operation_canceled);  // refused, whole or not
+  else if (s.in_total_ > hopts_.limits.max_body) ec = make_error_code(http::error::body_too_large);
+  else body = s.in_.view();
+  return true;
 }
 
 // A whole-body route's body: consumed as it arrives (the route wants all of it, up to max_body), and handed over in
@@ -1547,53 +1638,55 @@ task<io_result<std::size_t>> server_connection::read_body(server_stream& s, muta
   }
 }
 
-// The response head, into nva_ (names lowercased, as HTTP/2 requires), and submitted.
+// The response head, as nghttp2's fields, submitted. nghttp2 copies each name and value not marked NO_COPY into one
+// block with the fields and lowercases the names it copies (as HTTP/2 requires), so the handler's names go as they
+// are: a copy lowercased here first cost a copy and a pass more per field. The values that outlive the head's
+// sending are referred to, not copied: the status's digits (a table), the server's name (its options) and the Date
+// (the loop thread's cache of it, rewritten in place when the second changes: a head sent a second late carries
+// the later date, the moment it is sent).
 bool server_connection::submit_head(server_stream& s, int status, const http::fields& f,
                                     std::optional<std::uint64_t> length, bool with_body) {
-  // One pass over the handler's fields: the room their names take, and whether they set Server or Date.
-  std::size_t need = 0;
+  // One pass over the handler's fields: whether they set Server or Date.
   bool has_server = false, has_date = false;
   for (http::field x : f) {
-    need += x.name.size();
     if (x.name.size() == 6) has_server = has_server || http::iequals(x.name, "server");
     else if (x.name.size() == 4) has_date = has_date || http::iequals(x.name, "date");
   }
-  nva_text_.clear();
-  nva_text_.reserve(need);  // the nva point into it: no reallocation while it is filled
-  nva_.clear();
-  // The status and the length as text, in this frame: nghttp2 copies the values it is given when the head is
-  // submitted (only the names of make_static_nv are taken by reference).
-  const auto decimal = [](char (&text)[20], std::uint64_t n) {
-    char* at = text + sizeof text;
-    do {
-      *--at = static_cast<char>('0' + n % 10);
-      n /= 10;
-    } while (n != 0);
-    return std::string_view(at, static_cast<std::size_t>(text + sizeof text - at));
-  };
-  char status_text[20], length_text[20];
-  const std::string_view code = decimal(status_text, static_cast<std::uint64_t>(status));
-  nva_.push_back(make_static_nv(":status", code.data(), code.size()));
+  // The fields in this frame when they fit (nearly every response), without a vector's checks per field.
+  nghttp2_nv fixed[12];
+  nghttp2_nv* nv = fixed;
+  if (f.size() + 4 > std::size(fixed)) {
+    nva_.resize(f.size() + 4);
+    nv = nva_.data();
+  }
+  std::size_t n = 0;
+  constexpr std::uint8_t kept = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+  // The length as text, in this frame: nghttp2 copies it.
+  char length_text[20];
+  if (status >= 100 && status <= 999) {
+    nv[n++] = make_nv(":status", 7, status_digits.data() + 3 * (status - 100), 3, kept);
+  } else {
+    // Not three digits (a handler's mistake): sent as given, copied.
+    const std::string_view code = decimal(length_text, static_cast<std::uint64_t>(status));
+    nv[n++] = make_static_nv(":status", code.data(), code.size());
+  }
   if (!hopts_.server_name.empty() && !has_server) {
-    nva_.push_back(make_static_nv("server", hopts_.server_name.data(), hopts_.server_name.size()));
+    nv[n++] = make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size(), kept);
   }
   if (hopts_.date && !has_date) {
     const std::string_view now = http::date_now();
-    nva_.push_back(make_static_nv("date", now.data(), now.size()));
+    nv[n++] = make_nv("date", 4, now.data(), now.size(), kept);
   }
   if (length && !bodiless_status(status)) {
-    const std::string_view n = decimal(length_text, *length);
-    nva_.push_back(make_static_nv("content-length", n.data(), n.size()));
+    const std::string_view text = decimal(length_text, *length);
+    nv[n++] = make_static_nv("content-length", text.data(), text.size());
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
-    char* name = nva_text_.data() + nva_text_.size();
-    nva_text_.append(x.name);
-    lower_ascii(name, x.name.size());
-    nva_.push_back(make_nv(name, x.name.size(), x.value.data(), x.value.size()));
+    nv[n++] = make_nv(x.name.data(), x.name.size(), x.value.data(), x.value.size());
   }
   const ng_data_provider body = data_provider(&s, &server_connection::read_out);
-  const int rv = submit_response(session_.get(), s.id_, nva_.data(), nva_.size(), with_body ? &body : nullptr);
+  const int rv = submit_response(session_.get(), s.id_, nv, n, with_body ? &body : nullptr);
   wake_writer();
   return rv == 0;
 }
