@@ -49,22 +49,6 @@ T get_big_endian(const char* p) noexcept {
 
 std::string_view text_of(const field_data& f) noexcept { return {f.data, static_cast<std::size_t>(f.length)}; }
 
-// Eight ASCII digits loaded little-endian (the first in the lowest byte) as their number; false when one is not
-// a digit. A byte is a digit when its high nibble is 3 and stays 3 with 6 added (no lane carries into the next
-// unless its own byte is 0xFA or more, which fails already); one test of both: the AND of the two high nibbles is
-// 3 only when both are (n & (n + 1) never keeps bits 0 and 1). Each step then joins neighbouring lanes, the left
-// one times its weight: bytes into pairs, pairs into fours, fours into the eight; no lane overflows into the next.
-bool eight_digits(std::uint64_t chunk, std::uint64_t& out) noexcept {
-  constexpr std::uint64_t zeros = 0x3030303030303030;
-  constexpr std::uint64_t high = 0xF0F0F0F0F0F0F0F0;
-  if ((chunk & (chunk + 0x0606060606060606) & high) != zeros) return false;
-  chunk -= zeros;
-  chunk = (chunk * 10 + (chunk >> 8)) & 0x00FF00FF00FF00FF;
-  chunk = (chunk * 100 + (chunk >> 16)) & 0x0000FFFF0000FFFF;
-  out = (chunk * 10000 + (chunk >> 32)) & 0xFFFFFFFF;
-  return true;
-}
-
 // Decimal text as std::from_chars reads it (an optional '-', then digits, nothing else), into out; false when it
 // is not that or does not fit int64. By hand because from_chars tests for overflow at every digit, which costs
 // several times this (a query's integer is read once per row), while up to 19 digits fit a uint64 anyway; eight

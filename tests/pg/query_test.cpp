@@ -448,13 +448,19 @@ TEST_P(pg_query_test, a_large_result_is_streamed_row_by_row_in_bounded_memory) {
 // The text form of integers, read without a server: what PostgreSQL writes (an optional '-' and digits), the
 // extremes of int64, leading zeros, and everything else refused as bad_value, as std::from_chars would.
 TEST(pg_text_integers, read_exactly_as_from_chars_reads_them) {
+  // Both ways in: the out-of-line reader, and field_traits with its inline path for short ones (which must agree).
   auto read = [](std::string_view text, std::int64_t& out) {
     pgl::detail::field_data f;
     f.data = text.data();
     f.length = static_cast<int>(text.size());
     f.null = false;
-    return pgl::detail::decode_signed(f, std::numeric_limits<std::int64_t>::min(),
-                                      std::numeric_limits<std::int64_t>::max(), out);
+    std::int64_t inline_out = out;
+    const std::error_code inline_ec = pgl::field_traits<std::int64_t>::decode(f, inline_out);
+    const std::error_code ec = pgl::detail::decode_signed(f, std::numeric_limits<std::int64_t>::min(),
+                                                          std::numeric_limits<std::int64_t>::max(), out);
+    EXPECT_EQ(inline_ec, ec) << text;
+    EXPECT_EQ(inline_out, out) << text;
+    return ec;
   };
   const std::pair<std::string_view, std::int64_t> good[] = {
       {"0", 0}, {"-0", 0}, {"7", 7}, {"-12", -12}, {"000123", 123}, {"-0000000000000000000000042", -42},
@@ -482,6 +488,26 @@ TEST(pg_text_integers, read_exactly_as_from_chars_reads_them) {
   f.length = 10;
   f.null = false;
   EXPECT_EC(pgl::field_traits<std::int32_t>::decode(f, narrow), pgl::error::bad_value);
+  f.data = "-2147483649";
+  f.length = 11;
+  EXPECT_EC(pgl::field_traits<std::int32_t>::decode(f, narrow), pgl::error::bad_value);
+  f.data = "-2147483648";
+  EXPECT_FALSE(pgl::field_traits<std::int32_t>::decode(f, narrow));
+  EXPECT_EQ(narrow, std::numeric_limits<std::int32_t>::min());
+  std::uint32_t u = 7;
+  f.data = "-1";
+  f.length = 2;
+  EXPECT_EC(pgl::field_traits<std::uint32_t>::decode(f, u), pgl::error::bad_value);
+  EXPECT_EQ(u, 7u);
+  f.data = "-0";
+  EXPECT_FALSE(pgl::field_traits<std::uint32_t>::decode(f, u));
+  EXPECT_EQ(u, 0u);
+  f.data = "4294967296";
+  f.length = 10;
+  EXPECT_EC(pgl::field_traits<std::uint32_t>::decode(f, u), pgl::error::bad_value);
+  f.data = "4294967295";
+  EXPECT_FALSE(pgl::field_traits<std::uint32_t>::decode(f, u));
+  EXPECT_EQ(u, 4294967295u);
 }
 
 }  // namespace

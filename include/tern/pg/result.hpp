@@ -35,9 +35,11 @@
 // source table (column_*()); there is no PGresult to reach (see docs/design.md, PostgreSQL).
 #pragma once
 
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -148,6 +150,50 @@ int pg_row_count(const pg_result* r) noexcept;
 int pg_column_count(const pg_result* r) noexcept;
 field_data pg_field(const pg_result* r, int row, int column) noexcept;
 
+// Eight ASCII digits loaded little-endian (the first in the lowest byte) as their number; false when one is not
+// a digit. A byte is a digit when its high nibble is 3 and stays 3 with 6 added (no lane carries into the next
+// unless its own byte is 0xFA or more, which fails already); one test of both: the AND of the two high nibbles is
+// 3 only when both are (n & (n + 1) never keeps bits 0 and 1). Each step then joins neighbouring lanes, the left
+// one times its weight: bytes into pairs, pairs into fours, fours into the eight; no lane overflows into the next.
+inline bool eight_digits(std::uint64_t chunk, std::uint64_t& out) noexcept {
+  constexpr std::uint64_t zeros = 0x3030303030303030;
+  constexpr std::uint64_t high = 0xF0F0F0F0F0F0F0F0;
+  if ((chunk & (chunk + 0x0606060606060606) & high) != zeros) return false;
+  chunk -= zeros;
+  chunk = (chunk * 10 + (chunk >> 8)) & 0x00FF00FF00FF00FF;
+  chunk = (chunk * 100 + (chunk >> 16)) & 0x0000FFFF0000FFFF;
+  out = (chunk * 10000 + (chunk >> 32)) & 0xFFFFFFFF;
+  return true;
+}
+
+// A text integer of the common form, an optional '-' and 1 to 18 digits (which cannot overflow an int64), read
+// inline: reading a query's integer out of line (decode_signed, its checks and the call) cost about twice this.
+// False for anything else (binary, longer, not digits), which decode_signed then reads or rejects.
+inline bool short_decimal(const field_data& f, std::int64_t& out) noexcept {
+  if (f.fmt != format::text) return false;
+  const char* p = f.data;
+  const char* const end = p + f.length;
+  const bool negative = f.length > 0 && *p == '-';
+  p += negative;
+  if (static_cast<std::size_t>(end - p) - 1 >= 18) return false;  // none, or more than 18
+  std::uint64_t v = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    if (end - p >= 8) {
+      std::uint64_t chunk = 0;
+      std::memcpy(&chunk, p, 8);
+      if (!eight_digits(chunk, v)) return false;
+      p += 8;
+    }
+  }
+  for (; p != end; ++p) {
+    const unsigned d = static_cast<unsigned char>(*p) - unsigned{'0'};
+    if (d > 9) return false;
+    v = v * 10 + d;
+  }
+  out = negative ? -static_cast<std::int64_t>(v) : static_cast<std::int64_t>(v);
+  return true;
+}
+
 std::error_code decode_signed(const field_data& f, std::int64_t min, std::int64_t max, std::int64_t& out) noexcept;
 std::error_code decode_unsigned(const field_data& f, std::uint64_t max, std::uint64_t& out) noexcept;
 std::error_code decode_double(const field_data& f, double& out) noexcept;
@@ -167,8 +213,21 @@ struct field_traits;
 template <class T>
 struct field_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
   static std::error_code decode(const detail::field_data& f, T& out) noexcept {
+    std::int64_t v = 0;
+    if (detail::short_decimal(f, v)) {  // the common case, inline
+      if constexpr (std::is_signed_v<T>) {
+        if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+          return make_error_code(error::bad_value);
+        }
+      } else {
+        if (v < 0 || static_cast<std::uint64_t>(v) > std::numeric_limits<T>::max()) {
+          return make_error_code(error::bad_value);
+        }
+      }
+      out = static_cast<T>(v);
+      return {};
+    }
     if constexpr (std::is_signed_v<T>) {
-      std::int64_t v = 0;
       std::error_code ec = detail::decode_signed(f, std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), v);
       if (!ec) out = static_cast<T>(v);
       return ec;
