@@ -493,11 +493,13 @@ inline char* put(char* at, const char* limit, const char* p, std::size_t n) noex
   }
   for (int i = 0; i < rows; ++i) {
     for (int c = 0; c < columns; ++c, ++out) {
-      if (PQgetisnull(r, i, c) != 0) {
+      // libpq gives a NULL the length 0, so only an empty field is asked whether it is NULL: a call less for
+      // every other.
+      const int n = PQgetlength(r, i, c);
+      if (n == 0 && PQgetisnull(r, i, c) != 0) {
         *out = {0, -1};
         continue;
       }
-      const int n = PQgetlength(r, i, c);
       char* next = put(at, limit, PQgetvalue(r, i, c), static_cast<std::size_t>(n));
       if (next == nullptr) return false;
       *out = {static_cast<std::uint32_t>(at - base), n};

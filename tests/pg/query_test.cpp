@@ -115,7 +115,7 @@ TEST_P(pg_query_test, nulls_go_and_come_as_empty_optionals) {
     pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
     const std::optional<int> none;
     const std::optional<std::string> some = "x";
-    auto [ec, r] = co_await c.query("SELECT $1::int4, $2::text, $3::text, $4::int8, NULL::bytea", none, some,
+    auto [ec, r] = co_await c.query("SELECT $1::int4, $2::text, $3::text, $4::int8, NULL::bytea, ''::text", none, some,
                                     nullptr, std::nullopt);
     CO_ASSERT_OK(ec);
     pgl::row row = r[0];
@@ -125,6 +125,8 @@ TEST_P(pg_query_test, nulls_go_and_come_as_empty_optionals) {
     EXPECT_TRUE(row[2].is_null());
     EXPECT_TRUE(row[3].is_null());
     EXPECT_EQ(row[4].as<std::optional<std::vector<std::byte>>>(), std::nullopt);
+    EXPECT_FALSE(row[5].is_null()) << "an empty text is not NULL";
+    EXPECT_EQ(row[5].as<std::optional<std::string>>(), "");
     int n = 7;
     EXPECT_EC(row[0].to(n), pgl::error::unexpected_null);
     EXPECT_EQ(n, 7) << "a failed read leaves its target alone";
