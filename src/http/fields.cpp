@@ -160,7 +160,8 @@ void fields::grow_bytes(std::size_t need) {
   byte_capacity_ = static_cast<std::uint32_t>(capacity);
 }
 
-void fields::add(std::string_view name, std::string_view value) {
+// add() past the room the object has: it grows first.
+void fields::add_grown(std::string_view name, std::string_view value) {
   const auto inside = [this](std::string_view v) {
     return !v.empty() && v.data() >= bytes() && v.data() < bytes() + byte_capacity_;
   };
