@@ -123,7 +123,9 @@ void fields::take(fields& o) noexcept {
     byte_capacity_ = o.byte_capacity_;
   } else {
     byte_capacity_ = inline_bytes;
-    if (o.used_ != 0) std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
+    // The usual response's few short fields without memcpy's call.
+    if (o.used_ <= 32) detail::copy_short(inline_bytes_, o.inline_bytes_, o.used_);
+    else std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
   }
   count_ = o.count_;
   used_ = o.used_;
