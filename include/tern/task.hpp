@@ -167,6 +167,11 @@ class promise final : public promise_base {
     rethrow_if_exception();
     return std::move(value_);
   }
+  // The value where it is, for an awaiter that uses it while the frame lives (no move out of it).
+  T& value() {
+    rethrow_if_exception();
+    return value_;
+  }
 
  private:
   union {

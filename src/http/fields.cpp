@@ -123,7 +123,9 @@ void fields::take(fields& o) noexcept {
     byte_capacity_ = o.byte_capacity_;
   } else {
     byte_capacity_ = inline_bytes;
-    if (o.used_ != 0) std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
+    // The usual response's few short fields without memcpy's call.
+    if (o.used_ <= 32) detail::copy_short(inline_bytes_, o.inline_bytes_, o.used_);
+    else std::memcpy(inline_bytes_, o.inline_bytes_, o.used_);
   }
   count_ = o.count_;
   used_ = o.used_;
@@ -160,7 +162,8 @@ void fields::grow_bytes(std::size_t need) {
   byte_capacity_ = static_cast<std::uint32_t>(capacity);
 }
 
-void fields::add(std::string_view name, std::string_view value) {
+// add() past the room the object has: it grows first.
+void fields::add_grown(std::string_view name, std::string_view value) {
   const auto inside = [this](std::string_view v) {
     return !v.empty() && v.data() >= bytes() && v.data() < bytes() + byte_capacity_;
   };

@@ -105,4 +105,27 @@ TEST(http_fields, spill_copy_move_and_aliasing) {
   EXPECT_EQ(moved.get("A"), "1");
 }
 
+// Every length of name and value around the short copy's cases (0-3, 4-7, 8-15, 16-32, past 32), kept inline and
+// moved (a move copies the inline bytes, without memcpy up to 32 of them).
+TEST(http_fields, every_short_length_is_copied_whole) {
+  for (std::size_t n = 1; n <= 34; ++n) {
+    for (std::size_t v = 0; v <= 34; ++v) {
+      std::string name(n, 'n'), value(v, 'v');
+      for (std::size_t i = 0; i < n; ++i) name[i] = static_cast<char>('a' + (i * 7 + n) % 26);
+      for (std::size_t i = 0; i < v; ++i) value[i] = static_cast<char>('A' + (i * 5 + v) % 26);
+      http::fields f;
+      f.add(name, value);
+      f.add("z", "1");
+      ASSERT_EQ(f.size(), 2u);
+      EXPECT_EQ(f[0].name, name);
+      EXPECT_EQ(f[0].value, value);
+      EXPECT_EQ(f[1].name, "z");
+      http::fields moved = std::move(f);
+      EXPECT_EQ(moved[0].name, name);
+      EXPECT_EQ(moved[0].value, value);
+      EXPECT_EQ(moved[1].value, "1");
+    }
+  }
+}
+
 }  // namespace

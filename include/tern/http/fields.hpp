@@ -88,6 +88,32 @@ inline std::uint64_t load_word(const char* p, std::size_t n) noexcept {
   return x;
 }
 
+// n <= 32 bytes from from to to (not overlapping), without a call (a field's name or short value: memcpy's call
+// and its dispatch on the size cost more than the copy).
+inline void copy_short(char* to, const char* from, std::size_t n) noexcept {
+  if (n >= 16) {  // two 16-byte halves, overlapping in the middle
+    std::uint64_t a[2], b[2];
+    std::memcpy(a, from, 16);
+    std::memcpy(b, from + n - 16, 16);
+    std::memcpy(to, a, 16);
+    std::memcpy(to + n - 16, b, 16);
+  } else if (n >= 8) {
+    std::uint64_t a, b;
+    std::memcpy(&a, from, 8);
+    std::memcpy(&b, from + n - 8, 8);
+    std::memcpy(to, &a, 8);
+    std::memcpy(to + n - 8, &b, 8);
+  } else if (n >= 4) {
+    std::uint32_t a, b;
+    std::memcpy(&a, from, 4);
+    std::memcpy(&b, from + n - 4, 4);
+    std::memcpy(to, &a, 4);
+    std::memcpy(to + n - 4, &b, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+  }
+}
+
 // Eight bytes at once, their ASCII capitals lowercased (bytes of 0x80 and above untouched).
 constexpr std::uint64_t fold_word(std::uint64_t x) noexcept {
   constexpr std::uint64_t ones = 0x0101010101010101;
@@ -175,7 +201,21 @@ class fields {
   ~fields() = default;
 
   // Appends a field (a name already present gets one more line).
-  void add(std::string_view name, std::string_view value);
+  void add(std::string_view name, std::string_view value) {
+    // Inline when it fits in the room the object has (the usual few fields of a response): nothing grows, so a
+    // view of the object's own bytes stays valid and lies below the bytes written (no copy of it first).
+    // Up to 32 bytes each, copied without a call (copy_short).
+    const std::size_t size = name.size() + value.size();
+    if ((name.size() | value.size()) <= 32 && count_ < entry_capacity_ && size <= byte_capacity_ - used_) [[likely]] {
+      char* at = bytes() + used_;
+      detail::copy_short(at, name.data(), name.size());
+      detail::copy_short(at + name.size(), value.data(), value.size());
+      entries()[count_++] = {used_, static_cast<std::uint32_t>(name.size()), static_cast<std::uint32_t>(value.size())};
+      used_ += static_cast<std::uint32_t>(size);
+      return;
+    }
+    add_grown(name, value);
+  }
   // Replaces every field named name by one with value (appended if there was none).
   void set(std::string_view name, std::string_view value);
   // Removes every field named name; returns how many there were.
@@ -228,6 +268,7 @@ class fields {
     return {std::string_view(bytes() + e.offset, e.name_size),
             std::string_view(bytes() + e.offset + e.name_size, e.value_size)};
   }
+  void add_grown(std::string_view name, std::string_view value);
   void grow_entries(std::size_t need);
   void grow_bytes(std::size_t need);
   void copy_from(const fields& o);
