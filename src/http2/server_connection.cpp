@@ -75,9 +75,10 @@ struct resume_on {
 
 // A whole-body route's task awaited so that the awaiting frame answers with the response where the task's frame
 // holds it (the task is the awaiting frame's until it has answered): never moved out (a move of a response copies
-// its inline fields: 104 instructions a request, half the move's cost). A route that throws, or whose call did (no task then), is answered 500. The task gets the awaiting task's
-// stop token, as an awaited task does. A reference, not the task: g++ 12 destroys an aggregate temporary of an
-// awaiting expression twice (design.md, "g++ 12 miscompiles two coroutine shapes"), so the awaiter owns nothing.
+// its inline fields: 104 instructions a request, half the move's cost). A route that throws, or whose call did
+// (no task then), is answered 500. The task gets the awaiting task's stop token, as an awaited task does. A
+// reference, not the task: g++ 12 destroys an aggregate temporary of an awaiting expression twice (design.md, "g++ 12
+// miscompiles two coroutine shapes"), so the awaiter owns nothing.
 struct route_answer {
   task<http::response>& t;
   http::response& failed;  // the answer when the route failed

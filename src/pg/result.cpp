@@ -14,6 +14,8 @@
 // names, values and the command tag, each NUL-terminated as libpq's are). Offsets are from the block's start.
 #include "tern/pg/result.hpp"
 
+#include "tern/detail/copy_short.hpp"
+
 #include <libpq-fe.h>
 
 #include <array>
@@ -433,31 +435,7 @@ void give_block(const result_block* b) noexcept {
   poison(f, smallest_block << c);
 }
 
-// n bytes from p to at, for the short strings of a result (a name, a number, a tag) without a call: two loads and
-// two stores of a width that fits, overlapping in the middle, never reading outside [p, p + n).
-inline void copy_short(char* at, const char* p, std::size_t n) noexcept {
-  if (n >= 8) {
-    if (n > 16) {
-      std::memcpy(at, p, n);
-      return;
-    }
-    std::uint64_t a, b;
-    std::memcpy(&a, p, 8);
-    std::memcpy(&b, p + n - 8, 8);
-    std::memcpy(at, &a, 8);
-    std::memcpy(at + n - 8, &b, 8);
-  } else if (n >= 4) {
-    std::uint32_t a, b;
-    std::memcpy(&a, p, 4);
-    std::memcpy(&b, p + n - 4, 4);
-    std::memcpy(at, &a, 4);
-    std::memcpy(at + n - 4, &b, 4);
-  } else if (n != 0) {
-    at[0] = p[0];
-    at[n / 2] = p[n / 2];
-    at[n - 1] = p[n - 1];
-  }
-}
+using tern::detail::copy_short;  // a result's short strings (a name, a number, a tag), without a call
 
 // Copies n bytes and a NUL to at, if they fit before limit; where the next go, or null.
 inline char* put(char* at, const char* limit, const char* p, std::size_t n) noexcept {

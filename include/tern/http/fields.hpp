@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tern/detail/copy_short.hpp"
+
 namespace tern::http {
 
 // One field line: name and value (the value without its surrounding whitespace).
@@ -88,31 +90,7 @@ inline std::uint64_t load_word(const char* p, std::size_t n) noexcept {
   return x;
 }
 
-// n <= 32 bytes from from to to (not overlapping), without a call (a field's name or short value: memcpy's call
-// and its dispatch on the size cost more than the copy).
-inline void copy_short(char* to, const char* from, std::size_t n) noexcept {
-  if (n >= 16) {  // two 16-byte halves, overlapping in the middle
-    std::uint64_t a[2], b[2];
-    std::memcpy(a, from, 16);
-    std::memcpy(b, from + n - 16, 16);
-    std::memcpy(to, a, 16);
-    std::memcpy(to + n - 16, b, 16);
-  } else if (n >= 8) {
-    std::uint64_t a, b;
-    std::memcpy(&a, from, 8);
-    std::memcpy(&b, from + n - 8, 8);
-    std::memcpy(to, &a, 8);
-    std::memcpy(to + n - 8, &b, 8);
-  } else if (n >= 4) {
-    std::uint32_t a, b;
-    std::memcpy(&a, from, 4);
-    std::memcpy(&b, from + n - 4, 4);
-    std::memcpy(to, &a, 4);
-    std::memcpy(to + n - 4, &b, 4);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
-  }
-}
+using tern::detail::copy_short;  // tern/detail/copy_short.hpp: a field's name or short value, without a call
 
 // Eight bytes at once, their ASCII capitals lowercased (bytes of 0x80 and above untouched).
 constexpr std::uint64_t fold_word(std::uint64_t x) noexcept {
