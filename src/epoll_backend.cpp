@@ -2,10 +2,10 @@
 //
 // Readiness model with the same observable behaviour as the io_uring backend. Every fd is registered once, for its
 // whole life, edge-triggered for input (no epoll_ctl per operation); output edges are added only while an operation
-// waits for room (see attach). An operation first tries its
-// syscall without blocking; only on EAGAIN does it wait on the descriptor's pending list, and each readiness edge
-// retries the waiting operations of that direction in order. A completed retry is queued on the loop like an
-// io_uring completion, so user code never runs inside the event scan.
+// waits for room (see attach). An operation first tries its syscall without blocking; only on EAGAIN does it wait
+// on the descriptor's pending list, and each readiness edge retries the waiting operations of that direction in
+// order. A completed retry is queued on the loop like an io_uring completion, so user code never runs inside the
+// event scan.
 //
 // A wait with a timeout arms a timerfd (registered with its own marker) at the absolute deadline and waits without
 // one: epoll's own timeouts carry the thread's timer slack (50 us by default, added to every timer's lateness),
