@@ -163,12 +163,12 @@ class connection {
   // row it hands out, so memory stays bounded whatever the result's size; other tasks' queries wait behind it.
   template <class... A>
   task<io_result<row_stream>> stream(const char* sql, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     co_return co_await start_stream({sql, nullptr, p.list(), format::text, 0, false, true});
   }
   template <class... A>
   task<io_result<row_stream>> stream(const statement& st, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     co_return co_await start_stream({st.sql().c_str(), &st, p.list(), st.results(), 0, false, true});
   }
 
@@ -240,24 +240,24 @@ class connection {
   // cache lines, with hundreds of queries in flight at once (docs/design.md, tern::pg).
   template <class... A>
   task<io_result<result>> run(const char* sql, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     detail::query_op op(s_, {sql, nullptr, p.list()});
     co_return co_await op;
   }
   template <class... A>
   task<io_result<result>> run(const statement& st, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     detail::query_op op(s_, {st.sql().c_str(), &st, p.list(), st.results()});
     co_return co_await op;
   }
   template <class... A>
   task<io_result<result>> run_timed(std::chrono::milliseconds t, const char* sql, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     co_return co_await tern::with_timeout(detail::query_op(s_, {sql, nullptr, p.list()}), t);
   }
   template <class... A>
   task<io_result<result>> run_timed(std::chrono::milliseconds t, const statement& st, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     co_return co_await tern::with_timeout(detail::query_op(s_, {st.sql().c_str(), &st, p.list(), st.results()}), t);
   }
   std::chrono::milliseconds deadline_of(const statement& st) const noexcept {
