@@ -108,12 +108,15 @@ struct cell {
   std::int32_t length;        // -1: NULL
 };
 
+// 16 bytes, in blocks aligned to a cache line, so that a result of a few short fields (a row of a number or two, its
+// column's name and the command tag) fits in the block's first line: it is read by a task that resumes after hundreds
+// of others did, when it is no longer in the cache.
 struct result_block {
-  std::uint32_t size_class;
   std::int32_t rows;
   std::int32_t columns;
   std::uint32_t tag;          // offset of the command tag
-  std::uint32_t tag_length;
+  std::uint16_t tag_length;   // libpq keeps a tag in 64 bytes
+  std::uint8_t size_class;
 
   const char* base() const noexcept { return reinterpret_cast<const char*>(this); }
   const column_entry* column_entries() const noexcept {
