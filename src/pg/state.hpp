@@ -118,7 +118,7 @@ struct slot {
   query_op* op = nullptr;       // null: nobody waits for it
   result_source res;            // its result, once in
   prepared_entry* prepared = nullptr;  // prepare: the entry it makes
-  std::error_code ec;
+  std::error_code ec = tern::detail::success;  // a copy: a default-constructed one is a call
   slot_kind kind = slot_kind::query;
   outcome out = outcome::none;
   bool cancel_wanted = false;   // a cancel request is to be sent when it reaches the head

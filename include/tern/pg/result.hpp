@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "tern/error.hpp"
 #include "tern/pg/error.hpp"
 #include "tern/pg/params.hpp"
 
@@ -228,7 +229,7 @@ struct field_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v
         }
       }
       out = static_cast<T>(v);
-      return {};
+      return tern::detail::success;  // a copy: a default-constructed one is a call
     }
     if constexpr (std::is_signed_v<T>) {
       std::error_code ec = detail::decode_signed(f, std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), v);

@@ -18,6 +18,7 @@
 #include <system_error>
 #include <utility>
 
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/pg/params.hpp"
@@ -89,7 +90,7 @@ class query_op {
   // sent (just after it was made, while its frame is in the cache) and what serves row_stream come after.
   connection_state* s_;
   result_source res_;                   // its result, once in (copied out of the PGresult when small)
-  std::error_code ec_;
+  std::error_code ec_ = tern::detail::success;  // a copy: a default-constructed one is a call
   phase phase_ = phase::idle;
   bool suspended_ = false;
   std::uint8_t resends_ = 0;            // times sent again (each time alone)
