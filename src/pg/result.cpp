@@ -348,6 +348,7 @@ namespace {
 constexpr std::size_t smallest_block = 128;
 constexpr std::size_t class_count = 7;
 constexpr std::size_t largest_block = smallest_block << (class_count - 1);
+static_assert(largest_block <= INT16_MAX, "a block's offsets and lengths are 16 bits (result_block)");
 constexpr std::size_t kept_bytes_per_class = 256 * 1024;
 constexpr auto kept_per_class = [] {
   std::array<std::uint32_t, class_count> kept{};
@@ -460,7 +461,7 @@ inline char* put(char* at, const char* limit, const char* p, std::size_t n) noex
   if (head > capacity) return false;
   auto* b = static_cast<result_block*>(memory);
   b->rows = rows;
-  b->columns = columns;
+  b->columns = static_cast<std::uint16_t>(columns);  // fewer than capacity / sizeof(column_entry)
   auto* entry = reinterpret_cast<column_entry*>(base + sizeof(result_block));
   auto* out = reinterpret_cast<cell*>(entry + columns);
   char* at = base + head;
@@ -483,13 +484,13 @@ inline char* put(char* at, const char* limit, const char* p, std::size_t n) noex
       }
       char* next = put(at, limit, PQgetvalue(r, i, c), static_cast<std::size_t>(n));
       if (next == nullptr) return false;
-      *out = {static_cast<std::uint32_t>(at - base), n};
+      *out = {static_cast<std::uint16_t>(at - base), static_cast<std::int16_t>(n)};  // both below capacity
       at = next;
     }
   }
   if (put(at, limit, tag, tag_length) == nullptr) return false;
-  b->tag = static_cast<std::uint32_t>(at - base);
-  b->tag_length = static_cast<std::uint16_t>(tag_length);
+  b->tag = static_cast<std::uint16_t>(at - base);
+  b->tag_length = static_cast<std::uint8_t>(tag_length);
   return true;
 }
 
@@ -512,7 +513,7 @@ std::size_t measure(PGresult* r, std::size_t tag_length) noexcept {
 const result_block* copy_out(PGresult* r) noexcept {
   const char* tag = PQcmdStatus(r);
   const std::size_t tag_length = std::strlen(tag);
-  if (tag_length > UINT16_MAX) return nullptr;  // not from libpq, which keeps a tag in 64 bytes
+  if (tag_length > UINT8_MAX) return nullptr;  // not from libpq, which keeps a tag in 64 bytes
   try {
     void* memory = take_block(0);
     if (fill(r, memory, smallest_block, tag, tag_length)) {
