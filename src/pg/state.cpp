@@ -174,7 +174,7 @@ int connection_state::send_prepared(query_op* op) {
     slot prepare;
     prepare.op = op;
     prepare.kind = slot_kind::prepare;
-    prepare.prepared = e;
+    parsing.push_back(e);
     slots.push_back(prepare);
   }
   return PQsendQueryPrepared(pg, e->name.c_str(), p.count, p.values, p.lengths, p.formats, static_cast<int>(r.results));
@@ -380,19 +380,22 @@ void connection_state::on_result(slot& h, PGresult* r) noexcept {
     case PGRES_FATAL_ERROR:
       dispose(h.res);
       h.res.pg = r;
-      h.out = outcome::failed;
-      h.ec = error_of(r, pg);
+      h.out = outcome::failed;  // its error is read from the report when the slot ends (failure_of)
       return;
     default:
       // A COPY started by query() (COPY needs copy_in() or copy_out(): PostgreSQL allows none in a pipeline), or
       // a response libpq could not make sense of. The session is then in a state the pipeline cannot continue.
+      dispose(h.res);
       PQclear(r);
-      h.out = outcome::failed;
-      h.ec = make_error_code(error::bad_response);
+      h.out = outcome::failed;  // without a report: bad_response (failure_of)
       error_text = "unexpected response in pipeline mode (COPY needs copy_in() or copy_out())";
       break_connection(make_error_code(error::bad_response));
       return;
   }
+}
+
+std::error_code connection_state::failure_of(const slot& h) const noexcept {
+  return h.res.pg != nullptr ? error_of(h.res.pg, pg) : make_error_code(error::bad_response);
 }
 
 void connection_state::finish_slot(slot& h) noexcept {
@@ -400,22 +403,25 @@ void connection_state::finish_slot(slot& h) noexcept {
   const bool failed = h.out == outcome::failed || h.out == outcome::aborted;
   if (failed) batch_failed = true;
   if (h.kind == slot_kind::prepare) {
+    prepared_entry* const made = parsing.front();
+    parsing.pop_front();
     if (h.out == outcome::ok) {
-      h.prepared->st = prepared_entry::state::ready;
+      made->st = prepared_entry::state::ready;
       ++stats.prepared;
     } else {
-      auto& entries = prepared[h.prepared->statement_id];
-      std::erase_if(entries, [&](const auto& e) { return e.get() == h.prepared; });
+      auto& entries = prepared[made->statement_id];
+      std::erase_if(entries, [&](const auto& e) { return e.get() == made; });
     }
     if (h.out == outcome::failed && op != nullptr) {
       // The statement's own error: its execution, skipped after it, reports this one.
-      op->ec_ = h.ec;
+      op->ec_ = failure_of(h);
       op->res_ = std::exchange(h.res, {});
     }
     dispose(h.res);
     return;
   }
-  if (h.cancelled && (h.out == outcome::aborted || (h.out == outcome::failed && h.ec == sqlstate::query_canceled))) {
+  const std::error_code ec = h.out == outcome::failed ? failure_of(h) : tern::detail::success;
+  if (h.cancelled && (h.out == outcome::aborted || (h.out == outcome::failed && ec == sqlstate::query_canceled))) {
     ++stats.cancels_confirmed;
   }
   if (op == nullptr) {
@@ -431,13 +437,13 @@ void connection_state::finish_slot(slot& h) noexcept {
   // of the race every PostgreSQL cancel has (the server had moved on to it), and runs again. Up to three times: the
   // server signals the cancelled process twice for one request (the process and its group), so a second signal can
   // hit the query sent again after the first.
-  const bool victim = h.out == outcome::failed && h.ec == sqlstate::query_canceled && h.isolated &&
+  const bool victim = h.out == outcome::failed && ec == sqlstate::query_canceled && h.isolated &&
                       op->resends_ < max_victim_resends &&
                       std::chrono::steady_clock::now() - last_cancel < stray_cancel_window;
   if (h.single_row) {
     op->rows_ended_ = true;
     if (!op->ec_) {
-      if (h.out == outcome::failed) op->ec_ = h.ec;
+      if (h.out == outcome::failed) op->ec_ = ec;
       if (h.out == outcome::aborted) op->ec_ = make_error_code(error::pipeline_aborted);
     }
     if (op->res_.empty()) {
@@ -454,7 +460,7 @@ void connection_state::finish_slot(slot& h) noexcept {
   } else if (h.out == outcome::ok) {
     op->res_ = std::exchange(h.res, {});
   } else if (h.out == outcome::failed && !victim) {
-    op->ec_ = h.ec;
+    op->ec_ = ec;
     op->res_ = std::exchange(h.res, {});
   } else if (h.isolated) {
     again = true;
@@ -688,6 +694,7 @@ void connection_state::fail_all(std::error_code ec) noexcept {
   while (!slots.empty()) {
     slot sl = slots.front();
     slots.pop_front();
+    if (sl.kind == slot_kind::prepare) parsing.pop_front();
     dispose(sl.res);
     end_op(sl.op);
   }

@@ -114,11 +114,13 @@ struct prepared_entry {
 enum class slot_kind : std::uint8_t { query, prepare, sync };
 enum class outcome : std::uint8_t { none, ok, failed, aborted };
 
-struct slot {
+// 32 bytes, two to a cache line, aligned: a slot is written as its query is sent and read as its results come, a
+// batch of hundreds later, when its line is out of the cache (at 56 bytes most slots lay across two lines). So a
+// failed slot's error is read from its report when its end is handled (failure_of), and a Parse's statement entry
+// waits in a FIFO of its own (connection_state::parsing), rather than taking room in every slot.
+struct alignas(32) slot {
   query_op* op = nullptr;       // null: nobody waits for it
   result_source res;            // its result, once in
-  prepared_entry* prepared = nullptr;  // prepare: the entry it makes
-  std::error_code ec = tern::detail::success;  // a copy: a default-constructed one is a call
   slot_kind kind = slot_kind::query;
   outcome out = outcome::none;
   bool cancel_wanted = false;   // a cancel request is to be sent when it reaches the head
@@ -126,6 +128,7 @@ struct slot {
   bool isolated = false;
   bool single_row = false;      // its query's req_.single_row, read here so that the op's line is not touched for it
 };
+static_assert(sizeof(slot) == 32);
 
 // An isolated query whose result is in, until its batch's sync point: the result stays here rather than in the op,
 // so that a query's op is touched once as the batch ends instead of also as its result comes (hundreds of ops of a
@@ -207,6 +210,7 @@ struct connection_state {
   std::string error_text;  // libpq's message when the connection broke
 
   ring<slot> slots;
+  ring<prepared_entry*> parsing;  // the entries the prepare slots make, in the slots' order
   bool dirty = false;          // queries sent since the last sync point
   bool flush_posted = false;
   bool want_write = false;     // libpq holds data it could not write yet
@@ -296,6 +300,9 @@ struct connection_state {
   void wake(query_op* op) noexcept;
   void cancel_op(query_op* op) noexcept;
   void forget_op(query_op* op) noexcept;
+  // The error of a failed slot: the server's, from the report it keeps, or bad_response for a response libpq could
+  // not make sense of (none kept).
+  std::error_code failure_of(const slot& h) const noexcept;
   // Takes op out of the held results (its result freed), if it is there.
   void unhold(query_op* op) noexcept;
   // Unlinks op from whatever holds it; with send_cancel, asks the server to cancel it if it runs it.
