@@ -348,6 +348,7 @@ namespace {
 constexpr std::size_t smallest_block = 128;
 constexpr std::size_t class_count = 7;
 constexpr std::size_t largest_block = smallest_block << (class_count - 1);
+static_assert(largest_block <= INT16_MAX, "a block's offsets and lengths are 16 bits (result_block)");
 constexpr std::size_t kept_bytes_per_class = 256 * 1024;
 constexpr auto kept_per_class = [] {
   std::array<std::uint32_t, class_count> kept{};
@@ -372,6 +373,9 @@ void poison(void*, std::size_t) noexcept {}
 void unpoison(void*, std::size_t) noexcept {}
 #endif
 
+// Blocks are aligned to a cache line (result_block).
+constexpr std::align_val_t block_alignment{64};
+
 struct free_block {
   free_block* next;
 };
@@ -393,7 +397,7 @@ struct thread_blocks_cleanup {
       while (free_block* b = blocks.head[c]) {
         unpoison(b, smallest_block << c);
         blocks.head[c] = b->next;
-        ::operator delete(b);
+        ::operator delete(b, block_alignment);
       }
       blocks.count[c] = 0;
     }
@@ -413,14 +417,14 @@ void* take_block(std::size_t c) {
     --blocks.count[c];
     return b;
   }
-  return ::operator new(smallest_block << c);
+  return ::operator new(smallest_block << c, block_alignment);
 }
 
 void give_block(const result_block* b) noexcept {
   const std::size_t c = b->size_class;
   void* p = const_cast<result_block*>(b);
   if (blocks.closed || blocks.count[c] >= kept_per_class[c]) {
-    ::operator delete(p);
+    ::operator delete(p, block_alignment);
     return;
   }
   if (blocks.head[c] == nullptr) {
@@ -457,7 +461,7 @@ inline char* put(char* at, const char* limit, const char* p, std::size_t n) noex
   if (head > capacity) return false;
   auto* b = static_cast<result_block*>(memory);
   b->rows = rows;
-  b->columns = columns;
+  b->columns = static_cast<std::uint16_t>(columns);  // fewer than capacity / sizeof(column_entry)
   auto* entry = reinterpret_cast<column_entry*>(base + sizeof(result_block));
   auto* out = reinterpret_cast<cell*>(entry + columns);
   char* at = base + head;
@@ -480,13 +484,13 @@ inline char* put(char* at, const char* limit, const char* p, std::size_t n) noex
       }
       char* next = put(at, limit, PQgetvalue(r, i, c), static_cast<std::size_t>(n));
       if (next == nullptr) return false;
-      *out = {static_cast<std::uint32_t>(at - base), n};
+      *out = {static_cast<std::uint16_t>(at - base), static_cast<std::int16_t>(n)};  // both below capacity
       at = next;
     }
   }
   if (put(at, limit, tag, tag_length) == nullptr) return false;
-  b->tag = static_cast<std::uint32_t>(at - base);
-  b->tag_length = static_cast<std::uint32_t>(tag_length);
+  b->tag = static_cast<std::uint16_t>(at - base);
+  b->tag_length = static_cast<std::uint8_t>(tag_length);
   return true;
 }
 
@@ -509,6 +513,7 @@ std::size_t measure(PGresult* r, std::size_t tag_length) noexcept {
 const result_block* copy_out(PGresult* r) noexcept {
   const char* tag = PQcmdStatus(r);
   const std::size_t tag_length = std::strlen(tag);
+  if (tag_length > UINT8_MAX) return nullptr;  // not from libpq, which keeps a tag in 64 bytes
   try {
     void* memory = take_block(0);
     if (fill(r, memory, smallest_block, tag, tag_length)) {
@@ -521,7 +526,7 @@ const result_block* copy_out(PGresult* r) noexcept {
     if (bytes > largest_block) return nullptr;
     const std::size_t size_class = class_of(bytes);
     memory = take_block(size_class);
-    static_cast<result_block*>(memory)->size_class = static_cast<std::uint32_t>(size_class);
+    static_cast<result_block*>(memory)->size_class = static_cast<std::uint8_t>(size_class);
     fill(r, memory, smallest_block << size_class, tag, tag_length);
     return static_cast<const result_block*>(memory);
   } catch (...) {

@@ -174,7 +174,7 @@ int connection_state::send_prepared(query_op* op) {
     slot prepare;
     prepare.op = op;
     prepare.kind = slot_kind::prepare;
-    prepare.prepared = e;
+    parsing.push_back(e);
     slots.push_back(prepare);
   }
   return PQsendQueryPrepared(pg, e->name.c_str(), p.count, p.values, p.lengths, p.formats, static_cast<int>(r.results));
@@ -208,6 +208,7 @@ bool connection_state::send(query_op* op) {
   q.op = op;
   q.kind = slot_kind::query;
   q.isolated = r.isolated;
+  q.single_row = r.single_row;
   slots.push_back(q);
   if (r.single_row && slots.size() == 1) {
     op->single_row_set_ = PQsetSingleRowMode(pg) == 1;
@@ -271,7 +272,7 @@ readiness connection_state::wanted() const noexcept {
     if (!slots.empty()) {
       // A stream whose consumer has not taken its last row holds the reading back: that is its memory bound.
       const slot& h = slots.front();
-      input = !(h.kind == slot_kind::query && h.op != nullptr && h.op->req_.single_row && h.op->pending_row_);
+      input = !(h.kind == slot_kind::query && h.single_row && h.op != nullptr && h.op->pending_row_);
     }
     if ((listening || notify_waiter != nullptr) && notifications.size() < notification_limit) input = true;
   }
@@ -313,7 +314,7 @@ void connection_state::process_input() {
   for (;;) {
     if (closed || broken || pipeline_off || slots.empty()) break;
     slot& h = slots.front();
-    if (h.kind == slot_kind::query && h.op != nullptr && h.op->req_.single_row && h.op->pending_row_) break;
+    if (h.kind == slot_kind::query && h.single_row && h.op != nullptr && h.op->pending_row_) break;
     if (PQisBusy(pg)) break;
     PGresult* r = PQgetResult(pg);
     if (h.kind == slot_kind::sync) {
@@ -379,19 +380,22 @@ void connection_state::on_result(slot& h, PGresult* r) noexcept {
     case PGRES_FATAL_ERROR:
       dispose(h.res);
       h.res.pg = r;
-      h.out = outcome::failed;
-      h.ec = error_of(r, pg);
+      h.out = outcome::failed;  // its error is read from the report when the slot ends (failure_of)
       return;
     default:
       // A COPY started by query() (COPY needs copy_in() or copy_out(): PostgreSQL allows none in a pipeline), or
       // a response libpq could not make sense of. The session is then in a state the pipeline cannot continue.
+      dispose(h.res);
       PQclear(r);
-      h.out = outcome::failed;
-      h.ec = make_error_code(error::bad_response);
+      h.out = outcome::failed;  // without a report: bad_response (failure_of)
       error_text = "unexpected response in pipeline mode (COPY needs copy_in() or copy_out())";
       break_connection(make_error_code(error::bad_response));
       return;
   }
+}
+
+std::error_code connection_state::failure_of(const slot& h) const noexcept {
+  return h.res.pg != nullptr ? error_of(h.res.pg, pg) : make_error_code(error::bad_response);
 }
 
 void connection_state::finish_slot(slot& h) noexcept {
@@ -399,39 +403,47 @@ void connection_state::finish_slot(slot& h) noexcept {
   const bool failed = h.out == outcome::failed || h.out == outcome::aborted;
   if (failed) batch_failed = true;
   if (h.kind == slot_kind::prepare) {
+    prepared_entry* const made = parsing.front();
+    parsing.pop_front();
     if (h.out == outcome::ok) {
-      h.prepared->st = prepared_entry::state::ready;
+      made->st = prepared_entry::state::ready;
       ++stats.prepared;
     } else {
-      auto& entries = prepared[h.prepared->statement_id];
-      std::erase_if(entries, [&](const auto& e) { return e.get() == h.prepared; });
+      auto& entries = prepared[made->statement_id];
+      std::erase_if(entries, [&](const auto& e) { return e.get() == made; });
     }
     if (h.out == outcome::failed && op != nullptr) {
       // The statement's own error: its execution, skipped after it, reports this one.
-      op->ec_ = h.ec;
+      op->ec_ = failure_of(h);
       op->res_ = std::exchange(h.res, {});
     }
     dispose(h.res);
     return;
   }
-  if (h.cancelled && (h.out == outcome::aborted || (h.out == outcome::failed && h.ec == sqlstate::query_canceled))) {
+  const std::error_code ec = h.out == outcome::failed ? failure_of(h) : tern::detail::success;
+  if (h.cancelled && (h.out == outcome::aborted || (h.out == outcome::failed && ec == sqlstate::query_canceled))) {
     ++stats.cancels_confirmed;
   }
   if (op == nullptr) {
     dispose(h.res);
     return;
   }
+  if (h.out == outcome::ok && h.isolated && !h.single_row) {
+    // The common case, without touching the op: a query whose Parse failed has its own slot aborted, not ok.
+    held.push_back({op, std::exchange(h.res, {})});
+    return;
+  }
   // A query_canceled this query did not ask for, right after a cancel request meant for another: it is the victim
   // of the race every PostgreSQL cancel has (the server had moved on to it), and runs again. Up to three times: the
   // server signals the cancelled process twice for one request (the process and its group), so a second signal can
   // hit the query sent again after the first.
-  const bool victim = h.out == outcome::failed && h.ec == sqlstate::query_canceled && h.isolated &&
+  const bool victim = h.out == outcome::failed && ec == sqlstate::query_canceled && h.isolated &&
                       op->resends_ < max_victim_resends &&
                       std::chrono::steady_clock::now() - last_cancel < stray_cancel_window;
-  if (op->req_.single_row) {
+  if (h.single_row) {
     op->rows_ended_ = true;
     if (!op->ec_) {
-      if (h.out == outcome::failed) op->ec_ = h.ec;
+      if (h.out == outcome::failed) op->ec_ = ec;
       if (h.out == outcome::aborted) op->ec_ = make_error_code(error::pipeline_aborted);
     }
     if (op->res_.empty()) {
@@ -448,7 +460,7 @@ void connection_state::finish_slot(slot& h) noexcept {
   } else if (h.out == outcome::ok) {
     op->res_ = std::exchange(h.res, {});
   } else if (h.out == outcome::failed && !victim) {
-    op->ec_ = h.ec;
+    op->ec_ = ec;
     op->res_ = std::exchange(h.res, {});
   } else if (h.isolated) {
     again = true;
@@ -464,23 +476,42 @@ void connection_state::finish_slot(slot& h) noexcept {
     resend.push_back(op);
   } else {
     op->phase_ = query_op::phase::held;
-    held.push_back(op);
+    held.push_back({op, {}});
   }
 }
 
 void connection_state::end_batch() noexcept {
   const bool failed = std::exchange(batch_failed, false);
-  while (query_op* op = held.pop_front()) {
-    if (!failed || op->ec_) {
+  // Nothing below adds to held: complete() queues the waiter's resumption (or calls a batch's on_done, whose queries
+  // are not isolated), and resend_alone() comes after.
+  const std::size_t n = held.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    held_result e = held[i];
+    query_op* op = e.op;
+    if (op == nullptr) {
+      dispose(e.res);
+    } else if (!failed || op->ec_) {
+      if (!e.res.empty()) op->res_ = e.res;
       complete(op);
     } else {
       // It ran, but in the implicit transaction another query of the batch aborted: it was rolled back.
+      dispose(e.res);
       dispose(op->res_);
       op->phase_ = query_op::phase::resend;
       resend.push_back(op);
     }
   }
+  held.clear();
   while (query_op* op = resend.pop_front()) resend_alone(op);
+}
+
+void connection_state::unhold(query_op* op) noexcept {
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    if (held[i].op != op) continue;
+    held[i].op = nullptr;
+    dispose(held[i].res);
+    return;
+  }
 }
 
 void connection_state::resend_alone(query_op* op) noexcept {
@@ -508,7 +539,7 @@ void connection_state::on_new_head() noexcept {
   if (slots.empty()) return;
   slot& h = slots.front();
   if (h.kind != slot_kind::query) return;
-  if (h.op != nullptr && h.op->req_.single_row && !h.op->single_row_set_) {
+  if (h.single_row && h.op != nullptr && !h.op->single_row_set_) {
     h.op->single_row_set_ = PQsetSingleRowMode(pg) == 1;
   }
 }
@@ -598,9 +629,10 @@ void connection_state::detach(query_op* op, bool send_cancel) noexcept {
         }
       }
       if (op->pending_row_ != nullptr) PQclear(std::exchange(op->pending_row_, nullptr));
-      kick();  // the rows of a detached stream are read and dropped
+      unhold(op);  // its result may be in, held for its batch's sync point
+      kick();      // the rows of a detached stream are read and dropped
       break;
-    case query_op::phase::held: held.remove(op); break;
+    case query_op::phase::held: unhold(op); break;
     case query_op::phase::resend: resend.remove(op); break;
     default: break;
   }
@@ -662,10 +694,20 @@ void connection_state::fail_all(std::error_code ec) noexcept {
   while (!slots.empty()) {
     slot sl = slots.front();
     slots.pop_front();
+    if (sl.kind == slot_kind::prepare) parsing.pop_front();
     dispose(sl.res);
     end_op(sl.op);
   }
-  while (query_op* op = held.pop_front()) end_op(op);
+  while (!held.empty()) {
+    held_result e = held.front();
+    held.pop_front();
+    if (e.op != nullptr && !e.res.empty()) {
+      e.op->res_ = e.res;
+    } else {
+      dispose(e.res);
+    }
+    end_op(e.op);
+  }
   while (query_op* op = resend.pop_front()) end_op(op);
   for (std::size_t i = gate_head; i < gate.size(); ++i) {
     gate_entry e = gate[i];

@@ -54,7 +54,9 @@
 
 namespace tern::pg::detail {
 
-// A FIFO in one growing array: no allocation once it has grown to the connection's depth.
+// A FIFO in one growing array: no allocation once it has grown to the connection's depth. The capacity and mask
+// are kept, not derived from the vector's size, which for an element of other than a power of two bytes is a
+// division (a multiplication by its inverse) at every access.
 template <class T>
 class ring {
  public:
@@ -62,31 +64,40 @@ class ring {
   std::size_t size() const noexcept { return size_; }
   T& front() noexcept { return items_[head_]; }
   const T& front() const noexcept { return items_[head_]; }
-  T& operator[](std::size_t i) noexcept { return items_[(head_ + i) & (items_.size() - 1)]; }
+  T& operator[](std::size_t i) noexcept { return items_[(head_ + i) & mask_]; }
   void push_back(const T& v) {
-    if (size_ == items_.size()) grow();
-    items_[(head_ + size_) & (items_.size() - 1)] = v;
+    if (size_ == capacity_) [[unlikely]] grow();
+    items_[(head_ + size_) & mask_] = v;
     ++size_;
   }
   void push_front(const T& v) {
-    if (size_ == items_.size()) grow();
-    head_ = (head_ + items_.size() - 1) & (items_.size() - 1);
+    if (size_ == capacity_) [[unlikely]] grow();
+    head_ = (head_ + mask_) & mask_;
     items_[head_] = v;
     ++size_;
   }
   void pop_front() noexcept {
-    head_ = (head_ + 1) & (items_.size() - 1);
+    head_ = (head_ + 1) & mask_;
     --size_;
+  }
+  // Drops every element (their contents are the caller's to have handled).
+  void clear() noexcept {
+    head_ = 0;
+    size_ = 0;
   }
 
  private:
-  void grow() {
-    std::vector<T> bigger(items_.empty() ? 16 : items_.size() * 2);
+  [[gnu::noinline]] void grow() {
+    std::vector<T> bigger(capacity_ == 0 ? 16 : capacity_ * 2);
     for (std::size_t i = 0; i < size_; ++i) bigger[i] = (*this)[i];
     items_.swap(bigger);
+    capacity_ = items_.size();
+    mask_ = capacity_ - 1;
     head_ = 0;
   }
   std::vector<T> items_;
+  std::size_t capacity_ = 0;
+  std::size_t mask_ = 0;
   std::size_t head_ = 0;
   std::size_t size_ = 0;
 };
@@ -103,16 +114,29 @@ struct prepared_entry {
 enum class slot_kind : std::uint8_t { query, prepare, sync };
 enum class outcome : std::uint8_t { none, ok, failed, aborted };
 
-struct slot {
+// 32 bytes, two to a cache line, aligned: a slot is written as its query is sent and read as its results come, a
+// batch of hundreds later, when its line is out of the cache (at 56 bytes most slots lay across two lines). So a
+// failed slot's error is read from its report when its end is handled (failure_of), and a Parse's statement entry
+// waits in a FIFO of its own (connection_state::parsing), rather than taking room in every slot.
+struct alignas(32) slot {
   query_op* op = nullptr;       // null: nobody waits for it
   result_source res;            // its result, once in
-  prepared_entry* prepared = nullptr;  // prepare: the entry it makes
-  std::error_code ec;
   slot_kind kind = slot_kind::query;
   outcome out = outcome::none;
   bool cancel_wanted = false;   // a cancel request is to be sent when it reaches the head
   bool cancelled = false;       // its query was cancelled (its query_canceled is the confirmation)
   bool isolated = false;
+  bool single_row = false;      // its query's req_.single_row, read here so that the op's line is not touched for it
+};
+static_assert(sizeof(slot) == 32);
+
+// An isolated query whose result is in, until its batch's sync point: the result stays here rather than in the op,
+// so that a query's op is touched once as the batch ends instead of also as its result comes (hundreds of ops of a
+// batch, each in its task's frame, are too many cache lines to stay in the cache between the two). res is empty
+// for a query that failed on its own (its op holds its error and report). op null: it was cancelled meanwhile.
+struct held_result {
+  query_op* op = nullptr;
+  result_source res;
 };
 
 // An intrusive FIFO of query_ops (through next_).
@@ -186,12 +210,14 @@ struct connection_state {
   std::string error_text;  // libpq's message when the connection broke
 
   ring<slot> slots;
+  ring<prepared_entry*> parsing;  // the entries the prepare slots make, in the slots' order
   bool dirty = false;          // queries sent since the last sync point
   bool flush_posted = false;
   bool want_write = false;     // libpq holds data it could not write yet
   bool processing = false;     // inside process_input (no re-entry)
   bool batch_failed = false;   // a query of the batch now being read failed or was skipped
-  op_list held;                // isolated queries whose result is in, waiting for their batch's sync point
+  ring<held_result> held;      // isolated queries whose result is in, waiting for their batch's sync point (their
+                               // ops stay in_flight, or held when they failed on their own)
   op_list resend;              // isolated queries to send again once the batch's sync point is in
 
   // The driver task, and what it waits for now (so that a new need re-arms its wait).
@@ -274,6 +300,11 @@ struct connection_state {
   void wake(query_op* op) noexcept;
   void cancel_op(query_op* op) noexcept;
   void forget_op(query_op* op) noexcept;
+  // The error of a failed slot: the server's, from the report it keeps, or bad_response for a response libpq could
+  // not make sense of (none kept).
+  std::error_code failure_of(const slot& h) const noexcept;
+  // Takes op out of the held results (its result freed), if it is there.
+  void unhold(query_op* op) noexcept;
   // Unlinks op from whatever holds it; with send_cancel, asks the server to cancel it if it runs it.
   void detach(query_op* op, bool send_cancel) noexcept;
   // Sends a cancel request for whatever the server runs now.

@@ -243,6 +243,41 @@ using param_type_t = std::conditional_t<
                            !std::is_same_v<std::remove_cvref_t<A>, std::vector<std::byte>>,
                        bytes_view, std::remove_cvref_t<A>>>;
 
+namespace detail {
+
+// Whether a parameter of type P (a param_type_t) is encoded into its 8 bytes of scratch or points into its own
+// value, never into a block's string storage: tern::pg's own types but strings. A type of the caller's may use the
+// storage, so it is not one of these.
+template <class P>
+struct scratch_only : std::bool_constant<std::is_arithmetic_v<P> && !std::is_same_v<P, char>> {};
+template <>
+struct scratch_only<bytes_view> : std::true_type {};
+template <>
+struct scratch_only<std::vector<std::byte>> : std::true_type {};
+template <class Duration>
+struct scratch_only<std::chrono::time_point<std::chrono::system_clock, Duration>> : std::true_type {};
+template <>
+struct scratch_only<std::nullptr_t> : std::true_type {};
+template <>
+struct scratch_only<std::nullopt_t> : std::true_type {};
+template <class T>
+struct scratch_only<std::optional<T>> : scratch_only<T> {};
+
+// A parameter block's storage for strings: a buffer for short ones and the heap copies of longer ones.
+template <std::size_t N, bool Strings>
+struct param_strings {
+  param_strings() noexcept : storage(buffer, sizeof buffer) {}
+  param_strings(const param_strings&) = delete;
+  param_strings& operator=(const param_strings&) = delete;
+  param_storage storage;
+  char buffer[N == 0 ? 1 : 64];
+};
+// None, for parameters that do not use it.
+template <std::size_t N>
+struct param_strings<N, false> {};
+
+}  // namespace detail
+
 // The parameters of one query, encoded: what libpq's PQsendQueryParams takes, as parallel arrays.
 struct param_list {
   int count = 0;
@@ -253,15 +288,22 @@ struct param_list {
 };
 
 // N encoded parameters, with the bytes they need. Made where the query is awaited (it refers to the values,
-// which must outlive it, as the arguments of an awaited call do).
-template <std::size_t N>
+// which must outlive it, as the arguments of an awaited call do). Strings false: without the storage for strings
+// (72 bytes, and a destructor that reads it), for arguments that are all scratch_only (detail::params_for).
+template <std::size_t N, bool Strings = true>
 class params {
  public:
   template <class... A>
-  explicit params(const A&... args) : storage_(short_strings_, sizeof short_strings_) {
+  explicit params(const A&... args) {
     static_assert(sizeof...(A) == N);
     std::size_t i = 0;
-    (encode_one<param_type_t<A>>(args, i++), ...);
+    if constexpr (Strings) {
+      (encode_one<param_type_t<A>>(args, i++, strings_.storage), ...);
+    } else {
+      static_assert((detail::scratch_only<param_type_t<A>>::value && ...));
+      detail::param_storage none(nullptr, 0);  // which these types' encoders do not touch
+      (encode_one<param_type_t<A>>(args, i++, none), ...);
+    }
   }
   params(const params&) = delete;
   params& operator=(const params&) = delete;
@@ -272,13 +314,13 @@ class params {
 
  private:
   template <class P, class A>
-  void encode_one(const A& arg, std::size_t i) {
+  void encode_one(const A& arg, std::size_t i, detail::param_storage& storage) {
     param_value v;
     if constexpr (std::is_same_v<P, A>) {
-      param_traits<P>::encode(arg, v, scratch_[i].data(), storage_);
+      param_traits<P>::encode(arg, v, scratch_[i].data(), storage);
     } else {
       const P view = arg;  // a view of arg (a pointer, a span): nothing is copied
-      param_traits<P>::encode(view, v, scratch_[i].data(), storage_);
+      param_traits<P>::encode(view, v, scratch_[i].data(), storage);
     }
     values_[i] = v.data;
     lengths_[i] = v.length;
@@ -291,8 +333,15 @@ class params {
   std::array<int, N> formats_{};
   std::array<oid, N> types_{};
   std::array<std::array<char, 8>, N> scratch_{};
-  char short_strings_[N == 0 ? 1 : 64];
-  detail::param_storage storage_;
+  // Last: most queries' parameters never touch it, and hundreds of queries' frames are alive at once, so the cache
+  // lines a query touches count (docs/design.md, tern::pg).
+  [[no_unique_address]] detail::param_strings<N, Strings> strings_;
 };
+
+namespace detail {
+// The parameter block of a query whose arguments are A...
+template <class... A>
+using params_for = params<sizeof...(A), !(scratch_only<param_type_t<A>>::value && ...)>;
+}  // namespace detail
 
 }  // namespace tern::pg

@@ -46,7 +46,7 @@ class transaction {
   // Awaitable: a query inside the transaction; io_result<result>.
   template <class... A>
   task<io_result<result>> query(const char* sql, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     detail::query_op op(s_, {sql, nullptr, p.list(), format::text, owner_, false});
     if (timeout_.count() == 0) co_return co_await op;
     co_return co_await tern::with_timeout(op, timeout_);
@@ -57,7 +57,7 @@ class transaction {
   }
   template <class... A>
   task<io_result<result>> query(const statement& st, const A&... args) {
-    const params<sizeof...(A)> p(args...);
+    const detail::params_for<A...> p(args...);
     detail::query_op op(s_, {st.sql().c_str(), &st, p.list(), st.results(), owner_, false});
     const std::chrono::milliseconds t = st.timeout().count() != 0 ? st.timeout() : timeout_;
     if (t.count() == 0) co_return co_await op;

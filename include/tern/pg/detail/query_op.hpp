@@ -18,6 +18,7 @@
 #include <system_error>
 #include <utility>
 
+#include "tern/error.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/pg/params.hpp"
@@ -53,12 +54,14 @@ class query_op {
 
   query_op(connection_state* s, const request& r) noexcept : s_(s), req_(r) {}
   // A copy is the same query, not yet started (awaiters are copied before they start, by with_timeout).
-  query_op(const query_op& o) noexcept : s_(o.s_), req_(o.req_), on_done_(o.on_done_), owner_data_(o.owner_data_) {}
+  query_op(const query_op& o) noexcept : s_(o.s_), on_done_(o.on_done_), req_(o.req_), owner_data_(o.owner_data_) {}
   query_op& operator=(const query_op&) = delete;
   // Forgets a query still linked into its connection (its frame destroyed at a loop's teardown). Inline when there
   // is nothing to undo, the common case (a query awaited to its end, its result taken): a call less per query.
   ~query_op() {
-    if ((s_ != nullptr && phase_ != phase::idle && phase_ != phase::done) || !res_.empty() || pending_row_ != nullptr) {
+    // A row is pending only in single-row mode: its flag, next to the phase, spares reading pending_row_.
+    if ((s_ != nullptr && phase_ != phase::idle && phase_ != phase::done) || !res_.empty() ||
+        (single_row_set_ && pending_row_ != nullptr)) {
       release();
     }
   }
@@ -81,22 +84,25 @@ class query_op {
   // The destructor's work when there is some: unlinks the query, frees its result and a stream's pending row.
   void release() noexcept;
 
+  // First, in 64 bytes, what is touched as the query completes (the batch's sync point) and as its task resumes
+  // (await_resume, the destructor): hundreds of queries' frames are alive at once, so a query's op is out of the
+  // cache by then, and each cache line it spreads over is a miss (docs/design.md, tern::pg). What is read as it is
+  // sent (just after it was made, while its frame is in the cache) and what serves row_stream come after.
   connection_state* s_;
-  request req_;
-  std::coroutine_handle<> waiter_;
-  void (*on_done_)(query_op*) = nullptr;
-  void* owner_data_ = nullptr;
   result_source res_;                   // its result, once in (copied out of the PGresult when small)
-  std::error_code ec_;
-  query_op* next_ = nullptr;            // in the gate's queue, the held list or the resend list
+  std::error_code ec_ = tern::detail::success;  // a copy: a default-constructed one is a call
   phase phase_ = phase::idle;
   bool suspended_ = false;
   std::uint8_t resends_ = 0;            // times sent again (each time alone)
   bool single_row_set_ = false;
-  // row_stream: the row the driver has read and the consumer has not taken yet, the end of the rows, and the
-  // coroutine waiting in next().
+  bool rows_ended_ = false;             // row_stream: the end of the rows
+  std::coroutine_handle<> waiter_;
+  void (*on_done_)(query_op*) = nullptr;
+  query_op* next_ = nullptr;            // in the gate's queue or the resend list
+  request req_;
+  void* owner_data_ = nullptr;
+  // row_stream: the row the driver has read and the consumer has not taken yet, and the coroutine waiting in next().
   pg_result* pending_row_ = nullptr;
-  bool rows_ended_ = false;
   std::coroutine_handle<> row_waiter_;
 };
 
