@@ -400,8 +400,9 @@ struct callbacks {
 
   static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user) {
     server_connection& c = conn(user);
-    if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally);
-    if (server_stream* s = stream(c, id)) c.stream_closed(*s, code);
+    server_stream* s = stream(c, id);
+    if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally, s);
+    if (s != nullptr) c.stream_closed(*s, code);
     return 0;
   }
 
@@ -1080,9 +1081,15 @@ server_connection::past_stream* server_connection::recall(std::int32_t id) noexc
   return nullptr;
 }
 
-// A stream's first ending is the one that counts: a reset closes it with NO_ERROR in nghttp2's eyes too.
-void server_connection::mark(std::int32_t id, ending how) noexcept {
-  past_stream* p = recall(id);
+// A stream's first ending is the one that counts: a reset closes it with NO_ERROR in nghttp2's eyes too. A stream
+// still held (s) knows where the ring put it, unless the ring has moved past it since: no search then.
+void server_connection::mark(std::int32_t id, ending how, const server_stream* s) noexcept {
+  past_stream* p = nullptr;
+  if (s != nullptr && s->history_at_ < history_count_ && history_count_ - s->history_at_ <= history_size) {
+    past_stream& at = history_[s->history_at_ % history_size];
+    if (at.id == id) p = &at;
+  }
+  if (p == nullptr) p = recall(id);
   if (p != nullptr && p->how == ending::open) p->how = how;
 }
 
@@ -1120,6 +1127,9 @@ server_stream* server_connection::open_stream(std::int32_t id) {
     s = new server_stream(*this);
   }
   s->id_ = id;
+  // Its place in the history: the stream remembered last (on_begin_frame remembers each one it opens; mark checks
+  // the identifier there, and none was remembered when the count is 0).
+  s->history_at_ = history_count_ - 1;
   s->prev_ = nullptr;
   s->next_ = live_;
   if (live_ != nullptr) live_->prev_ = s;

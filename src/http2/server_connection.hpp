@@ -163,6 +163,7 @@ class server_stream final : public http::detail::exchange {
 
   server_connection* conn_;
   std::int32_t id_ = 0;
+  std::size_t history_at_ = ~std::size_t{0};  // its entry in the connection's history (history_count_ then), if any
   server_stream* prev_ = nullptr;  // the connection's live streams, or its spares (next_ only)
   server_stream* next_ = nullptr;
   std::stop_source stop_;          // the handler's: requested when the stream closes under it
@@ -447,7 +448,7 @@ class server_connection final : public http::stop_listener {
   static constexpr std::size_t history_size = 128;
   void remember(std::int32_t id) noexcept;
   past_stream* recall(std::int32_t id) noexcept;
-  void mark(std::int32_t id, ending how) noexcept;
+  void mark(std::int32_t id, ending how, const server_stream* s = nullptr) noexcept;
   void frame_on_gone_stream(std::int32_t id, std::uint8_t type);
   std::array<past_stream, history_size> history_{};
   std::size_t history_count_ = 0;   // streams remembered so far (the ring holds the last history_size)
