@@ -37,9 +37,13 @@ struct block_header {
 };
 static_assert(sizeof(block_header) <= header_size);
 
+// A block on a list keeps its header's class, so that taking it writes nothing: the link takes the place of the
+// size, which only a large block uses.
 struct free_block {
+  std::size_t size_class;
   free_block* next;
 };
+static_assert(sizeof(free_block) <= header_size);
 
 struct thread_lists {
   free_block* head[class_count] = {};
@@ -78,15 +82,13 @@ void* take(std::size_t size, void*) {
   }
   const std::size_t c = class_of(total);
   thread_lists& l = lists();
-  void* raw;
-  if (l.head[c] != nullptr) {
-    raw = l.head[c];
-    l.head[c] = l.head[c]->next;
+  if (free_block* b = l.head[c]; b != nullptr) {
+    l.head[c] = b->next;
     --l.count[c];
-  } else {
-    raw = std::malloc(smallest << c);
-    if (raw == nullptr) return nullptr;
+    return to_user(b);
   }
+  void* raw = std::malloc(smallest << c);
+  if (raw == nullptr) return nullptr;
   *static_cast<block_header*>(raw) = {c, 0};
   return to_user(raw);
 }
@@ -100,7 +102,7 @@ void give(void* user, void*) {
     std::free(h);
     return;
   }
-  auto* b = reinterpret_cast<free_block*>(h);
+  auto* b = reinterpret_cast<free_block*>(h);  // its class stays where it is
   b->next = l.head[c];
   l.head[c] = b;
   ++l.count[c];
