@@ -1140,6 +1140,7 @@ server_stream* server_connection::open_stream(std::int32_t id) {
   if (s->stop_.stop_requested()) s->stop_ = ctx_.take_stop_source();
   max_stream_id_ = std::max(max_stream_id_, id);
   (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
+  by_id_[by_id_slot(id)] = s;
   return s;
 }
 
@@ -1155,7 +1156,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
   if (header_stream_ == &s) header_stream_ = nullptr;
-  if (found_ == &s) found_ = nullptr;
+  if (server_stream*& slot = by_id_[by_id_slot(s.id_)]; slot == &s) slot = nullptr;
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
   if (spare_count_ >= opts_.max_concurrent_streams) {
