@@ -619,34 +619,45 @@ void server_connection::send_goaway(std::uint32_t code) {
 // no GOAWAY, no END_STREAM of its own: nothing else closes a stream inside mem_recv, the server's own ends being
 // sent by mem_send). Those go in with the rest, in one mem_recv, not one per frame.
 bool server_connection::feed(const char* data, std::size_t n) {
+  frame_scanner& f = scanner_;
+  f.restart();
   std::size_t start = 0, i = 0;
-  scanner_.restart();
-  while (i < n) {
-    frame_scanner& f = scanner_;
-    if (f.skip != 0) {
-      const std::size_t k = std::min(f.skip, n - i);
-      f.skip -= k;
-      i += k;
-      continue;
+  // The payload still to pass over, kept here while the loop runs (in the scanner between reads).
+  std::size_t skip = f.skip;
+  while (true) {
+    if (skip >= n - i) {  // the rest is payload (or there is no rest)
+      f.skip = skip - (n - i);
+      break;
     }
+    i += skip;
+    // A frame header: read where it lies when it is whole (the usual case), else gathered across reads.
+    const std::uint8_t* h;
     if (f.have == 0 && n - i >= sizeof f.header) {
-      std::memcpy(f.header, data + i, sizeof f.header);  // a whole frame header at once (the usual case)
+      h = reinterpret_cast<const std::uint8_t*>(data + i);
       i += sizeof f.header;
     } else {
-      f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
-      if (f.have < sizeof f.header) continue;
+      const std::size_t k = std::min(sizeof f.header - f.have, n - i);
+      std::memcpy(f.header + f.have, data + i, k);
+      f.have += k;
+      i += k;
+      if (f.have < sizeof f.header) {  // every byte taken: the header goes on in the next read
+        f.skip = 0;
+        break;
+      }
       f.have = 0;
+      h = f.header;
     }
-    f.skip = (std::size_t{f.header[0]} << 16) | (std::size_t{f.header[1]} << 8) | f.header[2];
-    note_header_block(f.header[3], f.header[4]);
-    const std::int32_t id = static_cast<std::int32_t>(
-        ((std::uint32_t{f.header[5]} & 0x7f) << 24) | (std::uint32_t{f.header[6]} << 16) |
-        (std::uint32_t{f.header[7]} << 8) | f.header[8]);
-    const std::uint8_t type = f.header[3];
-    const bool ends = (type == NGHTTP2_DATA || type == NGHTTP2_HEADERS) && (f.header[4] & NGHTTP2_FLAG_END_STREAM) != 0;
+    skip = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+    const std::uint8_t type = h[3];
+    note_header_block(type, h[4]);
+    const std::int32_t id = static_cast<std::int32_t>(((std::uint32_t{h[5]} & 0x7f) << 24) |
+                                                      (std::uint32_t{h[6]} << 16) | (std::uint32_t{h[7]} << 8) | h[8]);
+    const bool ends = (type == NGHTTP2_DATA || type == NGHTTP2_HEADERS) && (h[4] & NGHTTP2_FLAG_END_STREAM) != 0;
     if (type == NGHTTP2_HEADERS && id > std::max(max_seen_, f.opened)) f.opened = id;
+    // Whether nghttp2 holds the stream now is the connection's table's answer (find_stream): a stream leaves it
+    // only through on_stream_close.
     const bool held = type == NGHTTP2_DATA && (id & 1) != 0 && !f.closing && !f.ended(id) &&
-                      (id == f.opened || nghttp2_session_find_stream(session_.get(), id) != nullptr);
+                      (id == f.opened || find_stream(id) != nullptr);
     if (type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY) f.closing = true;
     if (ends) f.end(id);
     if (type != NGHTTP2_DATA || (id & 1) == 0 || held) continue;
