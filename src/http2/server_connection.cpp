@@ -1281,7 +1281,8 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   pending_consume_ += s.unconsumed_ - s.parked_;
   parked_bytes_ -= s.parked_;
   s.unconsumed_ = s.parked_ = 0;
-  (void)nghttp2_session_set_stream_user_data(session_.get(), s.id_, nullptr);
+  // nghttp2 forgets the stream as this callback returns (no_closed_streams, server.cpp), its user data with it:
+  // no call to clear that (41 instructions per request).
   if (!s.running_) {
     recycle(s);
     return;
