@@ -1150,8 +1150,10 @@ server_stream* server_connection::open_stream(std::int32_t id) {
   // loop's cache of them holds 16, fewer than the streams a connection keeps): a new one only after a stop.
   if (s->stop_.stop_requested()) s->stop_ = ctx_.take_stop_source();
   max_stream_id_ = std::max(max_stream_id_, id);
-  (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
-  by_id_[by_id_slot(id)] = s;
+  // Its slot in the table when that is free (nearly always), else nghttp2's user data: find_stream looks in the
+  // one, then the other. Setting the user data of every stream cost 41 instructions per request.
+  if (server_stream*& slot = by_id_[by_id_slot(id)]; slot == nullptr) slot = s;
+  else (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
   return s;
 }
 
@@ -1701,26 +1703,26 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   // The length as text, in this frame: nghttp2 copies it.
   char length_text[20];
   if (status >= 100 && status <= 999) {
-    nv[n++] = make_nv(":status", 7, status_digits.data() + 3 * (status - 100), 3, kept);
+    set_nv(nv[n++], ":status", 7, status_digits.data() + 3 * (status - 100), 3, kept);
   } else {
     // Not three digits (a handler's mistake): sent as given, copied.
     const std::string_view code = decimal(length_text, static_cast<std::uint64_t>(status));
-    nv[n++] = make_static_nv(":status", code.data(), code.size());
+    set_static_nv(nv[n++], ":status", code.data(), code.size());
   }
   if (!hopts_.server_name.empty() && !has_server) {
-    nv[n++] = make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size(), kept);
+    set_nv(nv[n++], "server", 6, hopts_.server_name.data(), hopts_.server_name.size(), kept);
   }
   if (hopts_.date && !has_date) {
     const std::string_view now = http::date_now();
-    nv[n++] = make_nv("date", 4, now.data(), now.size(), kept);
+    set_nv(nv[n++], "date", 4, now.data(), now.size(), kept);
   }
   if (length && !bodiless_status(status)) {
     const std::string_view text = decimal(length_text, *length);
-    nv[n++] = make_static_nv("content-length", text.data(), text.size());
+    set_static_nv(nv[n++], "content-length", text.data(), text.size());
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
-    nv[n++] = make_nv(x.name.data(), x.name.size(), x.value.data(), x.value.size());
+    set_nv(nv[n++], x.name.data(), x.name.size(), x.value.data(), x.value.size());
   }
   const ng_data_provider body = data_provider(&s, &server_connection::read_out);
   const int rv = submit_response(session_.get(), s.id_, nv, n, with_body ? &body : nullptr);

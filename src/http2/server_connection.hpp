@@ -335,9 +335,9 @@ class server_connection final : public http::stop_listener {
   }
 
   // Streams.
-  // The stream of id that nghttp2 holds (its user data: null once closed): from the connection's table of open
-  // streams by identifier, else (another stream took its slot) from nghttp2's map. A request's HEADERS and DATA,
-  // their receipt, its answer's sending and its close each look their stream up: five lookups in the map per
+  // The stream of id that nghttp2 holds (null once closed): from the connection's table of open streams by
+  // identifier, else (another stream had its slot) from nghttp2's map, as its user data. A request's HEADERS and
+  // DATA, their receipt, its answer's sending and its close each look their stream up: five lookups in the map per
   // request cost 165 instructions. Keeping the one found last saved most of them with one stream at a time, not
   // with 100 in flight, whose HEADERS arrive together before their DATA (three lookups in the map a request).
   static constexpr std::size_t by_id_size = 256;
@@ -419,8 +419,8 @@ class server_connection final : public http::stop_listener {
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses
   server_stream* spare_ = nullptr;  // streams kept for reuse
   server_stream* header_stream_ = nullptr;  // the stream of the header block being received
-  // Open streams by identifier (find_stream): a stream's slot is its own from its opening until it is recycled,
-  // unless a later stream took it.
+  // Open streams by identifier (find_stream): a stream that found its slot free at its opening holds it until it
+  // is recycled; one that did not is nghttp2's user data instead.
   std::array<server_stream*, by_id_size> by_id_{};
   std::size_t spare_count_ = 0;
   std::size_t live_count_ = 0;
