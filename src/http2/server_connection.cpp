@@ -379,7 +379,7 @@ struct callbacks {
     return 0;
   }
 
-  static int on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+  static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t id, const std::uint8_t* data,
                            std::size_t length, void* user) {
     server_connection& c = conn(user);
     server_stream* s = stream(c, id);
@@ -394,7 +394,10 @@ struct callbacks {
     }
     s->unconsumed_ += length;
     s->in_total_ += length;
-    s->input_.set();
+    // A chunk of the last frame rings the handler when the frame is whole (on_frame_recv; or the stream's close,
+    // if nghttp2 refuses the frame's end), not now too: a second ring cost the event's lock once more per request.
+    // The first part of a last frame split between reads waits for the rest of it, the stream's last bytes.
+    if ((flags & NGHTTP2_FLAG_END_STREAM) == 0) s->input_.set();
     return 0;
   }
 
