@@ -93,7 +93,8 @@ class body_buffer {
 // authority, a content type) is copied into a block the stream keeps, which costs less than taking and releasing a
 // reference to nghttp2's buffer; a longer one is held by reference, so that a header block of many references to
 // one large dynamic-table entry (the HTTP/2 Bomb, CVE-2026-49975) costs the server a reference each, not a copy:
-// the copies of a request are bounded by its field limits times copied_max. nghttp2's static table needs neither.
+// the copies of a request are bounded by its field limits times copied_max. A long entry of nghttp2's static table
+// needs neither.
 class header_text {
  public:
   static constexpr std::size_t block_size = 2048;
@@ -104,11 +105,11 @@ class header_text {
   header_text& operator=(const header_text&) = delete;
   ~header_text() { clear(); }
 
-  // text is b's bytes; the view returned stays valid until clear().
+  // text is b's bytes; the view returned stays valid until clear(). A short one is copied even when it is in
+  // nghttp2's static table: asking cost a call for every field, more than the copies of the few that are.
   [[gnu::always_inline]] std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
     if (text.empty()) return {};  // nothing to copy (and no block yet to copy into: memcpy takes no null)
-    if (nghttp2_rcbuf_is_static(b)) return text;
-    if (text.size() > copied_max) return hold(b, text);
+    if (text.size() > copied_max) return nghttp2_rcbuf_is_static(b) ? text : hold(b, text);
     if (text.size() > left_) grow();
     char* at = at_;
     // Most are of up to 32 bytes (a method, a path, an authority, a content type): copied without memcpy's call.
@@ -169,7 +170,7 @@ class server_stream final : public http::detail::exchange {
   std::stop_source stop_;          // the handler's: requested when the stream closes under it
 
   // The request: its pseudo-header fields and fields are views into text_ (its copies and the buffers of
-  // nghttp2's it holds), or into nghttp2's static table.
+  // nghttp2's it holds), into nghttp2's static table, or (a known name) into tern::http's names.
   header_text text_;
   std::vector<http::field> fields_;
   http::detail::known_positions known_{};  // of fields_, as tern::http's parser keeps them (1-based, 0: none)
