@@ -277,16 +277,15 @@ struct callbacks {
       return 0;
     }
     if (!n.empty() && n.front() == ':') {
-      // By length first, then a comparison of known length (no call to memcmp): every request has four of these.
-      const auto is = [n]<std::size_t N>(const char (&name)[N]) {
-        return std::memcmp(n.data(), name, N - 1) == 0;
-      };
+      // nghttp2 hands over only the pseudo-header fields a request may have (it resets a stream that sends any
+      // other, :protocol only where extended CONNECT is on, before this callback): their lengths tell them apart,
+      // and one byte :method from :scheme. Every request has four of these.
       std::string_view* to;
       switch (n.size()) {
-        case 5: to = is(":path") ? &s->head_.target : nullptr; break;
-        case 7: to = is(":method") ? &s->head_.method_name : nullptr; break;
-        case 9: to = is(":protocol") ? &s->protocol_ : nullptr; break;
-        case 10: to = is(":authority") ? &s->authority_ : nullptr; break;
+        case 5: to = &s->head_.target; break;                                // :path
+        case 7: to = n[1] == 'm' ? &s->head_.method_name : nullptr; break;  // :method, or :scheme
+        case 9: to = &s->protocol_; break;                                   // :protocol
+        case 10: to = &s->authority_; break;                                 // :authority
         default: to = nullptr; break;
       }
       if (to == nullptr) return 0;  // :scheme: the connection's, whatever it says
