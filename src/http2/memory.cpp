@@ -37,23 +37,42 @@ struct block_header {
 };
 static_assert(sizeof(block_header) <= header_size);
 
+// A block on a list keeps its header's class, so that taking it writes nothing: the link takes the place of the
+// size, which only a large block uses.
 struct free_block {
+  std::size_t size_class;
   free_block* next;
 };
+static_assert(sizeof(free_block) <= header_size);
 
 struct thread_lists {
   free_block* head[class_count] = {};
   std::size_t count[class_count] = {};
-  ~thread_lists() {
-    for (std::size_t c = 0; c < class_count; ++c) {
-      while (head[c] != nullptr) std::free(std::exchange(head[c], head[c]->next));
-    }
-  }
+  ~thread_lists();
 };
 
-thread_lists& lists() {
-  thread_local thread_lists l;
-  return l;
+// The thread's lists, through a plain pointer: take and give test it and go on without a call, so that they save
+// no register and keep no frame (a thread_local with a destructor is reached through a guard and a call made on
+// first use, which cost every call its registers: 20 instructions per request). Null before the thread's first
+// use and after its lists are gone (the thread ends): the slow paths see to both.
+thread_local constinit thread_lists* current = nullptr;
+thread_local constinit bool lists_gone = false;
+
+thread_lists::~thread_lists() {
+  current = nullptr;
+  lists_gone = true;
+  for (std::size_t c = 0; c < class_count; ++c) {
+    while (head[c] != nullptr) std::free(std::exchange(head[c], head[c]->next));
+  }
+}
+
+// The thread's lists, made on its first use; null once they are gone.
+thread_lists* lists() {
+  if (current == nullptr && !lists_gone) {
+    thread_local thread_lists l;
+    current = &l;
+  }
+  return current;
 }
 
 // The smallest class whose blocks hold total bytes (at most largest): from the highest bit of total - 1, not a
@@ -68,7 +87,8 @@ block_header* header_of(void* user) noexcept {
   return reinterpret_cast<block_header*>(static_cast<char*>(user) - header_size);
 }
 
-void* take(std::size_t size, void*) {
+// A large block, or one of a class whose list is empty (or gone).
+[[gnu::noinline]] void* take_slow(std::size_t size) {
   const std::size_t total = size + header_size;
   if (total > largest) {
     void* raw = std::malloc(total);
@@ -77,33 +97,59 @@ void* take(std::size_t size, void*) {
     return to_user(raw);
   }
   const std::size_t c = class_of(total);
-  thread_lists& l = lists();
-  void* raw;
-  if (l.head[c] != nullptr) {
-    raw = l.head[c];
-    l.head[c] = l.head[c]->next;
-    --l.count[c];
-  } else {
-    raw = std::malloc(smallest << c);
-    if (raw == nullptr) return nullptr;
+  if (thread_lists* l = lists(); l != nullptr && l->head[c] != nullptr) {
+    free_block* b = l->head[c];
+    l->head[c] = b->next;
+    --l->count[c];
+    return to_user(b);
   }
+  void* raw = std::malloc(smallest << c);
+  if (raw == nullptr) return nullptr;
   *static_cast<block_header*>(raw) = {c, 0};
   return to_user(raw);
+}
+
+void* take(std::size_t size, void*) {
+  const std::size_t total = size + header_size;
+  thread_lists* l = current;
+  if (l != nullptr && total <= largest) [[likely]] {
+    const std::size_t c = class_of(total);
+    if (free_block* b = l->head[c]; b != nullptr) [[likely]] {
+      l->head[c] = b->next;
+      --l->count[c];
+      return to_user(b);
+    }
+  }
+  return take_slow(size);
+}
+
+// A large block, one whose list is full, or a thread whose lists are not made yet (or gone).
+[[gnu::noinline]] void give_slow(block_header* h) {
+  const std::size_t c = h->size_class;
+  thread_lists* l = lists();
+  if (c == large || l == nullptr || l->count[c] >= kept_per_class[c]) {
+    std::free(h);
+    return;
+  }
+  auto* b = reinterpret_cast<free_block*>(h);  // its class stays where it is
+  b->next = l->head[c];
+  l->head[c] = b;
+  ++l->count[c];
 }
 
 void give(void* user, void*) {
   if (user == nullptr) return;
   block_header* h = header_of(user);
   const std::size_t c = h->size_class;
-  thread_lists& l = lists();
-  if (c == large || l.count[c] >= kept_per_class[c]) {
-    std::free(h);
+  thread_lists* l = current;
+  if (l != nullptr && c != large && l->count[c] < kept_per_class[c]) [[likely]] {
+    auto* b = reinterpret_cast<free_block*>(h);  // its class stays where it is
+    b->next = l->head[c];
+    l->head[c] = b;
+    ++l->count[c];
     return;
   }
-  auto* b = reinterpret_cast<free_block*>(h);
-  b->next = l.head[c];
-  l.head[c] = b;
-  ++l.count[c];
+  give_slow(h);
 }
 
 void* take_zeroed(std::size_t n, std::size_t size, void* user) {

@@ -107,11 +107,26 @@ inline nghttp2_nv make_nv(const char* name, std::size_t name_size, const char* v
                     reinterpret_cast<std::uint8_t*>(const_cast<char*>(value)), name_size, value_size, flags};
 }
 
+// The same, written into e member by member: an assignment of make_nv's result also copies the padding after
+// flags, through the stack (four instructions per field of a response head).
+inline void set_nv(nghttp2_nv& e, const char* name, std::size_t name_size, const char* value, std::size_t value_size,
+                   std::uint8_t flags = NGHTTP2_NV_FLAG_NONE) noexcept {
+  e.name = reinterpret_cast<std::uint8_t*>(const_cast<char*>(name));
+  e.value = reinterpret_cast<std::uint8_t*>(const_cast<char*>(value));
+  e.namelen = name_size;
+  e.valuelen = value_size;
+  e.flags = flags;
+}
+
 // A name that is a lowercase string literal: nghttp2 neither copies nor lowercases it (a copy and a pass over the
 // name per field of every response).
 template <std::size_t N>
 inline nghttp2_nv make_static_nv(const char (&name)[N], const char* value, std::size_t value_size) noexcept {
   return make_nv(name, N - 1, value, value_size, NGHTTP2_NV_FLAG_NO_COPY_NAME);
+}
+template <std::size_t N>
+inline void set_static_nv(nghttp2_nv& e, const char (&name)[N], const char* value, std::size_t value_size) noexcept {
+  set_nv(e, name, N - 1, value, value_size, NGHTTP2_NV_FLAG_NO_COPY_NAME);
 }
 
 }  // namespace tern::http2::detail

@@ -255,8 +255,9 @@ struct callbacks {
     }
   }
 
-  static int on_field(nghttp2_session*, const nghttp2_frame* frame, nghttp2_rcbuf* name,
-                      nghttp2_rcbuf* value, std::uint8_t, void* user) {
+  // Inline in on_header: a call of its own cost a frame and its registers per field (six fields a request).
+  [[gnu::always_inline]] static int on_field(nghttp2_session*, const nghttp2_frame* frame, nghttp2_rcbuf* name,
+                                             nghttp2_rcbuf* value, std::uint8_t, void* user) {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     server_connection& c = conn(user);
     // The stream whose header block this is, as on_begin_headers found it (a lookup in nghttp2's map per field
@@ -266,30 +267,25 @@ struct callbacks {
     if (s == nullptr) return 0;
     const http::parser_limits& limits = c.hopts_.limits;
     std::string_view n = view(name), v = view(value);
-    const auto hold = [&]() __attribute__((always_inline)) {  // a call of its own cost more than its body
+    if (s->in_trailers_) {
+      // Sizes as an HTTP/1.1 head would count them ("name: value" and its CRLF), against the same limits.
+      s->header_bytes_ += n.size() + v.size() + 4;
+      if (s->header_bytes_ > limits.max_header_bytes || s->trailers_.size() >= limits.max_headers) return 0;
       n = s->text_.keep(name, n);
       v = s->text_.keep(value, v);
-    };
-    // Sizes as an HTTP/1.1 head would count them ("name: value" and its CRLF), against the same limits.
-    s->header_bytes_ += n.size() + v.size() + 4;
-    if (s->in_trailers_) {
-      if (s->header_bytes_ > limits.max_header_bytes || s->trailers_.size() >= limits.max_headers) return 0;
-      hold();
       s->trailers_.push_back({n, v});
       return 0;
     }
     if (!n.empty() && n.front() == ':') {
-      s->header_bytes_ -= n.size() + v.size() + 4;
-      // By length first, then a comparison of known length (no call to memcmp): every request has four of these.
-      const auto is = [n]<std::size_t N>(const char (&name)[N]) {
-        return std::memcmp(n.data(), name, N - 1) == 0;
-      };
+      // nghttp2 hands over only the pseudo-header fields a request may have (it resets a stream that sends any
+      // other, :protocol only where extended CONNECT is on, before this callback): their lengths tell them apart,
+      // and one byte :method from :scheme. Every request has four of these.
       std::string_view* to;
       switch (n.size()) {
-        case 5: to = is(":path") ? &s->head_.target : nullptr; break;
-        case 7: to = is(":method") ? &s->head_.method_name : nullptr; break;
-        case 9: to = is(":protocol") ? &s->protocol_ : nullptr; break;
-        case 10: to = is(":authority") ? &s->authority_ : nullptr; break;
+        case 5: to = &s->head_.target; break;                                // :path
+        case 7: to = n[1] == 'm' ? &s->head_.method_name : nullptr; break;  // :method, or :scheme
+        case 9: to = &s->protocol_; break;                                   // :protocol
+        case 10: to = &s->authority_; break;                                 // :authority
         default: to = nullptr; break;
       }
       if (to == nullptr) return 0;  // :scheme: the connection's, whatever it says
@@ -298,6 +294,7 @@ struct callbacks {
       *to = s->text_.keep(value, v);
       return 0;
     }
+    s->header_bytes_ += n.size() + v.size() + 4;
     if (s->header_bytes_ > limits.max_header_bytes || s->fields_.size() >= limits.max_headers) {
       s->refused_ = http::status::request_header_fields_too_large;
       // Far past the limit, the header block is a bomb (a few bytes of references to one large entry decode
@@ -310,11 +307,14 @@ struct callbacks {
       ++s->dropped_;
       return 0;
     }
-    hold();
-    s->fields_.push_back({n, v});
     // The first position of each field tern::http knows by name (request::header finds those without a walk over
-    // the fields), and what the request's framing needs, noted as the fields pass.
+    // the fields), and what the request's framing needs, noted as the fields pass. A known name is referred to in
+    // tern::http's table of them (lowercase, as HTTP/2's are), not kept.
     const http::detail::known_field k = known_lowercase(n);
+    n = k != http::detail::known_field::none ? http::detail::known_field_names[static_cast<std::size_t>(k)]
+                                             : s->text_.keep(name, n);
+    v = s->text_.keep(value, v);
+    s->fields_.push_back({n, v});
     if (k == http::detail::known_field::none) return 0;
     std::uint32_t& first = s->known_[static_cast<std::size_t>(k)];
     if (first != 0) return 0;
@@ -378,7 +378,7 @@ struct callbacks {
     return 0;
   }
 
-  static int on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+  static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t id, const std::uint8_t* data,
                            std::size_t length, void* user) {
     server_connection& c = conn(user);
     server_stream* s = stream(c, id);
@@ -393,25 +393,39 @@ struct callbacks {
     }
     s->unconsumed_ += length;
     s->in_total_ += length;
-    s->input_.set();
+    // A chunk of the last frame rings the handler when the frame is whole (on_frame_recv; or the stream's close,
+    // if nghttp2 refuses the frame's end), not now too: a second ring cost the event's lock once more per request.
+    // The first part of a last frame split between reads waits for the rest of it, the stream's last bytes.
+    if ((flags & NGHTTP2_FLAG_END_STREAM) == 0) s->input_.set();
     return 0;
   }
 
   static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* user) {
     server_connection& c = conn(user);
-    if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally);
-    if (server_stream* s = stream(c, id)) c.stream_closed(*s, code);
+    server_stream* s = stream(c, id);
+    if (code == NGHTTP2_NO_ERROR) c.mark(id, server_connection::ending::normally, s);
+    if (s != nullptr) c.stream_closed(*s, code);
     return 0;
   }
 
+  // Every frame sent passes here: a request's answer's HEADERS and DATA take the short way, which calls nothing
+  // (so that it saves no register), the rest the out-of-line one (frame_sent).
   static int on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     server_connection& c = conn(user);
     const std::uint8_t type = frame->hd.type;
+    if (type != NGHTTP2_HEADERS && type != NGHTTP2_DATA) [[unlikely]] return frame_sent(c, frame);
     if (type == NGHTTP2_DATA) c.data_sent_at_ = c.stamp();
-    if ((type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
-      // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
-      server_stream* s = stream(c, frame->hd.stream_id);
-      if (s != nullptr && !s->in_end_) c.resets_.emplace_back(s->id_, NGHTTP2_NO_ERROR);
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
+    // The response is complete before the request: the peer is asked to stop sending (RFC 9113 §8.1).
+    server_stream* s = stream(c, frame->hd.stream_id);
+    if (s != nullptr && !s->in_end_) [[unlikely]] return frame_sent(c, frame);
+    return 0;
+  }
+
+  [[gnu::noinline]] static int frame_sent(server_connection& c, const nghttp2_frame* frame) {
+    const std::uint8_t type = frame->hd.type;
+    if (type == NGHTTP2_HEADERS || type == NGHTTP2_DATA) {
+      c.resets_.emplace_back(frame->hd.stream_id, NGHTTP2_NO_ERROR);  // an answer before the request's end
     } else if (type == NGHTTP2_GOAWAY && c.notice_sent_ && !c.notice_ping_due_ && !c.goaway_sent_) {
       c.notice_ping_due_ = true;  // the shutdown notice has gone: a PING follows it (after_session_calls)
     } else if (type == NGHTTP2_RST_STREAM) {
@@ -617,34 +631,45 @@ void server_connection::send_goaway(std::uint32_t code) {
 // no GOAWAY, no END_STREAM of its own: nothing else closes a stream inside mem_recv, the server's own ends being
 // sent by mem_send). Those go in with the rest, in one mem_recv, not one per frame.
 bool server_connection::feed(const char* data, std::size_t n) {
+  frame_scanner& f = scanner_;
+  f.restart();
   std::size_t start = 0, i = 0;
-  scanner_.restart();
-  while (i < n) {
-    frame_scanner& f = scanner_;
-    if (f.skip != 0) {
-      const std::size_t k = std::min(f.skip, n - i);
-      f.skip -= k;
-      i += k;
-      continue;
+  // The payload still to pass over, kept here while the loop runs (in the scanner between reads).
+  std::size_t skip = f.skip;
+  while (true) {
+    if (skip >= n - i) {  // the rest is payload (or there is no rest)
+      f.skip = skip - (n - i);
+      break;
     }
+    i += skip;
+    // A frame header: read where it lies when it is whole (the usual case), else gathered across reads.
+    const std::uint8_t* h;
     if (f.have == 0 && n - i >= sizeof f.header) {
-      std::memcpy(f.header, data + i, sizeof f.header);  // a whole frame header at once (the usual case)
+      h = reinterpret_cast<const std::uint8_t*>(data + i);
       i += sizeof f.header;
     } else {
-      f.header[f.have++] = static_cast<std::uint8_t>(data[i++]);
-      if (f.have < sizeof f.header) continue;
+      const std::size_t k = std::min(sizeof f.header - f.have, n - i);
+      std::memcpy(f.header + f.have, data + i, k);
+      f.have += k;
+      i += k;
+      if (f.have < sizeof f.header) {  // every byte taken: the header goes on in the next read
+        f.skip = 0;
+        break;
+      }
       f.have = 0;
+      h = f.header;
     }
-    f.skip = (std::size_t{f.header[0]} << 16) | (std::size_t{f.header[1]} << 8) | f.header[2];
-    note_header_block(f.header[3], f.header[4]);
-    const std::int32_t id = static_cast<std::int32_t>(
-        ((std::uint32_t{f.header[5]} & 0x7f) << 24) | (std::uint32_t{f.header[6]} << 16) |
-        (std::uint32_t{f.header[7]} << 8) | f.header[8]);
-    const std::uint8_t type = f.header[3];
-    const bool ends = (type == NGHTTP2_DATA || type == NGHTTP2_HEADERS) && (f.header[4] & NGHTTP2_FLAG_END_STREAM) != 0;
+    skip = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
+    const std::uint8_t type = h[3];
+    note_header_block(type, h[4]);
+    const std::int32_t id = static_cast<std::int32_t>(((std::uint32_t{h[5]} & 0x7f) << 24) |
+                                                      (std::uint32_t{h[6]} << 16) | (std::uint32_t{h[7]} << 8) | h[8]);
+    const bool ends = (type == NGHTTP2_DATA || type == NGHTTP2_HEADERS) && (h[4] & NGHTTP2_FLAG_END_STREAM) != 0;
     if (type == NGHTTP2_HEADERS && id > std::max(max_seen_, f.opened)) f.opened = id;
+    // Whether nghttp2 holds the stream now is the connection's table's answer (find_stream): a stream leaves it
+    // only through on_stream_close.
     const bool held = type == NGHTTP2_DATA && (id & 1) != 0 && !f.closing && !f.ended(id) &&
-                      (id == f.opened || nghttp2_session_find_stream(session_.get(), id) != nullptr);
+                      (id == f.opened || find_stream(id) != nullptr);
     if (type == NGHTTP2_RST_STREAM || type == NGHTTP2_GOAWAY) f.closing = true;
     if (ends) f.end(id);
     if (type != NGHTTP2_DATA || (id & 1) == 0 || held) continue;
@@ -1079,9 +1104,15 @@ server_connection::past_stream* server_connection::recall(std::int32_t id) noexc
   return nullptr;
 }
 
-// A stream's first ending is the one that counts: a reset closes it with NO_ERROR in nghttp2's eyes too.
-void server_connection::mark(std::int32_t id, ending how) noexcept {
-  past_stream* p = recall(id);
+// A stream's first ending is the one that counts: a reset closes it with NO_ERROR in nghttp2's eyes too. A stream
+// still held (s) knows where the ring put it, unless the ring has moved past it since: no search then.
+void server_connection::mark(std::int32_t id, ending how, const server_stream* s) noexcept {
+  past_stream* p = nullptr;
+  if (s != nullptr && s->history_at_ < history_count_ && history_count_ - s->history_at_ <= history_size) {
+    past_stream& at = history_[s->history_at_ % history_size];
+    if (at.id == id) p = &at;
+  }
+  if (p == nullptr) p = recall(id);
   if (p != nullptr && p->how == ending::open) p->how = how;
 }
 
@@ -1119,6 +1150,9 @@ server_stream* server_connection::open_stream(std::int32_t id) {
     s = new server_stream(*this);
   }
   s->id_ = id;
+  // Its place in the history: the stream remembered last (on_begin_frame remembers each one it opens; mark checks
+  // the identifier there, and none was remembered when the count is 0).
+  s->history_at_ = history_count_ - 1;
   s->prev_ = nullptr;
   s->next_ = live_;
   if (live_ != nullptr) live_->prev_ = s;
@@ -1128,7 +1162,10 @@ server_stream* server_connection::open_stream(std::int32_t id) {
   // loop's cache of them holds 16, fewer than the streams a connection keeps): a new one only after a stop.
   if (s->stop_.stop_requested()) s->stop_ = ctx_.take_stop_source();
   max_stream_id_ = std::max(max_stream_id_, id);
-  (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
+  // Its slot in the table when that is free (nearly always), else nghttp2's user data: find_stream looks in the
+  // one, then the other. Setting the user data of every stream cost 41 instructions per request.
+  if (server_stream*& slot = by_id_[by_id_slot(id)]; slot == nullptr) slot = s;
+  else (void)nghttp2_session_set_stream_user_data(session_.get(), id, s);
   return s;
 }
 
@@ -1144,7 +1181,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (s.next_ != nullptr) s.next_->prev_ = s.prev_;
   if (--live_count_ == 0) idle_since_ = stamp();
   if (header_stream_ == &s) header_stream_ = nullptr;
-  if (found_ == &s) found_ = nullptr;
+  if (server_stream*& slot = by_id_[by_id_slot(s.id_)]; slot == &s) slot = nullptr;
   s.release_fields();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
   if (spare_count_ >= opts_.max_concurrent_streams) {
@@ -1258,7 +1295,8 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   pending_consume_ += s.unconsumed_ - s.parked_;
   parked_bytes_ -= s.parked_;
   s.unconsumed_ = s.parked_ = 0;
-  (void)nghttp2_session_set_stream_user_data(session_.get(), s.id_, nullptr);
+  // nghttp2 forgets the stream as this callback returns (no_closed_streams, server.cpp), its user data with it:
+  // no call to clear that (41 instructions per request).
   if (!s.running_) {
     recycle(s);
     return;
@@ -1677,26 +1715,26 @@ bool server_connection::submit_head(server_stream& s, int status, const http::fi
   // The length as text, in this frame: nghttp2 copies it.
   char length_text[20];
   if (status >= 100 && status <= 999) {
-    nv[n++] = make_nv(":status", 7, status_digits.data() + 3 * (status - 100), 3, kept);
+    set_nv(nv[n++], ":status", 7, status_digits.data() + 3 * (status - 100), 3, kept);
   } else {
     // Not three digits (a handler's mistake): sent as given, copied.
     const std::string_view code = decimal(length_text, static_cast<std::uint64_t>(status));
-    nv[n++] = make_static_nv(":status", code.data(), code.size());
+    set_static_nv(nv[n++], ":status", code.data(), code.size());
   }
   if (!hopts_.server_name.empty() && !has_server) {
-    nv[n++] = make_nv("server", 6, hopts_.server_name.data(), hopts_.server_name.size(), kept);
+    set_nv(nv[n++], "server", 6, hopts_.server_name.data(), hopts_.server_name.size(), kept);
   }
   if (hopts_.date && !has_date) {
     const std::string_view now = http::date_now();
-    nv[n++] = make_nv("date", 4, now.data(), now.size(), kept);
+    set_nv(nv[n++], "date", 4, now.data(), now.size(), kept);
   }
   if (length && !bodiless_status(status)) {
     const std::string_view text = decimal(length_text, *length);
-    nv[n++] = make_static_nv("content-length", text.data(), text.size());
+    set_static_nv(nv[n++], "content-length", text.data(), text.size());
   }
   for (http::field x : f) {
     if (dropped_in_h2(x.name)) continue;
-    nv[n++] = make_nv(x.name.data(), x.name.size(), x.value.data(), x.value.size());
+    set_nv(nv[n++], x.name.data(), x.name.size(), x.value.data(), x.value.size());
   }
   const ng_data_provider body = data_provider(&s, &server_connection::read_out);
   const int rv = submit_response(session_.get(), s.id_, nv, n, with_body ? &body : nullptr);

@@ -93,7 +93,8 @@ class body_buffer {
 // authority, a content type) is copied into a block the stream keeps, which costs less than taking and releasing a
 // reference to nghttp2's buffer; a longer one is held by reference, so that a header block of many references to
 // one large dynamic-table entry (the HTTP/2 Bomb, CVE-2026-49975) costs the server a reference each, not a copy:
-// the copies of a request are bounded by its field limits times copied_max. nghttp2's static table needs neither.
+// the copies of a request are bounded by its field limits times copied_max. A long entry of nghttp2's static table
+// needs neither.
 class header_text {
  public:
   static constexpr std::size_t block_size = 2048;
@@ -104,11 +105,11 @@ class header_text {
   header_text& operator=(const header_text&) = delete;
   ~header_text() { clear(); }
 
-  // text is b's bytes; the view returned stays valid until clear().
+  // text is b's bytes; the view returned stays valid until clear(). A short one is copied even when it is in
+  // nghttp2's static table: asking cost a call for every field, more than the copies of the few that are.
   [[gnu::always_inline]] std::string_view keep(nghttp2_rcbuf* b, std::string_view text) {
     if (text.empty()) return {};  // nothing to copy (and no block yet to copy into: memcpy takes no null)
-    if (nghttp2_rcbuf_is_static(b)) return text;
-    if (text.size() > copied_max) return hold(b, text);
+    if (text.size() > copied_max) return nghttp2_rcbuf_is_static(b) ? text : hold(b, text);
     if (text.size() > left_) grow();
     char* at = at_;
     // Most are of up to 32 bytes (a method, a path, an authority, a content type): copied without memcpy's call.
@@ -163,12 +164,13 @@ class server_stream final : public http::detail::exchange {
 
   server_connection* conn_;
   std::int32_t id_ = 0;
+  std::size_t history_at_ = ~std::size_t{0};  // its entry in the connection's history (history_count_ then), if any
   server_stream* prev_ = nullptr;  // the connection's live streams, or its spares (next_ only)
   server_stream* next_ = nullptr;
   std::stop_source stop_;          // the handler's: requested when the stream closes under it
 
   // The request: its pseudo-header fields and fields are views into text_ (its copies and the buffers of
-  // nghttp2's it holds), or into nghttp2's static table.
+  // nghttp2's it holds), into nghttp2's static table, or (a known name) into tern::http's names.
   header_text text_;
   std::vector<http::field> fields_;
   http::detail::known_positions known_{};  // of fields_, as tern::http's parser keeps them (1-based, 0: none)
@@ -334,15 +336,19 @@ class server_connection final : public http::stop_listener {
   }
 
   // Streams.
-  // The stream of id that nghttp2 holds (its user data: null once closed): the one found last if it is that one,
-  // else from nghttp2's map. A request's HEADERS and DATA, their receipt, its answer's sending and its close each
-  // look their stream up, mostly one after the other: five lookups in the map per request, 165 instructions.
+  // The stream of id that nghttp2 holds (null once closed): from the connection's table of open streams by
+  // identifier, else (another stream had its slot) from nghttp2's map, as its user data. A request's HEADERS and
+  // DATA, their receipt, its answer's sending and its close each look their stream up: five lookups in the map per
+  // request cost 165 instructions. Keeping the one found last saved most of them with one stream at a time, not
+  // with 100 in flight, whose HEADERS arrive together before their DATA (three lookups in the map a request).
+  static constexpr std::size_t by_id_size = 256;
+  static std::size_t by_id_slot(std::int32_t id) noexcept {
+    return (static_cast<std::uint32_t>(id) >> 1) % by_id_size;  // the peer's identifiers are odd
+  }
   server_stream* find_stream(std::int32_t id) noexcept {
-    server_stream* s = found_;
+    server_stream* s = by_id_[by_id_slot(id)];
     if (s != nullptr && s->id_ == id && !s->closed_) return s;
-    s = static_cast<server_stream*>(nghttp2_session_get_stream_user_data(session_.get(), id));
-    if (s != nullptr) found_ = s;
-    return s;
+    return static_cast<server_stream*>(nghttp2_session_get_stream_user_data(session_.get(), id));
   }
   server_stream* open_stream(std::int32_t id);
   void finish_head(server_stream& s);
@@ -414,7 +420,9 @@ class server_connection final : public http::stop_listener {
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses
   server_stream* spare_ = nullptr;  // streams kept for reuse
   server_stream* header_stream_ = nullptr;  // the stream of the header block being received
-  server_stream* found_ = nullptr;          // the stream find_stream found last (cleared when it is recycled)
+  // Open streams by identifier (find_stream): a stream that found its slot free at its opening holds it until it
+  // is recycled; one that did not is nghttp2's user data instead.
+  std::array<server_stream*, by_id_size> by_id_{};
   std::size_t spare_count_ = 0;
   std::size_t live_count_ = 0;
   std::size_t handlers_ = 0;        // handlers running (a closed stream's included, until it ends)
@@ -447,7 +455,7 @@ class server_connection final : public http::stop_listener {
   static constexpr std::size_t history_size = 128;
   void remember(std::int32_t id) noexcept;
   past_stream* recall(std::int32_t id) noexcept;
-  void mark(std::int32_t id, ending how) noexcept;
+  void mark(std::int32_t id, ending how, const server_stream* s = nullptr) noexcept;
   void frame_on_gone_stream(std::int32_t id, std::uint8_t type);
   std::array<past_stream, history_size> history_{};
   std::size_t history_count_ = 0;   // streams remembered so far (the ring holds the last history_size)
