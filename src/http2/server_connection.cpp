@@ -1181,7 +1181,7 @@ void server_stream::release_fields() noexcept {
   if (out_.capacity() > kept_buffer) out_ = std::string();
   out_.clear();
   out_taken_ = 0;
-  trailers_out_.clear();
+  if (has_trailers_) trailers_out_.clear();  // set (and cleared first) only by a response with trailers
   output_.reset();
   written_ = 0;
   length_.reset();
