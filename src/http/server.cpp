@@ -8,6 +8,7 @@
 // the connection's output string and written when the connection is about to wait for input (or is about to
 // close), so pipelined requests get their answers in one write.
 #include "tern/http/server.hpp"
+#include "tern/http/handler_call.hpp"
 #include "tern/http/upgrade.hpp"
 
 #include <algorithm>
@@ -44,30 +45,10 @@ bool is_framing_field(std::string_view name) noexcept {
   return iequals(name, "content-length") || iequals(name, "transfer-encoding");
 }
 
-// Continues the awaiting coroutine on loop: at once when it runs there, else through loop's queue. A handler may
-// end on another loop than its connection's (it moved with runtime::switch_to, to reach something of that loop's,
-// and returned there); the connection, whose socket belongs to its own loop, goes on there.
-struct resume_on {
-  io_context& loop;
-  bool await_ready() const noexcept { return loop.running_here(); }
-  void await_suspend(std::coroutine_handle<> h) const { loop.post([h] { h.resume(); }); }
-  void await_resume() const noexcept {}
-};
-
 // A handler's task awaited so that its response initializes the connection's own: moved once out of the task
-// (`response r; r = co_await ...` moved it into a temporary and then into r). A handler that throws, or whose call
-// did (no task then), is answered 500. The task gets the awaiting task's stop token, as an awaited task does.
-struct handler_answer {
-  // A reference, not the task: g++ 12 destroys an aggregate temporary of an awaiting expression twice (design.md,
-  // "g++ 12 miscompiles two coroutine shapes"), so the awaiter owns nothing; the task is the coroutine's local.
-  task<response>& t;
-  bool await_ready() const noexcept { return !t.valid(); }
-  template <class P>
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-    t.handle().promise().set_stop_token(h.promise().stop_token());
-    t.handle().promise().set_continuation(h);
-    return t.handle();
-  }
+// (`response r; r = co_await ...` moved it into a temporary and then into r); a handler that throws, or whose call
+// did (no task then), is answered 500 (handler_call.hpp).
+struct handler_answer : route_start {
   response await_resume() {
     if (t.valid()) {
       try {
@@ -648,7 +629,7 @@ task<void> connection::run() {
       handling = route->whole(req);
     } catch (...) {
     }
-    response r = co_await handler_answer{handling};
+    response r = co_await handler_answer{{handling}};
     if (!on_loop()) [[unlikely]] co_await resume_on{server_->context()};
     if (r.upgrade && r.status == status::switching_protocols && h.version == http11 && !server_->stopping_) {
       co_await hand_over(r);

@@ -44,6 +44,7 @@
 #include "tern/cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/http/error.hpp"
+#include "tern/http/handler_call.hpp"
 #include "tern/http/upgrade.hpp"
 #include "tern/net/socket_option.hpp"
 #include "tern/spawn.hpp"
@@ -63,32 +64,14 @@ constexpr double budget_max = 1000;
 constexpr double budget_per_second = 100;
 constexpr std::uint8_t goaway_ping[8] = {'t', 'e', 'r', 'n', '-', 'b', 'y', 'e'};
 
-// Continues the awaiting coroutine on loop: at once when it runs there, else through loop's queue. A handler may
-// end on another loop than its connection's (it moved with runtime::switch_to and returned there); the stream's
-// state and nghttp2's session belong to the connection's loop, so the rest of the stream goes on there.
-struct resume_on {
-  io_context& loop;
-  bool await_ready() const noexcept { return loop.running_here(); }
-  void await_suspend(std::coroutine_handle<> h) const { loop.post([h] { h.resume(); }); }
-  void await_resume() const noexcept {}
-};
+using http::detail::resume_on;
 
 // A whole-body route's task awaited so that the awaiting frame answers with the response where the task's frame
 // holds it (the task is the awaiting frame's until it has answered): never moved out (a move of a response copies
 // its inline fields: 104 instructions a request, half the move's cost). A route that throws, or whose call did
-// (no task then), is answered 500. The task gets the awaiting task's stop token, as an awaited task does. A
-// reference, not the task: g++ 12 destroys an aggregate temporary of an awaiting expression twice (design.md, "g++ 12
-// miscompiles two coroutine shapes"), so the awaiter owns nothing.
-struct route_answer {
-  task<http::response>& t;
+// (no task then), is answered 500 (http/handler_call.hpp).
+struct route_answer : http::detail::route_start {
   http::response& failed;  // the answer when the route failed
-  bool await_ready() const noexcept { return !t.valid(); }
-  template <class P>
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-    t.handle().promise().set_stop_token(h.promise().stop_token());
-    t.handle().promise().set_continuation(h);
-    return t.handle();
-  }
   // The response where the route's frame holds it (the frame lives as long as t), not moved out: or failed, 500.
   http::response& await_resume() {
     if (t.valid()) {
@@ -1218,7 +1201,7 @@ void server_stream::release_fields() noexcept {
   if (out_.capacity() > kept_buffer) out_ = std::string();
   out_.clear();
   out_taken_ = 0;
-  trailers_out_.clear();
+  if (has_trailers_) trailers_out_.clear();  // set (and cleared first) only by a response with trailers
   output_.reset();
   written_ = 0;
   length_.reset();
@@ -1381,7 +1364,7 @@ task<void> server_connection::stream_task(server_stream& s) {
         } catch (...) {
         }
         http::response failed;
-        http::response& r = co_await route_answer{handling, failed};
+        http::response& r = co_await route_answer{{handling}, failed};
         if (!ctx_.running_here()) co_await resume_on{ctx_};
         if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
           co_await tunnel(s, r);

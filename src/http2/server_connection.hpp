@@ -209,7 +209,6 @@ class server_stream final : public http::detail::exchange {
   // The response: its body bytes queued and not yet taken by nghttp2 (from out_taken_ on), its trailers.
   std::string out_;
   std::size_t out_taken_ = 0;
-  http::fields trailers_out_;
   sync::auto_reset_event output_;
   std::uint64_t written_ = 0;
   std::optional<std::uint64_t> length_;
@@ -223,6 +222,9 @@ class server_stream final : public http::detail::exchange {
   bool running_ = false;           // its handler has not ended
   bool closed_ = false;            // nghttp2 has closed it
   std::uint32_t close_code_ = 0;
+  // Last: most responses have no trailers, and the fields' inline storage (about 500 bytes) would otherwise sit
+  // between the members every request touches.
+  http::fields trailers_out_;
 };
 
 class server_connection final : public http::stop_listener {
