@@ -1047,10 +1047,16 @@ std::string_view header_text::hold(nghttp2_rcbuf* b, std::string_view text) {
   return text;
 }
 
+void header_text::release_held() noexcept {
+  if (!held_.empty()) {
+    for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
+    held_.clear();
+  }
+  if (!more_.empty()) more_.clear();
+}
+
 void header_text::clear() noexcept {
-  for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
-  held_.clear();
-  more_.clear();
+  release_held();
   at_ = first_.get();
   left_ = first_ ? block_size : 0;
 }
@@ -1129,6 +1135,7 @@ server_stream* server_connection::open_stream(std::int32_t id) {
   if (s != nullptr) {
     spare_ = s->next_;
     --spare_count_;
+    s->reset_fields();
   } else {
     s = new server_stream(*this);
   }
@@ -1165,7 +1172,7 @@ void server_connection::recycle(server_stream& s) noexcept {
   if (--live_count_ == 0) idle_since_ = stamp();
   if (header_stream_ == &s) header_stream_ = nullptr;
   if (server_stream*& slot = by_id_[by_id_slot(s.id_)]; slot == &s) slot = nullptr;
-  s.release_fields();
+  s.release_memory();
   // As many kept as may be open at once: a connection at its limit reuses every stream.
   if (spare_count_ >= opts_.max_concurrent_streams) {
     if (!s.stop_.stop_requested()) ctx_.give_stop_source(std::move(s.stop_));
@@ -1177,37 +1184,51 @@ void server_connection::recycle(server_stream& s) noexcept {
   ++spare_count_;
 }
 
-void server_stream::release_fields() noexcept {
+void server_stream::release_memory() noexcept {
+  text_.release_held();
+  if (in_total_ != 0) in_.clear();  // a body arrived (every byte appended to in_ is counted there)
+  if (out_.capacity() > kept_buffer) out_ = std::string();
+  if (has_trailers_) {  // set (and cleared first) only by a response with trailers
+    trailers_out_.clear();
+    has_trailers_ = false;
+  }
+  // The response's state and the body's counts, in the lines the stream's end has just used.
+  out_.clear();
+  out_taken_ = 0;
+  written_ = 0;
+  length_.reset();
+  out_done_ = discard_ = deferred_ = writer_waiting_ = responded_ = streaming_ = false;
+  running_ = closed_ = false;
+  close_code_ = 0;
+  unconsumed_ = parked_ = body_held_ = 0;
+  in_total_ = 0;
+  shed_ = false;
+  input_.reset();
+  output_.reset();
+}
+
+void server_stream::reset_fields() noexcept {
   text_.clear();
   fields_.clear();
   known_.fill(0);
-  trailers_.clear();
-  trailer_list_ = {};
+  if (in_trailers_) {  // only trailers set them
+    trailers_.clear();
+    trailer_list_ = {};
+  }
   head_ = http::request_head{};
-  request_.reset();
+  // request_ stays as it is: the next request's emplace replaces it (a request is trivially destructible).
   authority_ = {};
   protocol_ = {};
   content_length_text_ = {};
   header_bytes_ = pseudo_bytes_ = dropped_ = 0;
   refused_ = 0;
   in_trailers_ = has_content_length_ = websocket_ = false;
-  in_.clear();
-  unconsumed_ = parked_ = body_held_ = 0;
-  accumulating_ = in_line_ = shed_ = false;
-  line_prev_ = line_next_ = nullptr;
-  in_total_ = 0;
-  input_.reset();
   in_end_ = expect_continue_ = false;
-  if (out_.capacity() > kept_buffer) out_ = std::string();
-  out_.clear();
-  out_taken_ = 0;
-  if (has_trailers_) trailers_out_.clear();  // set (and cleared first) only by a response with trailers
-  output_.reset();
-  written_ = 0;
-  length_.reset();
-  has_trailers_ = out_done_ = discard_ = deferred_ = writer_waiting_ = responded_ = streaming_ = false;
-  running_ = closed_ = false;
-  close_code_ = 0;
+  accumulating_ = false;
+  if (in_line_) {  // the line's links are null whenever the stream is not in it (leave_line)
+    in_line_ = false;
+    line_prev_ = line_next_ = nullptr;
+  }
 }
 
 // The head is complete: the request as tern::http's handlers see it, and its handler started.
@@ -1275,9 +1296,11 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   s.closed_ = true;
   s.close_code_ = code;
   // The window its unread bytes took is the connection's again (its parked bytes gave theirs back already).
-  pending_consume_ += s.unconsumed_ - s.parked_;
-  parked_bytes_ -= s.parked_;
-  s.unconsumed_ = s.parked_ = 0;
+  if (s.unconsumed_ != 0 || s.parked_ != 0) {
+    pending_consume_ += s.unconsumed_ - s.parked_;
+    parked_bytes_ -= s.parked_;
+    s.unconsumed_ = s.parked_ = 0;
+  }
   // nghttp2 forgets the stream as this callback returns (no_closed_streams, server.cpp), its user data with it:
   // no call to clear that (41 instructions per request).
   if (!s.running_) {
@@ -1470,10 +1493,11 @@ bool server_connection::whole_at_hand(server_stream& s, std::string_view& body, 
   if (line_first_ == nullptr && s.unconsumed_ <= (budget > held_bodies_ ? budget - held_bodies_ : 0)) {
     // No body waits and there is room for this one: what the line would do (it would be first and last, and take
     // it all within the room), without joining it.
-    const std::size_t n = s.unconsumed_;
-    consume(s, n);
-    s.body_held_ += n;
-    held_bodies_ += n;
+    if (const std::size_t n = s.unconsumed_; n != 0) {  // none for a request without a body (nothing written)
+      consume(s, n);
+      s.body_held_ += n;
+      held_bodies_ += n;
+    }
   } else {
     join_line(s);
     take_room(s);
@@ -1481,7 +1505,7 @@ bool server_connection::whole_at_hand(server_stream& s, std::string_view& body, 
   }
   if (s.shed_) ec = make_error_code(tern::error::operation_canceled);  // refused, whole or not
   else if (s.in_total_ > hopts_.limits.max_body) ec = make_error_code(http::error::body_too_large);
-  else body = s.in_.view();
+  else if (s.in_total_ != 0) body = s.in_.view();  // else none came, and the buffer's lines stay untouched
   return true;
 }
 
