@@ -71,7 +71,9 @@ using http::detail::resume_on;
 // its inline fields: 104 instructions a request, half the move's cost). A route that throws, or whose call did
 // (no task then), is answered 500 (http/handler_call.hpp).
 struct route_answer : http::detail::route_start {
-  http::response& failed;  // the answer when the route failed
+  // The answer when the route failed, made only then: a response built and destroyed in every frame wrote lines
+  // of the frame no route's answer needs.
+  std::optional<http::response>& failed;
   // The response where the route's frame holds it (the frame lives as long as t), not moved out: or failed, 500.
   http::response& await_resume() {
     if (t.valid()) {
@@ -80,7 +82,7 @@ struct route_answer : http::detail::route_start {
       } catch (...) {
       }
     }
-    return failed = http::response(http::status::internal_server_error, "internal server error\n");
+    return failed.emplace(http::status::internal_server_error, "internal server error\n");
   }
 };
 
@@ -1386,7 +1388,7 @@ task<void> server_connection::stream_task(server_stream& s) {
           handling = route->whole(req);
         } catch (...) {
         }
-        http::response failed;
+        std::optional<http::response> failed;
         http::response& r = co_await route_answer{{handling}, failed};
         if (!ctx_.running_here()) co_await resume_on{ctx_};
         if (r.status == http::status::switching_protocols && r.upgrade && s.websocket_) {
