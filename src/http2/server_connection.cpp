@@ -1059,8 +1059,7 @@ void header_text::release_held() noexcept {
 
 void header_text::clear() noexcept {
   release_held();
-  at_ = first_.get();
-  left_ = first_ ? block_size : 0;
+  rewind();
 }
 
 // ---- the streams' history ----
@@ -1210,7 +1209,7 @@ void server_stream::release_memory() noexcept {
 }
 
 void server_stream::reset_fields() noexcept {
-  text_.clear();
+  text_.rewind();  // what it held went back at the stream's end (release_memory)
   fields_.clear();
   known_.fill(0);
   if (in_trailers_) {  // only trailers set them

@@ -121,8 +121,13 @@ class header_text {
     return {at, text.size()};
   }
   void clear() noexcept;
-  // Gives back the references and extra blocks, leaving the position for clear() to reset before the next use.
+  // Gives back the references and extra blocks, leaving the position for rewind() to reset before the next use.
   void release_held() noexcept;
+  // After release_held(): the copies start again at the front of the first block.
+  void rewind() noexcept {
+    at_ = first_.get();
+    left_ = first_ ? block_size : 0;
+  }
 
  private:
   void grow();
