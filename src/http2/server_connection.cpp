@@ -568,7 +568,7 @@ void server_connection::end_connection() noexcept {
     if (!s->running_) continue;
     s->stop_.request_stop();
     s->input_.set();
-    s->output_.set();
+    s->signal_output();
   }
 }
 
@@ -1038,6 +1038,7 @@ void header_text::grow() {
     at_ = first_.get();
   } else {
     more_.push_back(std::make_unique_for_overwrite<char[]>(block_size));
+    spilled_ = true;
     at_ = more_.back().get();
   }
   left_ = block_size;
@@ -1045,11 +1046,14 @@ void header_text::grow() {
 
 std::string_view header_text::hold(nghttp2_rcbuf* b, std::string_view text) {
   held_.push_back(b);
+  spilled_ = true;
   nghttp2_rcbuf_incref(b);
   return text;
 }
 
 void header_text::release_held() noexcept {
+  if (!spilled_) return;
+  spilled_ = false;
   if (!held_.empty()) {
     for (nghttp2_rcbuf* b : held_) nghttp2_rcbuf_decref(b);
     held_.clear();
@@ -1205,7 +1209,10 @@ void server_stream::release_memory() noexcept {
   in_total_ = 0;
   shed_ = false;
   input_.reset();
-  output_.reset();
+  if (output_signalled_) {
+    output_.reset();
+    output_signalled_ = false;
+  }
 }
 
 void server_stream::reset_fields() noexcept {
@@ -1314,7 +1321,7 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
     s.stop_.request_stop();
   }
   s.input_.set();
-  s.output_.set();
+  s.signal_output();
 }
 
 // What the handler has taken from the stream's input reopens the windows by as much: the stream's, and the
@@ -1786,7 +1793,7 @@ ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, 
   if (s.streaming_) c.unqueue(n);
   if (s.writer_waiting_ && s.queued() < c.opts_.output_per_stream && c.queued_out_ < c.queued_cap()) {
     s.writer_waiting_ = false;
-    s.output_.set();
+    s.signal_output();
   }
   if (s.out_done_ && s.queued() == 0) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -1818,7 +1825,7 @@ void server_connection::unqueue(std::size_t n) noexcept {
   for (server_stream* x = live_; x != nullptr; x = x->next_) {
     if (x->writer_waiting_ && x->queued() < opts_.output_per_stream) {
       x->writer_waiting_ = false;
-      x->output_.set();
+      x->signal_output();
     }
   }
 }

@@ -133,6 +133,8 @@ class header_text {
   void grow();
   std::string_view hold(nghttp2_rcbuf* b, std::string_view text);
 
+  // First, in the line of the stream its end reads anyway: whether there are references or blocks to give back.
+  bool spilled_ = false;
   std::unique_ptr<char[]> first_;
   std::vector<std::unique_ptr<char[]>> more_;
   std::vector<nghttp2_rcbuf*> held_;
@@ -163,6 +165,10 @@ class server_stream final : public http::detail::exchange {
   task<std::error_code> send_end(http::response_stream& s, const http::fields* trailers) override;
 
   std::size_t buffered() const noexcept { return in_.size(); }
+  void signal_output() noexcept {
+    output_signalled_ = true;
+    output_.set();
+  }
   std::size_t queued() const noexcept { return out_.size() - out_taken_; }
   // At the stream's end: gives back what its request held beyond what the stream keeps (the references to nghttp2's
   // buffers, a large body's pages, a large response buffer), touching only the lines that say whether it did.
@@ -219,6 +225,7 @@ class server_stream final : public http::detail::exchange {
   bool closed_ = false;            // nghttp2 has closed it
   bool accumulating_ = false;      // a whole body waits for bytes, or for room among the held bodies
   bool in_line_ = false;           // a whole body in the connection's line for room (oldest first; line_prev_)
+  bool output_signalled_ = false;  // output_ may have been set (signal_output): its line is read at the end only then
   clock::time_point body_start_{};
 
   // The request body's counts (below, its bytes): received and not yet read, those nghttp2 has not yet been told
@@ -238,12 +245,12 @@ class server_stream final : public http::detail::exchange {
   static_assert(std::is_trivially_destructible_v<http::request>);
 
   sync::auto_reset_event input_;
-  sync::auto_reset_event output_;
 
   // The rest of the request body's state.
   body_buffer in_;
   server_stream* line_prev_ = nullptr;
   server_stream* line_next_ = nullptr;
+  sync::auto_reset_event output_;  // set through signal_output
 
   // The request's trailers.
   std::vector<http::field> trailers_;
