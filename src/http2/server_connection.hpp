@@ -237,12 +237,12 @@ class server_stream final : public http::detail::exchange {
 
   // The response: its body bytes queued and not yet taken by nghttp2 (from out_taken_ on), its trailers (last).
   std::string out_;
+  // Its first 48 bytes in the line of out_ (both written as the handler answers), its last 16 in the next one's.
+  std::optional<http::request> request_;  // the handler's view of the request (the last one's between requests)
+  static_assert(std::is_trivially_destructible_v<http::request>);
   std::size_t out_taken_ = 0;
   std::uint64_t written_ = 0;
   std::optional<std::uint64_t> length_;
-
-  std::optional<http::request> request_;  // the handler's view of the request (the last one's between requests)
-  static_assert(std::is_trivially_destructible_v<http::request>);
 
   sync::auto_reset_event input_;
 
