@@ -26,6 +26,7 @@
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/pg/params.hpp"
+#include "tern/detail/stop_binding.hpp"
 #include "tern/pg/result.hpp"
 #include "tern/timer.hpp"
 
@@ -101,7 +102,8 @@ class query_op {
   std::uint8_t resends_ = 0;            // times sent again (each time alone)
   bool single_row_set_ = false;
   bool rows_ended_ = false;             // row_stream: the end of the rows
-  bool deadline_set_ = false;           // query_call armed its deadline (read as it resumes and is destroyed)
+  // query_call's extras to undo as it resumes or is destroyed: its deadline armed, its task's stop token registered.
+  std::uint8_t extras_ = 0;
   std::coroutine_handle<> waiter_;
   void (*on_done_)(query_op*) = nullptr;
   query_op* next_ = nullptr;            // in the gate's queue or the resend list
@@ -133,12 +135,16 @@ class [[nodiscard]] query_call {
   query_call(const query_call& o) noexcept : op_(o.op_), args_(o.args_), timeout_(o.timeout_) {}
   query_call& operator=(const query_call&) = delete;
   ~query_call() {
-    if (op_.deadline_set_) [[unlikely]] disarm();
+    if (op_.extras_ != 0) [[unlikely]] undo_extras();
     // Before op_ goes: forgetting a query still linked into its connection does not read its parameters.
     if constexpr (!std::is_trivially_destructible_v<block>) {
       if (encoded_) params_.~block();
     }
   }
+
+  // It binds the stop token of the task awaiting it itself, when it suspends (tern/detail/stop_binding.hpp): a task's
+  // stop_binding would be 24 more bytes of the awaiting frame written as every query starts and read as it resumes.
+  using binds_task_stop = void;
 
   bool await_ready() {
     std::apply([this](const A&... a) { ::new (static_cast<void*>(&params_)) block(a...); }, args_);
@@ -146,12 +152,14 @@ class [[nodiscard]] query_call {
     op_.req_.params = params_.list();
     return op_.await_ready();
   }
-  void await_suspend(std::coroutine_handle<> h) noexcept {
+  template <class P>
+  void await_suspend(std::coroutine_handle<P> h) {
+    const std::stop_token* t = tern::detail::task_stop_token(h);
     op_.await_suspend(h);
-    if (timeout_.count() != 0) [[unlikely]] arm();
+    if (t != nullptr || timeout_.count() != 0) [[unlikely]] suspend_extras(t);
   }
   io_result<result> await_resume() noexcept {
-    if (op_.deadline_set_) [[unlikely]] return timed_resume();
+    if (op_.extras_ != 0) [[unlikely]] return resume_extras();
     return op_.await_resume();
   }
   void cancel() noexcept { op_.cancel(); }
@@ -159,6 +167,8 @@ class [[nodiscard]] query_call {
 
  private:
   using block = params_for<A...>;
+  using registration = tern::detail::stop_registration<query_call>;
+  static constexpr std::uint8_t deadline_armed = 1, stop_registered = 2;
   struct deadline_node : tern::detail::timer_node {
     query_op* op = nullptr;
     bool fired = false;
@@ -169,24 +179,37 @@ class [[nodiscard]] query_call {
     d->fired = true;
     d->op->cancel();
   }
-  void arm() noexcept {
-    io_context& ctx = op_.context();
-    deadline_.op = &op_;
-    deadline_.fire = &on_fire;
-    deadline_.deadline_ns = tern::detail::deadline_after(ctx, timeout_);
-    op_.deadline_set_ = true;
-    if (!ctx.timers().insert(&deadline_)) {  // already past
-      deadline_.fired = true;
-      op_.cancel();  // completes through the loop, never inline
+  // The query is in flight: its task's stoppable token is registered (a stop requested already cancels it at once,
+  // through the loop), then its deadline armed. A throw of the registration's block (operator new, once per pool
+  // class) resumes the task with it, and the query is forgotten as it is destroyed.
+  [[gnu::noinline]] void suspend_extras(const std::stop_token* t) {
+    if (t != nullptr) {
+      void* b = tern::detail::frame_pool::allocate(registration::block_size());
+      reg_ = registration::make(b, *t, this);
+      op_.extras_ |= stop_registered;
+    }
+    if (timeout_.count() != 0) {
+      io_context& ctx = op_.context();
+      deadline_.op = &op_;
+      deadline_.fire = &on_fire;
+      deadline_.deadline_ns = tern::detail::deadline_after(ctx, timeout_);
+      op_.extras_ |= deadline_armed;
+      if (!ctx.timers().insert(&deadline_)) {  // already past
+        deadline_.fired = true;
+        op_.cancel();  // completes through the loop, never inline
+      }
     }
   }
-  void disarm() noexcept {
-    if (deadline_.linked()) op_.context().timers().remove(&deadline_);
+  void undo_extras() noexcept {
+    if ((op_.extras_ & deadline_armed) != 0 && deadline_.linked()) op_.context().timers().remove(&deadline_);
+    if ((op_.extras_ & stop_registered) != 0) (void)registration::release(reg_);
+    op_.extras_ = 0;
   }
-  io_result<result> timed_resume() noexcept {
-    disarm();
+  io_result<result> resume_extras() noexcept {
+    const bool timed_out = (op_.extras_ & deadline_armed) != 0 && deadline_.fired;
+    undo_extras();
     io_result<result> r = op_.await_resume();
-    if (deadline_.fired && r.ec == std::errc::operation_canceled) r.ec = make_error_code(tern::error::timed_out);
+    if (timed_out && r.ec == std::errc::operation_canceled) r.ec = make_error_code(tern::error::timed_out);
     return r;
   }
 
@@ -199,6 +222,7 @@ class [[nodiscard]] query_call {
   [[no_unique_address]] std::conditional_t<std::is_trivially_destructible_v<block>, std::tuple<>, bool> encoded_{};
   std::tuple<const A&...> args_;
   std::chrono::milliseconds timeout_;
+  registration* reg_;  // set with stop_registered (not before: a line an unstopped query does not touch)
   deadline_node deadline_;
 };
 
