@@ -319,6 +319,11 @@ template <detail::cancellable Op>
 join_handle<detail::operation_result_t<Op>> spawn(io_context& ctx, Op op) {
   return spawn(ctx, detail::operation_task(std::move(op)));
 }
+// The same under a stop token: a stop request cancels the operation.
+template <detail::cancellable Op>
+join_handle<detail::operation_result_t<Op>> spawn(io_context& ctx, Op op, std::stop_token token) {
+  return spawn(ctx, detail::operation_task(std::move(op)), std::move(token));
+}
 
 namespace detail {
 // The task type that calling F with Args (as spawn passes them: the callable as an lvalue, the arguments as

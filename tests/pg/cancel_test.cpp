@@ -113,6 +113,46 @@ TEST_P(pg_cancel_test, a_stop_and_the_query_timeout_cancel_as_well) {
   }(*this, ctx), 60s);
 }
 
+// A query is an operation of the awaiting frame, not a task: with_stop takes it as it is, a transaction's queries
+// have the connection's query_timeout, and one spawned or put under a deadline is a copy made before it starts, which
+// encodes its parameters where it runs (under ASan, a pointer left into the copied-from object would be a use after
+// its scope).
+TEST_P(pg_cancel_test, a_query_operation_is_stopped_copied_and_timed_as_an_operation) {
+  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
+    pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());
+    std::stop_source stop;
+    auto stopper = tern::spawn(ctx, [&stop]() -> tern::task<void> {
+      co_await tern::sleep_for(50ms);
+      stop.request_stop();
+    });
+    auto [ec, r] = co_await tern::with_stop(c.query("SELECT pg_sleep(60)"), stop.get_token());
+    EXPECT_EC(ec, tern::error::operation_canceled);
+    co_await std::move(stopper);
+    co_await expect_cancelled_on_server(c, 1);
+    const std::int64_t forty_one = 41;
+    const int seven = 7;
+    auto spawned = tern::spawn(ctx, c.query("SELECT $1::int4 * 2, $2::int8 + 1", seven, forty_one));
+    auto [tec, tr] = co_await tern::with_timeout(c.query("SELECT $1::int8 - 1, $2::int4", forty_one, seven), 30s);
+    PG_ASSERT_OK(tec, tr);
+    EXPECT_EQ(tr[0][0].as<std::int64_t>(), 40);
+    EXPECT_EQ(tr[0][1].as<int>(), 7);
+    auto [sec, sr] = co_await std::move(spawned);
+    PG_ASSERT_OK(sec, sr);
+    EXPECT_EQ(sr[0][0].as<int>(), 14);
+    EXPECT_EQ(sr[0][1].as<std::int64_t>(), 42);
+    pgl::connection timed = co_await connect_to(ctx, t.db().socket_conninfo(), {.query_timeout = 100ms});
+    {
+      auto [bec, tx] = co_await timed.begin();
+      CO_ASSERT(!bec);
+      auto [xec, xr] = co_await tx.query("SELECT pg_sleep(60)");
+      EXPECT_EC(xec, tern::error::timed_out);
+      (void)co_await tx.rollback();
+    }
+    timed.set_query_timeout(std::chrono::milliseconds(0));
+    co_await expect_cancelled_on_server(timed, 1);
+  }(*this, ctx), 60s);
+}
+
 TEST_P(pg_cancel_test, a_query_cancelled_in_a_later_batch_is_cancelled_when_the_server_gets_to_it) {
   run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
     pgl::connection c = co_await connect_to(ctx, t.db().socket_conninfo());

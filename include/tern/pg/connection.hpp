@@ -140,22 +140,21 @@ class connection {
   }
 
   // Awaitable: runs sql with args as $1, $2, ...; io_result<result>. sql and args must outlive the co_await (as
-  // anything in the awaited expression does).
+  // anything in the awaited expression does); they are read as the query starts. Not a task: an operation that
+  // lives in the awaiting frame (detail::query_call), so with_timeout, with_stop and spawn take it as they take a
+  // socket's operations, and a query needs no coroutine frame of its own.
   template <class... A>
-  TERN_CORO_WRAPPER task<io_result<result>> query(const char* sql, const A&... args) {
-    if (timeout_.count() == 0) return run(sql, args...);
-    return run_timed(timeout_, sql, args...);
+  detail::query_call<A...> query(const char* sql, const A&... args) noexcept {
+    return {s_, {sql, nullptr, {}}, timeout_, args...};
   }
   template <class... A>
-  task<io_result<result>> query(const std::string& sql, const A&... args) {
+  detail::query_call<A...> query(const std::string& sql, const A&... args) noexcept {
     return query(sql.c_str(), args...);
   }
   // Awaitable: runs a prepared statement (prepared on this connection first if it is not yet).
   template <class... A>
-  TERN_CORO_WRAPPER task<io_result<result>> query(const statement& st, const A&... args) {
-    const std::chrono::milliseconds t = deadline_of(st);
-    if (t.count() == 0) return run(st, args...);
-    return run_timed(t, st, args...);
+  detail::query_call<A...> query(const statement& st, const A&... args) noexcept {
+    return {s_, {st.sql().c_str(), &st, {}, st.results()}, deadline_of(st), args...};
   }
 
   // Awaitable: the rows of a query one at a time, for results of any size: io_result<row_stream> once the first
@@ -234,32 +233,6 @@ class connection {
  private:
   friend class batch;
   task<io_result<row_stream>> start_stream(detail::request r);
-  // The coroutines of query(): without a deadline (the common case) and with one. Two coroutines rather than one
-  // with a branch, as a frame holds the awaiters of both branches: the timed one's timeout_awaiter (a copy of the
-  // query_op and a wheel node, 216 bytes) made every query's frame some 700 bytes, of which a query touched seven
-  // cache lines, with hundreds of queries in flight at once (docs/design.md, tern::pg).
-  template <class... A>
-  task<io_result<result>> run(const char* sql, const A&... args) {
-    const detail::params_for<A...> p(args...);
-    detail::query_op op(s_, {sql, nullptr, p.list()});
-    co_return co_await op;
-  }
-  template <class... A>
-  task<io_result<result>> run(const statement& st, const A&... args) {
-    const detail::params_for<A...> p(args...);
-    detail::query_op op(s_, {st.sql().c_str(), &st, p.list(), st.results()});
-    co_return co_await op;
-  }
-  template <class... A>
-  task<io_result<result>> run_timed(std::chrono::milliseconds t, const char* sql, const A&... args) {
-    const detail::params_for<A...> p(args...);
-    co_return co_await tern::with_timeout(detail::query_op(s_, {sql, nullptr, p.list()}), t);
-  }
-  template <class... A>
-  task<io_result<result>> run_timed(std::chrono::milliseconds t, const statement& st, const A&... args) {
-    const detail::params_for<A...> p(args...);
-    co_return co_await tern::with_timeout(detail::query_op(s_, {st.sql().c_str(), &st, p.list(), st.results()}), t);
-  }
   std::chrono::milliseconds deadline_of(const statement& st) const noexcept {
     return st.timeout().count() != 0 ? st.timeout() : timeout_;
   }

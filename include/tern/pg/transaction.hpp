@@ -43,25 +43,19 @@ class transaction {
   // Rolls back a transaction that was neither committed nor rolled back.
   ~transaction();
 
-  // Awaitable: a query inside the transaction; io_result<result>.
+  // Awaitable: a query inside the transaction; io_result<result>. An operation, as connection::query()'s is.
   template <class... A>
-  task<io_result<result>> query(const char* sql, const A&... args) {
-    const detail::params_for<A...> p(args...);
-    detail::query_op op(s_, {sql, nullptr, p.list(), format::text, owner_, false});
-    if (timeout_.count() == 0) co_return co_await op;
-    co_return co_await tern::with_timeout(op, timeout_);
+  detail::query_call<A...> query(const char* sql, const A&... args) noexcept {
+    return {s_, {sql, nullptr, {}, format::text, owner_, false}, timeout_, args...};
   }
   template <class... A>
-  task<io_result<result>> query(const std::string& sql, const A&... args) {
+  detail::query_call<A...> query(const std::string& sql, const A&... args) noexcept {
     return query(sql.c_str(), args...);
   }
   template <class... A>
-  task<io_result<result>> query(const statement& st, const A&... args) {
-    const detail::params_for<A...> p(args...);
-    detail::query_op op(s_, {st.sql().c_str(), &st, p.list(), st.results(), owner_, false});
+  detail::query_call<A...> query(const statement& st, const A&... args) noexcept {
     const std::chrono::milliseconds t = st.timeout().count() != 0 ? st.timeout() : timeout_;
-    if (t.count() == 0) co_return co_await op;
-    co_return co_await tern::with_timeout(op, t);
+    return {s_, {st.sql().c_str(), &st, {}, st.results(), owner_, false}, t, args...};
   }
 
   // Awaitable: COMMIT; std::error_code (transaction_rolled_back if the server had aborted it). The transaction

@@ -13,16 +13,22 @@
 // inline), or calls on_done for the owners that wait for many (batch).
 #pragma once
 
+#include <chrono>
 #include <coroutine>
 #include <cstdint>
+#include <new>
 #include <system_error>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "tern/error.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
 #include "tern/pg/params.hpp"
+#include "tern/detail/stop_binding.hpp"
 #include "tern/pg/result.hpp"
+#include "tern/timer.hpp"
 
 struct pg_result;
 
@@ -96,6 +102,8 @@ class query_op {
   std::uint8_t resends_ = 0;            // times sent again (each time alone)
   bool single_row_set_ = false;
   bool rows_ended_ = false;             // row_stream: the end of the rows
+  // query_call's extras to undo as it resumes or is destroyed: its deadline armed, its task's stop token registered.
+  std::uint8_t extras_ = 0;
   std::coroutine_handle<> waiter_;
   void (*on_done_)(query_op*) = nullptr;
   query_op* next_ = nullptr;            // in the gate's queue or the resend list
@@ -104,6 +112,118 @@ class query_op {
   // row_stream: the row the driver has read and the consumer has not taken yet, and the coroutine waiting in next().
   pg_result* pending_row_ = nullptr;
   std::coroutine_handle<> row_waiter_;
+};
+
+// What connection::query() and transaction::query() return: the awaitable of one query, with its op, its
+// parameters and its deadline, made as the temporary of the co_await expression and so living in the awaiting
+// frame: a query needs no coroutine frame of its own (one was 448 bytes from the frame pool, two resumes and a
+// destroy: some 185 instructions and 4 cache misses a query with hundreds in flight, docs/design.md, tern::pg).
+//
+// The parameters are encoded as the query starts (await_ready), not as the object is made: params<N> points into
+// itself (a number's bytes), and the object may be copied before it starts (with_timeout copies it, spawn moves
+// it into a task of its own), so it keeps only references to the arguments until then. A copy is the same query,
+// not started; one that has started is never copied (awaiters are not). The deadline (the connection's
+// query_timeout, a statement's timeout) is a wheel node armed only when there is one; an unarmed one is never
+// touched, so a query without a deadline reads no line of it. A class with constructors, not an aggregate: g++ 12
+// destroys twice an aggregate temporary that owns memory in an expression that awaits (docs/design.md); its
+// destructor is safe for an object that never started.
+template <class... A>
+class [[nodiscard]] query_call {
+ public:
+  query_call(connection_state* s, const request& r, std::chrono::milliseconds timeout, const A&... args) noexcept
+      : op_(s, r), args_(args...), timeout_(timeout) {}
+  query_call(const query_call& o) noexcept : op_(o.op_), args_(o.args_), timeout_(o.timeout_) {}
+  query_call& operator=(const query_call&) = delete;
+  ~query_call() {
+    if (op_.extras_ != 0) [[unlikely]] undo_extras();
+    // Before op_ goes: forgetting a query still linked into its connection does not read its parameters.
+    if constexpr (!std::is_trivially_destructible_v<block>) {
+      if (encoded_) params_.~block();
+    }
+  }
+
+  // It binds the stop token of the task awaiting it itself, when it suspends (tern/detail/stop_binding.hpp): a task's
+  // stop_binding would be 24 more bytes of the awaiting frame written as every query starts and read as it resumes.
+  using binds_task_stop = void;
+
+  bool await_ready() {
+    std::apply([this](const A&... a) { ::new (static_cast<void*>(&params_)) block(a...); }, args_);
+    if constexpr (!std::is_trivially_destructible_v<block>) encoded_ = true;
+    op_.req_.params = params_.list();
+    return op_.await_ready();
+  }
+  template <class P>
+  void await_suspend(std::coroutine_handle<P> h) {
+    const std::stop_token* t = tern::detail::task_stop_token(h);
+    op_.await_suspend(h);
+    if (t != nullptr || timeout_.count() != 0) [[unlikely]] suspend_extras(t);
+  }
+  io_result<result> await_resume() noexcept {
+    if (op_.extras_ != 0) [[unlikely]] return resume_extras();
+    return op_.await_resume();
+  }
+  void cancel() noexcept { op_.cancel(); }
+  io_context& context() const noexcept { return op_.context(); }
+
+ private:
+  using block = params_for<A...>;
+  using registration = tern::detail::stop_registration<query_call>;
+  static constexpr std::uint8_t deadline_armed = 1, stop_registered = 2;
+  struct deadline_node : tern::detail::timer_node {
+    query_op* op = nullptr;
+    bool fired = false;
+  };
+
+  static void on_fire(tern::detail::timer_node* n) noexcept {
+    auto* d = static_cast<deadline_node*>(n);
+    d->fired = true;
+    d->op->cancel();
+  }
+  // The query is in flight: its task's stoppable token is registered (a stop requested already cancels it at once,
+  // through the loop), then its deadline armed. A throw of the registration's block (operator new, once per pool
+  // class) resumes the task with it, and the query is forgotten as it is destroyed.
+  [[gnu::noinline]] void suspend_extras(const std::stop_token* t) {
+    if (t != nullptr) {
+      void* b = tern::detail::frame_pool::allocate(registration::block_size());
+      reg_ = registration::make(b, *t, this);
+      op_.extras_ |= stop_registered;
+    }
+    if (timeout_.count() != 0) {
+      io_context& ctx = op_.context();
+      deadline_.op = &op_;
+      deadline_.fire = &on_fire;
+      deadline_.deadline_ns = tern::detail::deadline_after(ctx, timeout_);
+      op_.extras_ |= deadline_armed;
+      if (!ctx.timers().insert(&deadline_)) {  // already past
+        deadline_.fired = true;
+        op_.cancel();  // completes through the loop, never inline
+      }
+    }
+  }
+  void undo_extras() noexcept {
+    if ((op_.extras_ & deadline_armed) != 0 && deadline_.linked()) op_.context().timers().remove(&deadline_);
+    if ((op_.extras_ & stop_registered) != 0) (void)registration::release(reg_);
+    op_.extras_ = 0;
+  }
+  io_result<result> resume_extras() noexcept {
+    const bool timed_out = (op_.extras_ & deadline_armed) != 0 && deadline_.fired;
+    undo_extras();
+    io_result<result> r = op_.await_resume();
+    if (timed_out && r.ec == std::errc::operation_canceled) r.ec = make_error_code(tern::error::timed_out);
+    return r;
+  }
+
+  // First the op, whose first 64 bytes are what a query touches as it completes and resumes; the rest is read as
+  // the query is sent, while the frame is still in the cache.
+  query_op op_;
+  union {
+    block params_;  // encoded by await_ready
+  };
+  [[no_unique_address]] std::conditional_t<std::is_trivially_destructible_v<block>, std::tuple<>, bool> encoded_{};
+  std::tuple<const A&...> args_;
+  std::chrono::milliseconds timeout_;
+  registration* reg_;  // set with stop_registered (not before: a line an unstopped query does not touch)
+  deadline_node deadline_;
 };
 
 }  // namespace tern::pg::detail
