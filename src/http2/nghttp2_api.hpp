@@ -100,15 +100,9 @@ inline void widen_connection_window(nghttp2_session* s, std::uint32_t window) no
   }
 }
 
-// A field for nghttp2 (which copies it when submitted: the views need to live only through the submit call).
-inline nghttp2_nv make_nv(const char* name, std::size_t name_size, const char* value, std::size_t value_size,
-                         std::uint8_t flags = NGHTTP2_NV_FLAG_NONE) noexcept {
-  return nghttp2_nv{reinterpret_cast<std::uint8_t*>(const_cast<char*>(name)),
-                    reinterpret_cast<std::uint8_t*>(const_cast<char*>(value)), name_size, value_size, flags};
-}
-
-// The same, written into e member by member: an assignment of make_nv's result also copies the padding after
-// flags, through the stack (four instructions per field of a response head).
+// A field for nghttp2 (which copies it when submitted: the views need to live only through the submit call),
+// written into e member by member: an assignment of a made nghttp2_nv also copies the padding after flags, through
+// the stack (four instructions per field of a response head).
 inline void set_nv(nghttp2_nv& e, const char* name, std::size_t name_size, const char* value, std::size_t value_size,
                    std::uint8_t flags = NGHTTP2_NV_FLAG_NONE) noexcept {
   e.name = reinterpret_cast<std::uint8_t*>(const_cast<char*>(name));
@@ -116,6 +110,13 @@ inline void set_nv(nghttp2_nv& e, const char* name, std::size_t name_size, const
   e.namelen = name_size;
   e.valuelen = value_size;
   e.flags = flags;
+}
+// The same as a value, for the arrays that are built by push_back.
+inline nghttp2_nv make_nv(const char* name, std::size_t name_size, const char* value, std::size_t value_size,
+                         std::uint8_t flags = NGHTTP2_NV_FLAG_NONE) noexcept {
+  nghttp2_nv e{};
+  set_nv(e, name, name_size, value, value_size, flags);
+  return e;
 }
 
 // A name that is a lowercase string literal: nghttp2 neither copies nor lowercases it (a copy and a pass over the

@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tern/cancel.hpp"
 #include "tern/error.hpp"
 #include "tern/io_context.hpp"
 #include "tern/io_result.hpp"
@@ -209,7 +210,7 @@ class [[nodiscard]] query_call {
     const bool timed_out = (op_.extras_ & deadline_armed) != 0 && deadline_.fired;
     undo_extras();
     io_result<result> r = op_.await_resume();
-    if (timed_out && r.ec == std::errc::operation_canceled) r.ec = make_error_code(tern::error::timed_out);
+    if (timed_out) tern::detail::cancel_to_timeout(r);
     return r;
   }
 
