@@ -1,13 +1,14 @@
 // http2/*'s floor, raw/nghttp2: nghttp2's server session API (the library tern::http2 is built on) on a small
 // level-triggered epoll loop, one thread, no runtime. Each connection reads into one 64 KiB buffer and feeds it to
-// nghttp2_session_mem_recv; the callbacks record a request's method, path, Content-Type and body in a stream
-// record taken from a free list, and at the end of the request submit the response: /ping through the same
-// ping::service as every stack, /bytes/<n> from the shared pattern buffer. Output is gathered from
-// nghttp2_session_mem_send into a buffer of up to 64 KiB per write (as tern's server gathers it), kept only when
-// the socket will not take it all. The session's settings are tern::http2's defaults (100 concurrent streams,
-// 1 MiB stream window, 8 MiB connection window), so that both advertise the same windows to h2load. POST /upload
-// (h2_upload.hpp, instruction mode) gathers its body in the stream record's string, whose capacity the free list
-// keeps.
+// nghttp2_session_mem_recv; the callbacks record a request's method, path, Content-Type and body in a stream record
+// taken from a free list, and at the end of the request submit the response: /ping through the same ping::service as
+// every stack, /bytes/<n> from the shared pattern buffer. Output is gathered from nghttp2_session_mem_send into a
+// buffer of up to 64 KiB per write (as tern's server gathers it), kept only when the socket will not take it all. A
+// response's head has the fields tern's server sends by default (:status, Server, Date, Content-Length,
+// Content-Type), so that both put the same bytes on the wire. The session's settings are tern::http2's defaults (100
+// concurrent streams, 1 MiB stream window, 8 MiB connection window), so that both advertise the same windows to
+// h2load. POST /upload (h2_upload.hpp, instruction mode) gathers its body in the stream record's string, whose
+// capacity the free list keeps.
 #include "h2_load.hpp"
 #include "h2_upload.hpp"
 #include "../http/ping_service.hpp"
@@ -24,6 +25,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
+#include <iterator>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -253,14 +256,24 @@ private:
                               reinterpret_cast<std::uint8_t*>(const_cast<char*>(value)), std::strlen(name), value_len,
                               NGHTTP2_NV_FLAG_NO_COPY_NAME};
         };
-        const nghttp2_nv head[] = {nv(":status", status, 3), nv("content-length", r.length, static_cast<std::size_t>(len)),
+        // The head tern's server sends by default: Server, and the Date an origin server with a clock sends (RFC 9110
+        // §6.6.1), its text kept from one response to the next and rewritten when the second changes.
+        const std::time_t now = std::time(nullptr);
+        if (now != date_second_) {
+            date_second_ = now;
+            std::tm tm{};
+            ::gmtime_r(&now, &tm);
+            std::strftime(date_, sizeof date_, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        }
+        const nghttp2_nv head[] = {nv(":status", status, 3), nv("server", "tern", 4), nv("date", date_, 29),
+                                   nv("content-length", r.length, static_cast<std::size_t>(len)),
                                    r.out == r.upload ? nv("content-type", "text/plain", 10)
                                    : nv("content-type", n >= 0 ? "application/octet-stream" : "application/json",
                                         n >= 0 ? 24 : 16)};
         nghttp2_data_provider provider{};
         provider.source.ptr = &r;
         provider.read_callback = read_body;
-        nghttp2_submit_response(session, id, head, 3, r.out_size > 0 ? &provider : nullptr);
+        nghttp2_submit_response(session, id, head, std::size(head), r.out_size > 0 ? &provider : nullptr);
     }
 
     static ssize_t read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
@@ -336,6 +349,8 @@ private:
     ping::failure_slot failures_;
     std::unordered_map<int, std::unique_ptr<connection>> conns_;
     std::vector<std::unique_ptr<stream_rec>> free_;
+    std::time_t date_second_ = -1;
+    char date_[30] = {};
     std::thread thread_;
     alignas(64) char input_[io_size];
     alignas(64) char output_[io_size];
