@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <utility>
 
@@ -37,19 +38,32 @@ struct block_header {
 };
 static_assert(sizeof(block_header) <= header_size);
 
-// A block on a list keeps its header's class, so that taking it writes nothing: the link takes the place of the
-// size, which only a large block uses.
-struct free_block {
-  std::size_t size_class;
-  free_block* next;
-};
-static_assert(sizeof(free_block) <= header_size);
-
+// The free blocks of a class are a stack of pointers, not a list linked through the blocks: taking one reads its
+// pointer from the stack (whose top is in the cache), not a link from the block itself, which with 100 streams in
+// flight had left the cache since it was given back (2.7 L1 misses per request in take, each a load the next
+// instruction waited for). The block's first line is written by its new user anyway. A block keeps its header's
+// class while it is free, so that taking it writes nothing to it.
 struct thread_lists {
-  free_block* head[class_count] = {};
-  std::size_t count[class_count] = {};
+  thread_lists();
   ~thread_lists();
+  void** top[class_count] = {};     // one past the last free block of each class
+  void** bottom[class_count] = {};  // each class's stack, kept_per_class[c] pointers
+  std::unique_ptr<void*[]> stacks;  // every class's stack, one allocation
 };
+
+constexpr std::size_t stack_slots() noexcept {
+  std::size_t n = 0;
+  for (std::uint32_t k : kept_per_class) n += k;
+  return n;
+}
+
+thread_lists::thread_lists() : stacks(std::make_unique_for_overwrite<void*[]>(stack_slots())) {
+  void** at = stacks.get();
+  for (std::size_t c = 0; c < class_count; ++c) {
+    bottom[c] = top[c] = at;
+    at += kept_per_class[c];
+  }
+}
 
 // The thread's lists, through a plain pointer: take and give test it and go on without a call, so that they save
 // no register and keep no frame (a thread_local with a destructor is reached through a guard and a call made on
@@ -62,15 +76,19 @@ thread_lists::~thread_lists() {
   current = nullptr;
   lists_gone = true;
   for (std::size_t c = 0; c < class_count; ++c) {
-    while (head[c] != nullptr) std::free(std::exchange(head[c], head[c]->next));
+    while (top[c] != bottom[c]) std::free(*--top[c]);
   }
 }
 
-// The thread's lists, made on its first use; null once they are gone.
+// The thread's lists, made on its first use; null once they are gone, or when their stacks could not be made.
 thread_lists* lists() {
   if (current == nullptr && !lists_gone) {
-    thread_local thread_lists l;
-    current = &l;
+    try {
+      thread_local thread_lists l;
+      current = &l;
+    } catch (const std::bad_alloc&) {
+      return nullptr;  // blocks come from malloc and go back to it (a later call tries again)
+    }
   }
   return current;
 }
@@ -87,7 +105,7 @@ block_header* header_of(void* user) noexcept {
   return reinterpret_cast<block_header*>(static_cast<char*>(user) - header_size);
 }
 
-// A large block, or one of a class whose list is empty (or gone).
+// A large block, or one of a class whose stack is empty (or gone).
 [[gnu::noinline]] void* take_slow(std::size_t size) {
   const std::size_t total = size + header_size;
   if (total > largest) {
@@ -97,12 +115,7 @@ block_header* header_of(void* user) noexcept {
     return to_user(raw);
   }
   const std::size_t c = class_of(total);
-  if (thread_lists* l = lists(); l != nullptr && l->head[c] != nullptr) {
-    free_block* b = l->head[c];
-    l->head[c] = b->next;
-    --l->count[c];
-    return to_user(b);
-  }
+  if (thread_lists* l = lists(); l != nullptr && l->top[c] != l->bottom[c]) return to_user(*--l->top[c]);
   void* raw = std::malloc(smallest << c);
   if (raw == nullptr) return nullptr;
   *static_cast<block_header*>(raw) = {c, 0};
@@ -114,27 +127,20 @@ void* take(std::size_t size, void*) {
   thread_lists* l = current;
   if (l != nullptr && total <= largest) [[likely]] {
     const std::size_t c = class_of(total);
-    if (free_block* b = l->head[c]; b != nullptr) [[likely]] {
-      l->head[c] = b->next;
-      --l->count[c];
-      return to_user(b);
-    }
+    if (l->top[c] != l->bottom[c]) [[likely]] return to_user(*--l->top[c]);
   }
   return take_slow(size);
 }
 
-// A large block, one whose list is full, or a thread whose lists are not made yet (or gone).
+// A large block, one whose stack is full, or a thread whose lists are not made yet (or gone).
 [[gnu::noinline]] void give_slow(block_header* h) {
   const std::size_t c = h->size_class;
   thread_lists* l = lists();
-  if (c == large || l == nullptr || l->count[c] >= kept_per_class[c]) {
+  if (c == large || l == nullptr || l->top[c] == l->bottom[c] + kept_per_class[c]) {
     std::free(h);
     return;
   }
-  auto* b = reinterpret_cast<free_block*>(h);  // its class stays where it is
-  b->next = l->head[c];
-  l->head[c] = b;
-  ++l->count[c];
+  *l->top[c]++ = h;  // its class stays in its header
 }
 
 void give(void* user, void*) {
@@ -142,11 +148,8 @@ void give(void* user, void*) {
   block_header* h = header_of(user);
   const std::size_t c = h->size_class;
   thread_lists* l = current;
-  if (l != nullptr && c != large && l->count[c] < kept_per_class[c]) [[likely]] {
-    auto* b = reinterpret_cast<free_block*>(h);  // its class stays where it is
-    b->next = l->head[c];
-    l->head[c] = b;
-    ++l->count[c];
+  if (l != nullptr && c != large && l->top[c] != l->bottom[c] + kept_per_class[c]) [[likely]] {
+    *l->top[c]++ = h;  // its class stays in its header
     return;
   }
   give_slow(h);
