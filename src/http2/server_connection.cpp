@@ -567,6 +567,7 @@ void server_connection::end_connection() noexcept {
   if (ctx_.running_here()) wake_writer();  // a writer at its doorbell does not watch its token (doorbell)
   for (server_stream* s = live_; s != nullptr; s = s->next_) {
     if (!s->running_) continue;
+    s->stopped_ = true;
     s->stop_.request_stop();
     s->input_.set();
     s->signal_output();
@@ -1161,7 +1162,8 @@ server_stream* server_connection::open_stream(std::int32_t id) {
   // The stream keeps its stop source from one request to the next (a std::stop_source allocates its state, and the
   // loop's cache of them holds 16, fewer than the streams a connection keeps): a new one only after a stop, and the
   // token the stream's loop watches with it.
-  if (s->stop_.stop_requested()) {
+  if (s->stopped_) {
+    s->stopped_ = false;
     s->stop_ = ctx_.take_stop_source();
     s->token_ = s->stop_.get_token();
   }
@@ -1200,7 +1202,7 @@ void server_connection::recycle(server_stream& s, bool by_loop) noexcept {
       }
     }
     if (gone != nullptr) {
-      if (!gone->stop_.stop_requested()) ctx_.give_stop_source(std::move(gone->stop_));
+      if (!gone->stopped_) ctx_.give_stop_source(std::move(gone->stop_));
       delete gone;
     }
     if (gone == &s) return;
@@ -1341,6 +1343,7 @@ void server_connection::stream_closed(server_stream& s, std::uint32_t code) {
   if (code != NGHTTP2_NO_ERROR || !s.out_done_) {
     // Closed under its handler (the peer's RST_STREAM, a stream error): the handler is cancelled.
     if (code != NGHTTP2_NO_ERROR && !s.shed_) (void)charge(1);  // a refusal of its own was charged when sent
+    s.stopped_ = true;
     s.stop_.request_stop();
   }
   s.input_.set();

@@ -232,6 +232,7 @@ class server_stream final : public http::detail::exchange {
   bool accumulating_ = false;      // a whole body waits for bytes, or for room among the held bodies
   bool in_line_ = false;           // a whole body in the connection's line for room (oldest first; line_prev_)
   bool output_signalled_ = false;  // output_ may have been set (signal_output): its line is read at the end only then
+  bool stopped_ = false;           // a stop was requested of stop_ (read here, not in the source's shared state)
   clock::time_point body_start_{};
 
   // The request body's counts (below, its bytes): received and not yet read, those nghttp2 has not yet been told
