@@ -147,10 +147,13 @@ class header_text {
 // no allocation for them.
 class server_stream final : public http::detail::exchange {
  public:
-  explicit server_stream(server_connection& c) noexcept : conn_(&c) {}
+  explicit server_stream(server_connection& c) noexcept : conn_(&c), token_(stop_.get_token()) {}
   server_stream(const server_stream&) = delete;
   server_stream& operator=(const server_stream&) = delete;
   ~server_stream() {
+    // Its loop's frame first: a handler still in it (only when the io_context is destroyed under the connection)
+    // refers to the members below.
+    loop_ = task<void>();
     release_memory();
     text_.clear();
   }
@@ -193,6 +196,9 @@ class server_stream final : public http::detail::exchange {
   server_stream* prev_ = nullptr;  // the connection's live streams, or its spares (next_ only)
   server_stream* next_ = nullptr;
   std::stop_source stop_;          // the handler's: requested when the stream closes under it
+  // The coroutine that serves the stream's requests one after the other (server_connection::stream_loop), made with
+  // the stream and destroyed with it; between requests it waits, suspended, for start_handler to queue its handle.
+  task<void> loop_;
 
   // The request: its pseudo-header fields and fields are views into text_ (its copies and the buffers of
   // nghttp2's it holds), into nghttp2's static table, or (a known name) into tern::http's names.
@@ -226,6 +232,7 @@ class server_stream final : public http::detail::exchange {
   bool accumulating_ = false;      // a whole body waits for bytes, or for room among the held bodies
   bool in_line_ = false;           // a whole body in the connection's line for room (oldest first; line_prev_)
   bool output_signalled_ = false;  // output_ may have been set (signal_output): its line is read at the end only then
+  bool stopped_ = false;           // a stop was requested of stop_ (read here, not in the source's shared state)
   clock::time_point body_start_{};
 
   // The request body's counts (below, its bytes): received and not yet read, those nghttp2 has not yet been told
@@ -259,6 +266,10 @@ class server_stream final : public http::detail::exchange {
   // Last: most responses have no trailers, and the fields' inline storage (about 500 bytes) would otherwise sit
   // between the members every request touches.
   http::fields trailers_out_;
+
+  // stop_'s token, which loop_ and what it awaits watch: replaced with stop_ (open_stream), so that every request's
+  // handler watches the source of its own request. Read only where an operation registers for a stop.
+  std::stop_token token_;
 };
 
 class server_connection final : public http::stop_listener {
@@ -390,10 +401,11 @@ class server_connection final : public http::stop_listener {
   void finish_head(server_stream& s);
   void start_handler(server_stream& s);
   void stream_closed(server_stream& s, std::uint32_t code);
-  void recycle(server_stream& s) noexcept;
+  // by_loop: s's own loop calls, at its handler's end (which cannot destroy the loop's running frame).
+  void recycle(server_stream& s, bool by_loop = false) noexcept;
   void consume(server_stream& s, std::size_t n);
   void reset_stream(server_stream& s, std::uint32_t code);
-  task<void> stream_task(server_stream& s);
+  task<void> stream_loop(server_stream& s);
   const http::router::route* route_of(server_stream& s);
   task<void> serve_streaming(server_stream& s, http::request& req, const http::router::route& route);
   bool whole_at_hand(server_stream& s, std::string_view& body, std::error_code& ec);

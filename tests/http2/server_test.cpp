@@ -220,6 +220,66 @@ TEST_P(http2_server_test, rst_stream_cancels_that_handler_only) {
   EXPECT_EQ(c.answer(after).status, 200);
 }
 
+// A stream object serves request after request (one coroutine per stream, parked between them). The handler of a
+// request on a stream whose last request was reset watches its own request's stop: not the last one's, which would
+// cancel it at once, and a reset of its own request still reaches it.
+TEST_P(http2_server_test, a_reused_streams_handler_watches_its_own_requests_stop) {
+  h2_server srv(GetParam());
+  h2_client c(srv.s.port());
+  for (int round = 1; round <= 3; ++round) {  // one request at a time: every one on the same stream object
+    const auto waiting = c.request("GET", "/forever");
+    c.run_for(50ms);
+    EXPECT_FALSE(c.answer(waiting).closed);
+    EXPECT_EQ(srv.p.cancelled.load(), round - 1);  // not cancelled by the stop of the request before it
+    c.reset(waiting, NGHTTP2_CANCEL);
+    ASSERT_TRUE(c.run_until([&] { return srv.p.cancelled.load() == round; })) << "round " << round;
+  }
+  const auto after = c.request("GET", "/hello");
+  ASSERT_TRUE(c.finish(after));
+  EXPECT_EQ(c.answer(after).status, 200);
+}
+
+// A handler that outlives its stream (its answer has gone, it goes on) ends with its stream closed and the spares
+// full (max_concurrent_streams 1: one kept, here the stream of a request refused meanwhile). Its loop is what runs
+// there and cannot destroy itself: the spare is deleted instead, while its own loop waits, and the connection goes
+// on serving on the stream kept (under ASan, a spare deleted and left in the list is a use after free).
+TEST_P(http2_server_test, a_handler_that_outlives_its_stream_ends_with_the_spares_full) {
+  std::atomic<bool> go{false};
+  std::atomic<int> ended{0};
+  http::router r;
+  r.get("/hello", [](http::request&) -> tern::task<http::response> { co_return http::response(200, "hello"); });
+  r.stream(http::method::get, "/linger",
+           [&](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             if (co_await out.start(200, {}, 4)) co_return;
+             (void)co_await out.write(tern::const_buffer("done", 4));
+             (void)co_await out.finish();
+             while (!go.load()) {
+               if (co_await tern::sleep_for(5ms)) break;
+             }
+             ++ended;
+           });
+  http2::server_options h2;
+  h2.max_concurrent_streams = 1;
+  server_thread s(GetParam(), std::move(r), h2_server_options(h2));
+  h2_client c(s.port());
+  for (int round = 1; round <= 3; ++round) {
+    go = false;
+    const auto lingering = c.request("GET", "/linger");
+    ASSERT_TRUE(c.finish(lingering));
+    EXPECT_EQ(c.answer(lingering).body, "done");
+    // Its handler still runs: a new stream is refused, and its stream object becomes the spare.
+    const auto refused = c.request("GET", "/hello");
+    ASSERT_TRUE(c.finish(refused));
+    EXPECT_EQ(c.answer(refused).close_code, static_cast<std::uint32_t>(NGHTTP2_REFUSED_STREAM));
+    go = true;
+    ASSERT_TRUE(c.run_until([&] { return ended.load() == round; }));
+    const auto next = c.request("GET", "/hello");
+    ASSERT_TRUE(c.finish(next));
+    EXPECT_EQ(c.answer(next).status, 200);
+    EXPECT_EQ(c.answer(next).body, "hello");
+  }
+}
+
 // DATA on a stream that has closed is judged by how it ended (RFC 9113 §5.1), from the server's history of the last
 // 128 streams, also once that ring has wrapped: after the peer's own reset, a stream error (the connection goes on);
 // after both ends closed it normally, a connection error (GOAWAY with STREAM_CLOSED).
