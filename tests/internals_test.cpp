@@ -366,8 +366,10 @@ TEST(timer_wheel, next_expiry_skips_emptied_slots) {
 // Random timers over every level (and past the wheel's span), random removals, including of nodes that are due in
 // the slot being processed, and random steps of time, against a model: each advance fires exactly the timers due
 // by then, never one early, in deadline order; next_expiry_tick is never later than the earliest live deadline.
-TEST(timer_wheel, random_inserts_removals_and_advances_fire_due_timers_in_order) {
-  std::mt19937_64 rng(38);
+// ask_every: next_expiry_tick is asked every that many rounds (it finds the first slot again after a removal, and
+// advance() relies on the bound it keeps between the asks).
+void random_wheel_run(std::uint64_t seed, int ask_every) {
+  std::mt19937_64 rng(seed);
   constexpr int count = 4000;
   std::vector<wheel_timer*> fired;
   std::vector<wheel_timer> timers;
@@ -404,11 +406,12 @@ TEST(timer_wheel, random_inserts_removals_and_advances_fire_due_timers_in_order)
       live.erase(it);
     }
     ASSERT_EQ(w.size(), live.size());
-    if (!live.empty()) {
+    const bool ask = round % ask_every == 0;
+    if (ask && !live.empty()) {
       std::uint64_t earliest = ~std::uint64_t{0};
       for (auto& [t, d] : live) earliest = std::min(earliest, timer_wheel::tick_at_or_after(d));
       ASSERT_LE(w.next_expiry_tick(), earliest) << "round " << round;
-    } else {
+    } else if (ask) {
       ASSERT_EQ(w.next_expiry_tick(), timer_wheel::never);
     }
     const int step = static_cast<int>(rng() % 10);
@@ -433,6 +436,35 @@ TEST(timer_wheel, random_inserts_removals_and_advances_fire_due_timers_in_order)
       idle.push_back(t);
     }
   }
+}
+
+TEST(timer_wheel, random_inserts_removals_and_advances_fire_due_timers_in_order) { random_wheel_run(38, 1); }
+
+TEST(timer_wheel, random_advances_without_asking_for_the_next_expiry_fire_due_timers_in_order) {
+  random_wheel_run(39, 5);
+  random_wheel_run(40, 1000000);
+}
+
+// advance() does nothing before the first slot it knows of; a timer filed before that slot afterwards (here on level
+// 0, after one on level 3 and a turn that only moved the clock) becomes the first, for advance() and for the wait.
+TEST(timer_wheel, an_earlier_timer_filed_after_a_turn_is_the_next_expiry) {
+  timer_wheel w(0);
+  std::vector<wheel_timer*> fired;
+  wheel_timer far(&fired), near(&fired);
+  far.deadline_ns = at_tick(300000);
+  ASSERT_TRUE(w.insert(&far));
+  EXPECT_EQ(w.next_expiry_tick(), 262144u);
+  w.advance(at_tick(100));
+  near.deadline_ns = at_tick(150);
+  ASSERT_TRUE(w.insert(&near));
+  EXPECT_EQ(w.next_expiry_tick(), 128u) << "level 1's slot 2, where tick 150 is filed from tick 100";
+  w.advance(at_tick(149));
+  EXPECT_TRUE(fired.empty());
+  w.advance(at_tick(150));
+  EXPECT_EQ(fired, std::vector<wheel_timer*>{&near});
+  EXPECT_EQ(w.next_expiry_tick(), 262144u);
+  w.remove(&far);
+  EXPECT_EQ(w.next_expiry_tick(), timer_wheel::never);
 }
 
 // A fire callback may remove any node, including one of the slot being processed that has not fired yet.

@@ -54,6 +54,7 @@ io_uring_backend::io_uring_backend(io_context& ctx, const io_context_options& op
     rc = io_uring_queue_init_params(entries, &ring_, &p);
     if (rc == 0) {
       bundles_ = opts.receive_bundles && (p.features & feat_recvsend_bundle) != 0;
+      ext_arg_ = (p.features & IORING_FEAT_EXT_ARG) != 0;
       defer_taskrun_ = (flags & IORING_SETUP_DEFER_TASKRUN) != 0;
       // Only with DEFER_TASKRUN (and SUBMIT_ALL): there every completion waits for this thread's enter, which is
       // what the flag's word reports, and the kernel takes every SQE up to the tail (submit_queued()).
@@ -94,6 +95,7 @@ io_uring_backend::~io_uring_backend() {
 // submitted when the ring was never enabled never reached the kernel.
 std::size_t io_uring_backend::quiesce(std::uint64_t deadline_ns) noexcept {
   quiescing_ = true;
+  send_now_ = false;
   if (in_flight_ == 0 || disabled_) return 0;
   io_uring_sqe* sqe = get_sqe();
   io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);

@@ -101,16 +101,26 @@ class timer_wheel {
     next->prev = prev;
     n->prev = nullptr;  // next keeps a stale value: only a linked node's links are read
     --size_;
+    exact_ = false;  // the first slot may be empty now; due_ is still no later than any slot with its bit set
   }
 
   // The tick at which the next slot must be processed, or never. Clears the bits of the emptied slots it meets,
   // so that the loop does not wake up for a slot whose timers were all removed.
+  // Known without a look at the levels while nothing has been removed or processed since it was found, which
+  // is the usual turn: a loop asks before every blocking wait, and its timers (a connection's idle watch) change
+  // far less often than it waits.
   std::uint64_t next_expiry_tick() const noexcept {
     if (size_ == 0) return never;
+    if (exact_) return due_;
     for (unsigned level = 0; level < levels; ++level) {
       while (occupied_[level] != 0) {
         const unsigned slot = next_slot(level);
-        if (!empty(wheel_[level][slot])) return slot_start(level, slot);
+        if (!empty(wheel_[level][slot])) {
+          // Lower levels expire before higher ones: the first full slot of the lowest level is the earliest of all.
+          due_ = slot_start(level, slot);
+          exact_ = true;
+          return due_;
+        }
         occupied_[level] &= ~(std::uint64_t{1} << slot);
       }
     }
@@ -118,8 +128,14 @@ class timer_wheel {
   }
 
   // Fires (unlinks, then calls fire on) every node whose deadline tick is at or before now_tick, in order.
+  // A turn before due_ (the usual one) has nothing to process and only moves elapsed_ on, which leaves every slot
+  // with its bit set where it was (they all start at or after due_).
   void advance(std::uint64_t now_ns) noexcept {
     const std::uint64_t now_tick = now_ns >> tick_shift;
+    if (now_tick < due_) [[likely]] {
+      if (now_tick > elapsed_) elapsed_ = now_tick;
+      return;
+    }
     while (size_ != 0) {
       unsigned level = 0;
       while (level < levels && occupied_[level] == 0) ++level;
@@ -135,6 +151,7 @@ class timer_wheel {
       for (auto& o : occupied_) o = 0;
     }
     if (now_tick > elapsed_) elapsed_ = now_tick;
+    find_due();
   }
 
  private:
@@ -145,6 +162,22 @@ class timer_wheel {
       5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6};
 
   static bool empty(const timer_link& s) noexcept { return s.next == &s; }
+
+  // due_ from the bits: the start of the first slot with its bit set (which may have been emptied), or never.
+  void find_due() noexcept {
+    exact_ = false;
+    unsigned level = 0;
+    while (level < levels && occupied_[level] == 0) ++level;
+    due_ = level == levels ? never : slot_start(level, next_slot(level));
+  }
+
+  // A slot starting at start has been filed into: the earliest of all if it starts before due_, and then known.
+  void filed_at(std::uint64_t start) noexcept {
+    if (start < due_) {
+      due_ = start;
+      exact_ = true;
+    }
+  }
 
   unsigned next_slot(unsigned level) const noexcept {
     unsigned pos = static_cast<unsigned>(elapsed_ >> (level * slot_bits)) & (slots - 1);
@@ -169,6 +202,7 @@ class timer_wheel {
     // level to compute and no clamp to apply.
     if (differ < slots) {
       file_level0(n, static_cast<unsigned>(when) & (slots - 1));
+      filed_at(when);
       return;
     }
     if (when - elapsed_ > max_span) [[unlikely]] {
@@ -180,6 +214,7 @@ class timer_wheel {
     // Above level 0 a slot's order does not matter (it is re-filed when it comes due): appended at the tail.
     link_after(wheel_[level][slot].prev, n);
     occupied_[level] |= std::uint64_t{1} << slot;
+    filed_at(slot_start(level, slot));
   }
 
   // Level 0 keeps each slot in deadline order: n goes after the last node due no later (found from the tail).
@@ -230,6 +265,12 @@ class timer_wheel {
   // Bit s of level L: slot s may hold nodes (clear: it holds none). Set by filing, cleared lazily (see remove).
   mutable std::uint64_t occupied_[levels] = {};
   std::uint64_t elapsed_;
+  // No slot with its bit set starts before due_ (never: no bit is set), so advance() has nothing to do before it;
+  // exact_: due_ is the start of the first slot and that slot holds a node (next_expiry_tick's answer). Kept by
+  // filing (a slot before due_ is the new first), made inexact by a removal (the slot may have emptied) and found
+  // again by advance() once it has processed slots, and by next_expiry_tick() when inexact.
+  mutable std::uint64_t due_ = never;
+  mutable bool exact_ = true;
   std::size_t size_ = 0;
   counter armed_;
   counter fired_;
