@@ -15,8 +15,7 @@
 // generates the same code as the single file did, with no annotation.
 //
 // Operations get one SQE each, prepared in start() and submitted together by poll(): one io_uring_enter per loop
-// turn both submits and reaps. The turn's first plain send is the exception: submitted at once, it completes in
-// start() when the kernel finished it there (send_now, submission.ipp), as epoll's send call does. A turn whose handlers run long submits early (io_context_options::submit_within:
+// turn both submits and reaps. A turn whose handlers run long submits early (io_context_options::submit_within:
 // the loop calls flush() between handlers once the oldest SQE has waited that long), so that a send is not held
 // back behind another connection's CPU work. A CQE's user_data is the io_op itself; reserved values mark the
 // cancel requests (whose own completions carry no information), the wake-up poll on an eventfd, and wake-up
