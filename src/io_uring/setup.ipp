@@ -95,7 +95,6 @@ io_uring_backend::~io_uring_backend() {
 // submitted when the ring was never enabled never reached the kernel.
 std::size_t io_uring_backend::quiesce(std::uint64_t deadline_ns) noexcept {
   quiescing_ = true;
-  send_now_ = false;
   if (in_flight_ == 0 || disabled_) return 0;
   io_uring_sqe* sqe = get_sqe();
   io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
