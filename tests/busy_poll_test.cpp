@@ -90,18 +90,9 @@ TEST_P(busy_poll_test, a_spinning_loop_finds_a_completion_without_entering_the_k
 
 // The loop's side of a request and its answer, n times: sends one byte, then waits for one byte back. Each send's
 // completion comes in a spin under io_uring (the spin's first poll submits it), before the answer.
-// before: when given, a byte is sent on it first in each round (see spins_that_miss_the_answer_back_off...).
-tern::task<void> ask_and_wait(tern::net::unix_stream_socket& s, int n, int& answered,
-                              tern::net::unix_stream_socket* before = nullptr) {
+tern::task<void> ask_and_wait(tern::net::unix_stream_socket& s, int n, int& answered) {
   for (answered = 0; answered < n; ++answered) {
     char c = static_cast<char>('a' + answered % 26);
-    if (before != nullptr) {
-      auto [bec, b] = co_await before->write_some(tern::const_buffer(&c, 1));
-      if (bec || b != 1) {
-        ADD_FAILURE() << "round " << answered << ": " << bec.message();
-        co_return;
-      }
-    }
     auto [wec, w] = co_await s.write_some(tern::const_buffer(&c, 1));
     if (wec || w != 1) {
       ADD_FAILURE() << "request " << answered << ": " << wec.message();
@@ -130,29 +121,6 @@ std::thread answering_peer(int fd, int n, Pause pause) {
   });
 }
 
-// One request in flight at a time: the request's send completes where it is made, under io_uring too (the turn's
-// first send is submitted at once, and the kernel finishes it in the submission), so each round is one turn of the
-// loop, woken by the answer. Left for the turn's enter, the send's completion came back alone before the answer
-// and made a second turn per round (121 turns for these 60 rounds, against 61). (epoll's turns are not counted: its
-// reads wait for readiness first and take turns of their own.)
-TEST_P(busy_poll_test, a_request_and_its_answer_take_one_turn_of_the_loop) {
-  auto made = tern::net::unix_stream_socket::pair(ctx);
-  ASSERT_TRUE(ec_ok(made.ec));
-  auto& [asker, peer] = made.value;
-  constexpr int n = 60;
-  std::thread t = answering_peer(peer.native_handle(), n, [](int) { return 1ms; });
-  int answered = 0;
-  const tern::metrics::loop_snapshot before = ctx.metrics();
-  run_bounded(ctx, ask_and_wait(asker, n, answered));
-  t.join();
-  EXPECT_EQ(answered, n);
-  const tern::metrics::loop_snapshot m = ctx.metrics();
-  EXPECT_GE(m.inline_completions - before.inline_completions, std::uint64_t{n} - 1) << "the sends";
-  if (GetParam() == tern::backend_kind::io_uring) {
-    EXPECT_LE(m.turns - before.turns, std::uint64_t{n} + 5) << "a turn for each send's completion";
-  }
-}
-
 // Answers that take longer than the spin: every spin for an answer runs its whole time for nothing, so after four
 // in a row the loop parks at once for 1, 2, 4 ... waits between tries (about 19 spins for these 60 rounds under
 // io_uring, 11 under epoll) instead of spinning before every wait (120 and 60). Under io_uring the request's own
@@ -163,10 +131,6 @@ TEST_P(busy_poll_test, a_request_and_its_answer_take_one_turn_of_the_loop) {
 // (spins - spin_hits). Without the back-off there are none; with it, most of the waits. Counting spins instead
 // would depend on the machine: a loop descheduled in a spin on a loaded machine may find an answer there, which
 // starts the back-off again (25-29 spins in one such run where an unloaded one makes 17).
-//
-// io_uring submits a turn's first send at once and completes it there when the kernel did (send_now), so each
-// round first sends a byte on a socket nobody reads: the request's send is then the turn's second, submitted with
-// the turn's enter, whose completion comes in the spin.
 TEST_P(busy_poll_test, spins_that_miss_the_answer_back_off_though_a_send_completes_in_them) {
   tern::io_context_options o = options();
   o.spin_before_park = 300us;
@@ -174,12 +138,10 @@ TEST_P(busy_poll_test, spins_that_miss_the_answer_back_off_though_a_send_complet
   auto made = tern::net::unix_stream_socket::pair(ctx2);
   ASSERT_TRUE(ec_ok(made.ec));
   auto& [asker, peer] = made.value;
-  auto spare = tern::net::unix_stream_socket::pair(ctx2);
-  ASSERT_TRUE(ec_ok(spare.ec));
   constexpr int n = 60;
   std::thread t = answering_peer(peer.native_handle(), n, [](int) { return 3ms; });
   int answered = 0;
-  run_bounded(ctx2, ask_and_wait(asker, n, answered, &spare.value.first));
+  run_bounded(ctx2, ask_and_wait(asker, n, answered));
   t.join();
   EXPECT_EQ(answered, n);
   const tern::metrics::loop_snapshot m = ctx2.metrics();

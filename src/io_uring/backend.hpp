@@ -136,8 +136,6 @@ class io_uring_backend final : public backend {
 
   int submit_and_wait(std::int64_t timeout_ns) noexcept;
 
-  bool send_now(io_op& op) noexcept;
-
   void wake() noexcept override;
 
   bool busy() const noexcept override { return in_flight_ != 0 || io_uring_sq_ready(&ring_) != 0; }
@@ -398,9 +396,6 @@ class io_uring_backend final : public backend {
   std::size_t pool_ring_bytes_ = 0;
   bool defer_taskrun_ = false;  // the ring was made with DEFER_TASKRUN
   bool taskrun_flag_ = false;   // ... and with TASKRUN_FLAG: the kernel flags the work waiting for our enter
-  // The next plain send is submitted at once (send_now): set for each turn by poll(), on a ring whose completions
-  // only this thread's enter runs (taskrun_flag_), so that none but those of the submission can appear meanwhile.
-  bool send_now_ = false;
   bool ext_arg_ = false;       // the kernel takes a wait's timeout in the enter's argument (IORING_FEAT_EXT_ARG)
   bool ring_fd_registered_ = false;  // ring_.enter_ring_fd is the registered index (IORING_ENTER_REGISTERED_RING)
   bool ring_movable_ = false;   // the pool's ring is sized to the pool and moved as it grows (attach_pool)

@@ -14,7 +14,6 @@ void io_uring_backend::poll(std::int64_t timeout_ns) {
   int rc = 0;
   if (timeout_ns != 0 || !taskrun_flag_ || !nothing_for_the_kernel()) rc = enter(timeout_ns);
   reap();
-  send_now_ = taskrun_flag_ && !quiescing_;
   if (ring_movable_ && pool_->ring_too_small()) move_pool_ring();
   if (rc < 0 && !transient_enter_error(rc)) failure_ = rc;
   if (failure_ != 0) fail();

@@ -62,13 +62,7 @@ bool io_uring_backend::start(io_op& op) noexcept {
       return false;
     }
     case op_code::sendfile: io_uring_prep_nop(sqe); break;  // epoll's; never started here
-    case op_code::send:
-      prep_send(sqe, buffer_of(op));
-      name_registered(sqe, *op.desc);
-      io_uring_sqe_set_data(sqe, &op);
-      ++in_flight_;
-      return send_now_ && (op.aux & zc_sent) == 0 && send_now(op);
-    case op_code::recv: case op_code::accept: case op_code::connect: case op_code::read:
+    case op_code::recv: case op_code::send: case op_code::accept: case op_code::connect: case op_code::read:
     case op_code::write: case op_code::recvmsg: case op_code::sendmsg: case op_code::recvmmsg:
     case op_code::sendmmsg:
       prep_on_buffer(sqe, fd, buffer_of(op));
@@ -79,27 +73,6 @@ bool io_uring_backend::start(io_op& op) noexcept {
   io_uring_sqe_set_data(sqe, &op);
   ++in_flight_;
   return false;
-}
-
-// The turn's first plain send goes to the kernel at once, and completes here if the kernel finished it during the
-// submission (a socket with room: the usual case), with its CQE the only one in the CQ; otherwise it stays in
-// flight and reap() completes it as any other. Left for the turn's enter, its completion arrived alone, before
-// anything else (the peer answers only after it), and cost a loop turn of its own per request wherever one request
-// is in flight (http2/ping_json at one stream, tern/io_uring: 15,947 -> 15,539 instructions per request). The
-// enter made here stands for the wait that returned at once for that completion; the sends after it in the same
-// turn are batched as before (one enter more per turn where many connections send).
-bool io_uring_backend::send_now(io_op& op) noexcept {
-  send_now_ = false;
-  // CQEs left from an earlier submission in this turn: an answer found after them would be out of their order.
-  if (io_uring_cq_ready(&ring_) != 0) return false;
-  if (submit() <= 0 || io_uring_cq_ready(&ring_) != 1) return false;
-  io_uring_cqe* cqe = &ring_.cq.cqes[*ring_.cq.khead & ring_.cq.ring_mask];
-  if (cqe->user_data != reinterpret_cast<std::uintptr_t>(&op)) return false;
-  op.res = cqe->res;
-  io_uring_cq_advance(&ring_, 1);
-  if (op.desc->recv_drained) op.desc->answer_awaited = true;  // as reap() does for a send
-  --in_flight_;
-  return true;
 }
 
 void io_uring_backend::abandon(io_op& op) noexcept {
