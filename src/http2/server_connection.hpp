@@ -30,6 +30,7 @@
 namespace tern::http2::detail {
 
 class server_connection;
+struct stream_pool;
 
 // Tasks still running, and the one coroutine that waits until there are none. Not cancellable on purpose: the
 // connection's end waits here for the tasks it has just cancelled, whatever stop it was itself given.
@@ -143,8 +144,8 @@ class header_text {
 };
 
 // A request stream: what its handler reads and writes through (body_reader, response_stream), and the state
-// nghttp2's callbacks fill. Streams are kept for reuse by their connection, so a warm connection's request takes
-// no allocation for them.
+// nghttp2's callbacks fill. Streams are kept for reuse by the thread's connections (stream_pool), so a warm
+// connection's request takes no allocation for them.
 class server_stream final : public http::detail::exchange {
  public:
   explicit server_stream(server_connection& c) noexcept : conn_(&c), token_(stop_.get_token()) {}
@@ -193,7 +194,7 @@ class server_stream final : public http::detail::exchange {
   server_connection* conn_;
   std::int32_t id_ = 0;
   std::size_t history_at_ = ~std::size_t{0};  // its entry in the connection's history (history_count_ then), if any
-  server_stream* prev_ = nullptr;  // the connection's live streams, or its spares (next_ only)
+  server_stream* prev_ = nullptr;  // the connection's live streams, or the thread's kept ones (next_ only)
   server_stream* next_ = nullptr;
   std::stop_source stop_;          // the handler's: requested when the stream closes under it
   // The coroutine that serves the stream's requests one after the other (server_connection::stream_loop), made with
@@ -405,7 +406,7 @@ class server_connection final : public http::stop_listener {
   void recycle(server_stream& s, bool by_loop = false) noexcept;
   void consume(server_stream& s, std::size_t n);
   void reset_stream(server_stream& s, std::uint32_t code);
-  task<void> stream_loop(server_stream& s);
+  static task<void> stream_loop(server_stream& s);
   const http::router::route* route_of(server_stream& s);
   task<void> serve_streaming(server_stream& s, http::request& req, const http::router::route& route);
   bool whole_at_hand(server_stream& s, std::string_view& body, std::error_code& ec);
@@ -466,12 +467,11 @@ class server_connection final : public http::stop_listener {
   task_count tasks_;                // the reader, the writer and every stream's handler
 
   server_stream* live_ = nullptr;   // streams nghttp2 or a handler still uses
-  server_stream* spare_ = nullptr;  // streams kept for reuse
+  stream_pool* pool_ = nullptr;     // the thread's streams kept for reuse (server_connection.cpp)
   server_stream* header_stream_ = nullptr;  // the stream of the header block being received
   // Open streams by identifier (find_stream): a stream that found its slot free at its opening holds it until it
   // is recycled; one that did not is nghttp2's user data instead.
   std::array<server_stream*, by_id_size> by_id_{};
-  std::size_t spare_count_ = 0;
   std::size_t live_count_ = 0;
   std::size_t handlers_ = 0;        // handlers running (a closed stream's included, until it ends)
   // Streams to reset once mem_recv or mem_send has returned: NO_ERROR after a response that came before the

@@ -133,6 +133,60 @@ std::size_t allocations_per_run(tern::io_context& ctx, int batch) {
   return r.allocations;
 }
 
+// The preface, empty SETTINGS, the server's SETTINGS acknowledged, and the connection's window opened wide.
+tern::task<std::error_code> say_hello(tern::net::tcp_socket& s) {
+  char hello[24 + 9 + 9 + 13];
+  std::memcpy(hello, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+  frame_header(hello + 24, 0, 4, 0, 0);
+  frame_header(hello + 33, 0, 4, 1, 0);
+  frame_header(hello + 42, 4, 8, 0, 0);
+  const char increment[4] = {0x7f, 0, 0, 0};
+  std::memcpy(hello + 51, increment, 4);
+  auto [ec, n] = co_await s.write_all(tern::const_buffer(hello, sizeof hello));
+  co_return ec;
+}
+
+// Allocations over the first requests of a second connection, ten streams at a time, while a first one that has
+// served as many at once stays open: the streams the first one's requests used and gave back serve the second's.
+std::size_t allocations_of_a_second_connection(tern::io_context& ctx) {
+  struct result {
+    std::size_t allocations = ~std::size_t{0};
+  } r;
+  run_bounded(ctx, [](tern::io_context& ctx, result& r) -> tern::task<void> {
+    http::server_options o;
+    o.http2 = tern::http2::server_protocol();
+    http::server server(ctx, routes(), o);
+    CO_ASSERT_OK(server.listen(tern::net::endpoint::loopback_v4(0)));
+    auto [lec, ep] = server.local_endpoint();
+    CO_ASSERT_OK(lec);
+    auto running = tern::spawn(ctx, server.run());
+    constexpr int batch = 10;
+    char buf[65536];
+    char out[requests_size];
+    auto [aec, a] = co_await tern::net::connect(ctx, ep);
+    CO_ASSERT_OK(aec);
+    CO_ASSERT_OK(co_await say_hello(a));
+    std::uint32_t next_a = 1;
+    for (int i = 0; i < 20; ++i) CO_ASSERT_OK(co_await exchange(a, next_a, batch, out, buf, sizeof buf));
+    auto [bec, b] = co_await tern::net::connect(ctx, ep);
+    CO_ASSERT_OK(bec);
+    CO_ASSERT_OK(co_await say_hello(b));
+    std::uint32_t next_b = 1;
+    // Its first request, alone: the connection's own set-up (its session's first frames) is not what is counted.
+    CO_ASSERT_OK(co_await exchange(b, next_b, 1, out, buf, sizeof buf));
+    start_counting();
+    for (int i = 0; i < 5; ++i) {
+      if (co_await exchange(b, next_b, batch, out, buf, sizeof buf)) break;
+    }
+    r.allocations = stop_counting();
+    a.close();
+    b.close();
+    server.stop();
+    co_await std::move(running);
+  }(ctx, r));
+  return r.allocations;
+}
+
 TEST_P(http2_alloc_test, requests_on_a_warm_connection_allocate_nothing) {
   EXPECT_EQ(allocations_per_run(ctx, 10), 0u) << "heap allocations over " << requests_measured << " requests";
 }
@@ -141,6 +195,12 @@ TEST_P(http2_alloc_test, requests_on_a_warm_connection_allocate_nothing) {
 // the streams beyond it took a new one, an allocation for most requests at 100 in flight.
 TEST_P(http2_alloc_test, requests_at_the_stream_limit_allocate_nothing) {
   EXPECT_EQ(allocations_per_run(ctx, max_batch), 0u) << "heap allocations over " << requests_measured << " requests";
+}
+
+// A connection's streams are the thread's (stream_pool in server_connection.cpp): a new connection's requests take
+// those another connection gave back, with their buffers, rather than making their own.
+TEST_P(http2_alloc_test, a_new_connection_takes_the_streams_another_gave_back) {
+  EXPECT_EQ(allocations_of_a_second_connection(ctx), 0u) << "heap allocations over 50 requests";
 }
 
 }  // namespace
