@@ -834,7 +834,13 @@ task<void> server_connection::read_loop() {
       if (!lingering_) dead_ = true;
       break;
     }
-    if (!lingering_ && !feed(input_.get(), r.value)) break;
+    if (lingering_) continue;
+    // The handlers the bytes start, and the writer's turn after them, run here once nghttp2 has returned.
+    reader_feeding_ = writer_deferred_ = true;
+    const bool fed = feed(input_.get(), r.value);
+    reader_feeding_ = false;
+    run_started();
+    if (!fed) break;
   }
   reader_done_.set();
   wake_writer();
@@ -1361,8 +1367,31 @@ void server_connection::start_handler(server_stream& s) {
   ++handlers_;
   tasks_.add();
   // The stream's loop, waiting (or not yet started): queued, not spawned, so a request takes no spawn state, frame
-  // or stop token of its own (stream_loop).
+  // or stop token of its own (stream_loop). Under the reader's feed, kept for the reader to run once nghttp2 has
+  // returned (run_started).
+  if (reader_feeding_) {
+    s.started_next_ = nullptr;
+    if (started_last_ != nullptr) started_last_->started_next_ = &s;
+    else started_first_ = &s;
+    started_last_ = &s;
+    return;
+  }
   ctx_.schedule_handle(s.loop_.handle());
+}
+
+// The handlers the reader's last feed started, run now, in the order their requests arrived, each up to its first
+// wait (a whole answer: to its end), and then the writer, if it waits at its doorbell: what the bytes just read
+// asked for is answered and on its way before the loop turns to another connection. Queued instead, behind the
+// readers of every other connection ready in the same turn, the streams of all of them were open at once (at 100
+// connections of 10 streams in flight, 150 on average), their lines beyond L1 by the time their handlers ran.
+void server_connection::run_started() {
+  while (server_stream* s = started_first_) {
+    started_first_ = s->started_next_;
+    if (started_first_ == nullptr) started_last_ = nullptr;
+    s->loop_.handle().resume();
+  }
+  writer_deferred_ = false;
+  if (write_rung_ && writer_parked_) std::exchange(writer_parked_, {}).resume();
 }
 
 void server_connection::stream_closed(server_stream& s, std::uint32_t code) {

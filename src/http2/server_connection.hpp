@@ -196,6 +196,7 @@ class server_stream final : public http::detail::exchange {
   std::size_t history_at_ = ~std::size_t{0};  // its entry in the connection's history (history_count_ then), if any
   server_stream* prev_ = nullptr;  // the connection's live streams, or the thread's kept ones (next_ only)
   server_stream* next_ = nullptr;
+  server_stream* started_next_ = nullptr;  // the reader's handlers to run (server_connection::run_started)
   std::stop_source stop_;          // the handler's: requested when the stream closes under it
   // The coroutine that serves the stream's requests one after the other (server_connection::stream_loop), made with
   // the stream and destroyed with it; between requests it waits, suspended, for start_handler to queue its handle.
@@ -356,8 +357,11 @@ class server_connection final : public http::stop_listener {
   void wake_writer() noexcept {
     if (write_rung_) return;
     write_rung_ = true;
-    if (writer_parked_) ctx_.schedule_handle(std::exchange(writer_parked_, {}));
-    else if (writer_timed_) write_wanted_.set();
+    if (writer_parked_) {
+      if (!writer_deferred_) ctx_.schedule_handle(std::exchange(writer_parked_, {}));  // else run_started resumes it
+    } else if (writer_timed_) {
+      write_wanted_.set();
+    }
   }
   // The writer's wait for its doorbell when no deadline applies: its handle, which wake_writer queues, instead of
   // a wait on write_wanted_ (the event's lock and list, and the writer's stop token registered and unregistered,
@@ -401,6 +405,7 @@ class server_connection final : public http::stop_listener {
   server_stream* open_stream(std::int32_t id);
   void finish_head(server_stream& s);
   void start_handler(server_stream& s);
+  void run_started();
   void stream_closed(server_stream& s, std::uint32_t code);
   // by_loop: s's own loop calls, at its handler's end (which cannot destroy the loop's running frame).
   void recycle(server_stream& s, bool by_loop = false) noexcept;
@@ -454,6 +459,12 @@ class server_connection final : public http::stop_listener {
   std::string output_;              // frames gathered for the next write
   sync::auto_reset_event write_wanted_;  // the writer's doorbell while it waits with a deadline (writer_timed_)
   bool write_rung_ = false;         // the doorbell has rung since the writer's turn began (wake_writer)
+  // The reader is feeding nghttp2: the handlers started are kept in started_first_.. for run_started, and a writer
+  // at its doorbell is left there for it (writer_deferred_, cleared by run_started).
+  bool reader_feeding_ = false;
+  bool writer_deferred_ = false;
+  server_stream* started_first_ = nullptr;
+  server_stream* started_last_ = nullptr;
   bool writer_timed_ = false;       // the writer waits on write_wanted_ with a deadline
   std::coroutine_handle<> writer_parked_;  // the writer, waiting at its doorbell without one (doorbell)
   sync::auto_reset_event written_;  // a write has finished (the reader waits for it while output is stuck)
