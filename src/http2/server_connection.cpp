@@ -4,9 +4,10 @@
 // - The reader reads from the socket (or the TLS transport) into one buffer and hands the bytes to
 //   nghttp2_session_mem_recv. The callbacks it triggers record what arrived into the streams (header fields
 //   copied or held by reference, header_text; DATA appended to the stream's input) and start the handler of
-//   each request whose header section is complete (its stream's loop, one task per stream object). While the
-//   writer is stuck on a full output buffer (a peer that does not read), the reader reads no more, so what a peer
-//   sends cannot pile answers up in memory.
+//   each request whose header section is complete (its stream's loop, one task per stream object), which the
+//   reader runs once mem_recv has returned, followed by the writer's turn (run_started): a read's requests are
+//   answered before the loop moves on to another connection. While the writer is stuck on a full output buffer
+//   (a peer that does not read), the reader reads no more, so what a peer sends cannot pile answers up in memory.
 // - The writer gathers frames with nghttp2_session_mem_send into one output buffer, only while it has room (so
 //   nghttp2 serialises no more than one write's worth ahead), and writes them in one write of up to write_size
 //   bytes. It sleeps on a doorbell that the reader and the handlers ring when they have given nghttp2 something
