@@ -86,6 +86,19 @@ tern::task<std::error_code> exchange(tern::net::tcp_socket& s, std::uint32_t& ne
   co_return std::error_code{};
 }
 
+// The preface, empty SETTINGS, the server's SETTINGS acknowledged, and the connection's window opened wide.
+tern::task<std::error_code> say_hello(tern::net::tcp_socket& s) {
+  char hello[24 + 9 + 9 + 13];
+  std::memcpy(hello, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+  frame_header(hello + 24, 0, 4, 0, 0);
+  frame_header(hello + 33, 0, 4, 1, 0);
+  frame_header(hello + 42, 4, 8, 0, 0);
+  const char increment[4] = {0x7f, 0, 0, 0};
+  std::memcpy(hello + 51, increment, 4);
+  auto [ec, n] = co_await s.write_all(tern::const_buffer(hello, sizeof hello));
+  co_return ec;
+}
+
 // Allocations over requests_measured requests on a warm connection, batch streams at a time.
 std::size_t allocations_per_run(tern::io_context& ctx, int batch) {
   struct result {
@@ -101,16 +114,7 @@ std::size_t allocations_per_run(tern::io_context& ctx, int batch) {
     auto running = tern::spawn(ctx, server.run());
     auto [cec, s] = co_await tern::net::connect(ctx, ep);
     CO_ASSERT_OK(cec);
-    // The preface, empty SETTINGS, the server's SETTINGS acknowledged, and the connection's window opened wide.
-    char hello[24 + 9 + 9 + 13];
-    std::memcpy(hello, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
-    frame_header(hello + 24, 0, 4, 0, 0);
-    frame_header(hello + 33, 0, 4, 1, 0);
-    frame_header(hello + 42, 4, 8, 0, 0);
-    const char increment[4] = {0x7f, 0, 0, 0};
-    std::memcpy(hello + 51, increment, 4);
-    auto [hec, hn] = co_await s.write_all(tern::const_buffer(hello, sizeof hello - 4 + 4));
-    CO_ASSERT_OK(hec);
+    CO_ASSERT_OK(co_await say_hello(s));
     char buf[65536];
     char out[requests_size];
     std::uint32_t next = 1;
@@ -131,19 +135,6 @@ std::size_t allocations_per_run(tern::io_context& ctx, int batch) {
     co_await std::move(running);
   }(ctx, r, batch));
   return r.allocations;
-}
-
-// The preface, empty SETTINGS, the server's SETTINGS acknowledged, and the connection's window opened wide.
-tern::task<std::error_code> say_hello(tern::net::tcp_socket& s) {
-  char hello[24 + 9 + 9 + 13];
-  std::memcpy(hello, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
-  frame_header(hello + 24, 0, 4, 0, 0);
-  frame_header(hello + 33, 0, 4, 1, 0);
-  frame_header(hello + 42, 4, 8, 0, 0);
-  const char increment[4] = {0x7f, 0, 0, 0};
-  std::memcpy(hello + 51, increment, 4);
-  auto [ec, n] = co_await s.write_all(tern::const_buffer(hello, sizeof hello));
-  co_return ec;
 }
 
 // Allocations over the first requests of a second connection, ten streams at a time, while a first one that has
