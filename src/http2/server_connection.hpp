@@ -386,6 +386,14 @@ class server_connection final : public http::stop_listener {
     const std::chrono::nanoseconds ns(ctx_.deadline_now_ns());
     return clock::time_point(std::chrono::duration_cast<clock::duration>(ns));
   }
+  // A handler's start, from which its body's deadline counts: under the reader's feed, the time the feed's first
+  // handler started, for all of them (a read of 100 requests read the clock 100 times, 10 ns each, for deadlines
+  // of seconds that a few microseconds do not move).
+  clock::time_point start_stamp() noexcept {
+    if (!reader_feeding_) return stamp();
+    if (feed_stamp_ == clock::time_point{}) feed_stamp_ = stamp();
+    return feed_stamp_;
+  }
 
   // Streams.
   // The stream of id that nghttp2 holds (null once closed): from the connection's table of open streams by
@@ -554,6 +562,9 @@ class server_connection final : public http::stop_listener {
   clock::time_point started_;
   clock::time_point idle_since_;
   clock::time_point data_sent_at_;  // the last DATA frame sent
+  bool data_gathered_ = false;      // DATA frames wait in output_ for the next write (which sets data_sent_at_)
+  // The clock as the reader's feed started its first handler (start_stamp), {} until then.
+  clock::time_point feed_stamp_{};
   std::int32_t max_stream_id_ = 0;  // the highest stream the peer opened
   bool got_frame_ = false;          // the peer's first frame has arrived (header_timeout no longer applies)
   clock::time_point header_block_at_{};  // when the header block still open began (header_timeout applies)
