@@ -1299,7 +1299,11 @@ void server_stream::reset_fields() noexcept {
     trailers_.clear();
     trailer_list_ = {};
   }
-  head_ = http::request_head{};
+  // Made again in place: an assignment from a temporary built it on the stack and copied it over with loads that
+  // straddled the temporary's stores, each a failed store-to-load forward (perf annotate: a third of open_stream's
+  // samples on one of them).
+  std::destroy_at(&head_);
+  std::construct_at(&head_);
   // request_ stays as it is: the next request's emplace replaces it (a request is trivially destructible).
   authority_ = {};
   protocol_ = {};
