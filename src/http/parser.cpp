@@ -7,6 +7,7 @@
 #include "tern/http/parser.hpp"
 
 #include <cstring>
+#include <memory>
 
 #include "chars.hpp"
 
@@ -439,7 +440,10 @@ template <class Head>
 void detail::parser_state<Head>::reset() noexcept {
   scanner_.reset();
   fields_.clear();
-  head_ = Head{};
+  // Made again in place: assigning a temporary built it on the stack and copied it with loads that straddled its
+  // stores (failed store-to-load forwards, one per request).
+  std::destroy_at(&head_);
+  std::construct_at(&head_);
 }
 
 // The head copied from another parser views that parser's fields: point it at this one's, which hold the same.
@@ -468,7 +472,8 @@ bool request_parser::parse(std::string_view data, std::error_code& ec) noexcept 
         data[0] != '\r' && data[0] != '\n') {
       if (parse_head(data, whole, ec)) return true;
       ec.clear();
-      head_ = request_head{};
+      std::destroy_at(&head_);
+      std::construct_at(&head_);
     }
   }
   const std::size_t end = scanner_.scan(data, limits_, error::request_line_too_long, true, ec);

@@ -32,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -86,7 +87,11 @@ class head_scanner {
                    bool skip_empty_lines, std::error_code& ec) noexcept;
   std::size_t start() const noexcept { return start_; }  // where the first line starts
   bool fresh() const noexcept { return pos_ == 0; }        // nothing examined yet
-  void reset() noexcept { *this = head_scanner{}; }
+  void reset() noexcept {
+    // In place, not from a temporary (whose copy's loads straddle its stores: a failed store-to-load forward).
+    std::destroy_at(this);
+    std::construct_at(this);
+  }
 
  private:
   std::size_t pos_ = 0;         // bytes examined
