@@ -9,6 +9,9 @@
 // concurrent streams, 1 MiB stream window, 8 MiB connection window), so that both advertise the same windows to
 // h2load. POST /upload (h2_upload.hpp, instruction mode) gathers its body in the stream record's string, whose
 // capacity the free list keeps.
+//
+// Everything but the loop (the listener, the stop eventfd, the server thread, the session's callbacks and settings,
+// the stream records, the handler) is server_base, so that another loop can drive the same server.
 #include "h2_load.hpp"
 #include "h2_upload.hpp"
 #include "../http/ping_service.hpp"
@@ -54,47 +57,21 @@ struct stream_rec {
     std::size_t out_at = 0;
 };
 
-class raw_server;
+class server_base;
 
-struct connection {
+// A connection's part that the session's callbacks see (their user data): each loop's connection derives from it.
+struct connection_base {
     int fd = -1;
     nghttp2_session* session = nullptr;
-    std::string pending;  // output the socket did not take
-    bool writing = false; // EPOLLOUT armed
-    raw_server* server = nullptr;
+    server_base* server = nullptr;
 };
 
-class raw_server final : public ping::server {
+// Everything but the loop: the listener, the stop eventfd, the server thread, and the HTTP/2 part (the session's
+// callbacks and settings, the stream records, the handler). `socket_flags` are the listener's and the eventfd's
+// (SOCK_NONBLOCK for the epoll loop; io_uring's operations wait themselves, and would end with EAGAIN on a
+// non-blocking eventfd).
+class server_base : public ping::server {
 public:
-    raw_server() {
-        listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof a;
-        if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-            ::listen(listen_fd_, 4096) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-            throw bench_failure(std::string("listen: ") + std::strerror(errno));
-        port_ = ntohs(a.sin_port);
-        epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-        stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (epoll_fd_ < 0 || stop_fd_ < 0) throw bench_failure(std::string("epoll: ") + std::strerror(errno));
-        add(listen_fd_, EPOLLIN, nullptr);
-        add(stop_fd_, EPOLLIN, &stop_fd_);
-        make_callbacks();
-        nghttp2_option_new(&option_);
-        thread_ = std::thread([this] { run(); });
-    }
-    ~raw_server() override {
-        stop();
-        for (auto& [fd, c] : conns_) close_connection(c.get(), false);
-        nghttp2_session_callbacks_del(callbacks_);
-        nghttp2_option_del(option_);
-        ::close(listen_fd_);
-        ::close(epoll_fd_);
-        ::close(stop_fd_);
-    }
-
     std::uint16_t port() const override { return port_; }
     ping::server_stats stats() const override {
         return {service_.answered(), service_.refused(), failures_.get()};
@@ -106,122 +83,74 @@ public:
         thread_.join();
     }
 
+protected:
+    explicit server_base(int socket_flags) {
+        listen_fd_ = ::socket(AF_INET, SOCK_STREAM | socket_flags | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+            ::listen(listen_fd_, 4096) != 0 || ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            throw bench_failure(std::string("listen: ") + std::strerror(errno));
+        port_ = ntohs(a.sin_port);
+        stop_fd_ = ::eventfd(0, ((socket_flags & SOCK_NONBLOCK) != 0 ? EFD_NONBLOCK : 0) | EFD_CLOEXEC);
+        if (stop_fd_ < 0) throw bench_failure(std::string("eventfd: ") + std::strerror(errno));
+        make_callbacks();
+        nghttp2_option_new(&option_);
+    }
+    // The derived server has stopped the thread and ended its connections' sessions.
+    ~server_base() override {
+        nghttp2_session_callbacks_del(callbacks_);
+        nghttp2_option_del(option_);
+        ::close(listen_fd_);
+        ::close(stop_fd_);
+    }
+
+    // Runs the derived server's loop on the server thread; a failure is kept for stats().
+    template <class Loop>
+    void start(Loop loop) {
+        thread_ = std::thread([this, loop] {
+            try {
+                loop();
+            } catch (const std::exception& e) {
+                failures_.set(e.what());
+            }
+        });
+    }
+
+    // A session for an accepted socket, with tern::http2's settings queued as its first output.
+    void open_session(connection_base& c) {
+        const int one = 1;
+        ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c.server = this;
+        if (nghttp2_session_server_new2(&c.session, callbacks_, &c, option_) != 0)
+            throw bench_failure("nghttp2_session_server_new2 failed");
+        const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
+                                                   {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1024 * 1024}};
+        nghttp2_submit_settings(c.session, NGHTTP2_FLAG_NONE, settings, 2);
+        nghttp2_session_set_local_window_size(c.session, NGHTTP2_FLAG_NONE, 0, 8 * 1024 * 1024);
+    }
+
+    // Gathers what the session has to send into `out` (io_size bytes): its size, or -1 on the session's failure.
+    static long gather(nghttp2_session* session, char* out) {
+        std::size_t size = 0;
+        for (;;) {
+            const std::uint8_t* data = nullptr;
+            const auto n = nghttp2_session_mem_send(session, &data);
+            if (n < 0) return -1;
+            if (n == 0) break;
+            std::memcpy(out + size, data, static_cast<std::size_t>(n));  // frames are at most 16 KiB
+            size += static_cast<std::size_t>(n);
+            if (size + 16384 + 64 > io_size) break;
+        }
+        return static_cast<long>(size);
+    }
+
+    int listen_fd_ = -1;
+    int stop_fd_ = -1;
+
 private:
-    void add(int fd, std::uint32_t events, void* tag) {
-        epoll_event ev{};
-        ev.events = events;
-        ev.data.ptr = tag;
-        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
-            throw bench_failure(std::string("epoll_ctl: ") + std::strerror(errno));
-    }
-
-    void run() {
-        try {
-            epoll_event events[256];
-            for (;;) {
-                const int n = ::epoll_wait(epoll_fd_, events, 256, -1);
-                if (n < 0 && errno == EINTR) continue;
-                if (n < 0) throw bench_failure(std::string("epoll_wait: ") + std::strerror(errno));
-                for (int i = 0; i < n; ++i) {
-                    void* tag = events[i].data.ptr;
-                    if (tag == &stop_fd_) return;
-                    if (tag == nullptr) {
-                        accept_all();
-                        continue;
-                    }
-                    auto* c = static_cast<connection*>(tag);
-                    if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !on_readable(c)) continue;
-                    if (!flush(c)) continue;
-                }
-            }
-        } catch (const std::exception& e) {
-            failures_.set(e.what());
-        }
-    }
-
-    void accept_all() {
-        for (;;) {
-            const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0) return;
-            const int one = 1;
-            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            auto c = std::make_unique<connection>();
-            c->fd = fd;
-            c->server = this;
-            if (nghttp2_session_server_new2(&c->session, callbacks_, c.get(), option_) != 0)
-                throw bench_failure("nghttp2_session_server_new2 failed");
-            const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100},
-                                                       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1024 * 1024}};
-            nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2);
-            nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, 8 * 1024 * 1024);
-            add(fd, EPOLLIN, c.get());
-            connection* raw = c.get();
-            conns_[fd] = std::move(c);
-            flush(raw);
-        }
-    }
-
-    // False when the connection was closed.
-    bool on_readable(connection* c) {
-        const ssize_t n = ::read(c->fd, input_, sizeof input_);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
-        if (n <= 0) return close_connection(c, true);
-        const auto rv = nghttp2_session_mem_recv(c->session, reinterpret_cast<const std::uint8_t*>(input_),
-                                                 static_cast<std::size_t>(n));
-        if (rv < 0) return close_connection(c, true);
-        return true;
-    }
-
-    // Writes what the session has to send, gathered; false when the connection was closed.
-    bool flush(connection* c) {
-        if (!c->pending.empty()) {
-            const ssize_t w = ::send(c->fd, c->pending.data(), c->pending.size(), MSG_NOSIGNAL);
-            if (w < 0 && errno != EAGAIN) return close_connection(c, true);
-            if (w > 0) c->pending.erase(0, static_cast<std::size_t>(w));
-            if (!c->pending.empty()) return arm(c, true);
-        }
-        for (;;) {
-            std::size_t size = 0;
-            for (;;) {
-                const std::uint8_t* data = nullptr;
-                const auto n = nghttp2_session_mem_send(c->session, &data);
-                if (n < 0) return close_connection(c, true);
-                if (n == 0) break;
-                std::memcpy(output_ + size, data, static_cast<std::size_t>(n));  // frames are at most 16 KiB
-                size += static_cast<std::size_t>(n);
-                if (size + 16384 + 64 > sizeof output_) break;
-            }
-            if (size == 0) break;
-            const ssize_t w = ::send(c->fd, output_, size, MSG_NOSIGNAL);
-            if (w < 0 && errno != EAGAIN) return close_connection(c, true);
-            const std::size_t done = w > 0 ? static_cast<std::size_t>(w) : 0;
-            if (done < size) {
-                c->pending.assign(output_ + done, size - done);
-                return arm(c, true);
-            }
-        }
-        if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
-            return close_connection(c, true);
-        return arm(c, false);
-    }
-
-    bool arm(connection* c, bool writing) {
-        if (c->writing == writing) return true;
-        c->writing = writing;
-        epoll_event ev{};
-        ev.events = EPOLLIN | (writing ? EPOLLOUT : 0u);
-        ev.data.ptr = c;
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
-        return true;
-    }
-
-    bool close_connection(connection* c, bool erase) {
-        nghttp2_session_del(c->session);
-        ::close(c->fd);
-        if (erase) conns_.erase(c->fd);
-        return false;
-    }
-
     stream_rec* take() {
         if (free_.empty()) return new stream_rec;
         stream_rec* r = free_.back().release();
@@ -286,7 +215,7 @@ private:
         return static_cast<ssize_t>(n);
     }
 
-    static raw_server& of(void* user) { return *static_cast<connection*>(user)->server; }
+    static server_base& of(void* user) { return *static_cast<connection_base*>(user)->server; }
 
     void make_callbacks() {
         nghttp2_session_callbacks_new(&callbacks_);
@@ -339,32 +268,150 @@ private:
             });
     }
 
-    int listen_fd_ = -1;
-    int epoll_fd_ = -1;
-    int stop_fd_ = -1;
     std::uint16_t port_ = 0;
     nghttp2_session_callbacks* callbacks_ = nullptr;
     nghttp2_option* option_ = nullptr;
     ping::service service_;
     ping::failure_slot failures_;
-    std::unordered_map<int, std::unique_ptr<connection>> conns_;
     std::vector<std::unique_ptr<stream_rec>> free_;
     std::time_t date_second_ = -1;
     char date_[30] = {};
     std::thread thread_;
+};
+
+// raw/nghttp2: the level-triggered epoll loop.
+struct epoll_connection : connection_base {
+    std::string pending;  // output the socket did not take
+    bool writing = false; // EPOLLOUT armed
+};
+
+class epoll_server final : public server_base {
+public:
+    epoll_server() : server_base(SOCK_NONBLOCK) {
+        epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (epoll_fd_ < 0) throw bench_failure(std::string("epoll: ") + std::strerror(errno));
+        add(listen_fd_, EPOLLIN, nullptr);
+        add(stop_fd_, EPOLLIN, &stop_fd_);
+        start([this] { run(); });
+    }
+    ~epoll_server() override {
+        stop();
+        for (auto& [fd, c] : conns_) close_connection(c.get(), false);
+        ::close(epoll_fd_);
+    }
+
+private:
+    void add(int fd, std::uint32_t events, void* tag) {
+        epoll_event ev{};
+        ev.events = events;
+        ev.data.ptr = tag;
+        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+            throw bench_failure(std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+
+    void run() {
+        epoll_event events[256];
+        for (;;) {
+            const int n = ::epoll_wait(epoll_fd_, events, 256, -1);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) throw bench_failure(std::string("epoll_wait: ") + std::strerror(errno));
+            for (int i = 0; i < n; ++i) {
+                void* tag = events[i].data.ptr;
+                if (tag == &stop_fd_) return;
+                if (tag == nullptr) {
+                    accept_all();
+                    continue;
+                }
+                auto* c = static_cast<epoll_connection*>(tag);
+                if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !on_readable(c)) continue;
+                if (!flush(c)) continue;
+            }
+        }
+    }
+
+    void accept_all() {
+        for (;;) {
+            const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) return;
+            auto c = std::make_unique<epoll_connection>();
+            c->fd = fd;
+            open_session(*c);
+            add(fd, EPOLLIN, c.get());
+            epoll_connection* raw = c.get();
+            conns_[fd] = std::move(c);
+            flush(raw);
+        }
+    }
+
+    // False when the connection was closed.
+    bool on_readable(epoll_connection* c) {
+        const ssize_t n = ::read(c->fd, input_, sizeof input_);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+        if (n <= 0) return close_connection(c, true);
+        const auto rv = nghttp2_session_mem_recv(c->session, reinterpret_cast<const std::uint8_t*>(input_),
+                                                 static_cast<std::size_t>(n));
+        if (rv < 0) return close_connection(c, true);
+        return true;
+    }
+
+    // Writes what the session has to send, gathered; false when the connection was closed.
+    bool flush(epoll_connection* c) {
+        if (!c->pending.empty()) {
+            const ssize_t w = ::send(c->fd, c->pending.data(), c->pending.size(), MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN) return close_connection(c, true);
+            if (w > 0) c->pending.erase(0, static_cast<std::size_t>(w));
+            if (!c->pending.empty()) return arm(c, true);
+        }
+        for (;;) {
+            const long gathered = gather(c->session, output_);
+            if (gathered < 0) return close_connection(c, true);
+            const auto size = static_cast<std::size_t>(gathered);
+            if (size == 0) break;
+            const ssize_t w = ::send(c->fd, output_, size, MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN) return close_connection(c, true);
+            const std::size_t done = w > 0 ? static_cast<std::size_t>(w) : 0;
+            if (done < size) {
+                c->pending.assign(output_ + done, size - done);
+                return arm(c, true);
+            }
+        }
+        if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+            return close_connection(c, true);
+        return arm(c, false);
+    }
+
+    bool arm(epoll_connection* c, bool writing) {
+        if (c->writing == writing) return true;
+        c->writing = writing;
+        epoll_event ev{};
+        ev.events = EPOLLIN | (writing ? EPOLLOUT : 0u);
+        ev.data.ptr = c;
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+        return true;
+    }
+
+    bool close_connection(epoll_connection* c, bool erase) {
+        nghttp2_session_del(c->session);
+        ::close(c->fd);
+        if (erase) conns_.erase(c->fd);
+        return false;
+    }
+
+    int epoll_fd_ = -1;
+    std::unordered_map<int, std::unique_ptr<epoll_connection>> conns_;
     alignas(64) char input_[io_size];
     alignas(64) char output_[io_size];
 };
 
-std::unique_ptr<ping::server> start_raw_server(session&, int threads) {
+std::unique_ptr<ping::server> start_epoll_server(session&, int threads) {
     if (threads != 1) throw bench_failure("raw/nghttp2 serves on one thread");
-    return std::make_unique<raw_server>();
+    return std::make_unique<epoll_server>();
 }
 
 }  // namespace
 }  // namespace http2_raw_nghttp2
 
-void http2_ping_json_nghttp2(session& s) { h2::run_ping(s, http2_raw_nghttp2::start_raw_server); }
-void http2_streams_nghttp2(session& s) { h2::run_streams(s, http2_raw_nghttp2::start_raw_server); }
+void http2_ping_json_nghttp2(session& s) { h2::run_ping(s, http2_raw_nghttp2::start_epoll_server); }
+void http2_streams_nghttp2(session& s) { h2::run_streams(s, http2_raw_nghttp2::start_epoll_server); }
 
 }  // namespace tern_bench::raw_impl
