@@ -52,8 +52,16 @@ const metric_def* scenario_def::find_instr_metric(std::string_view metric) const
 
 bool scenario_def::is_comparator(std::string_view impl) const {
     if (comparators.empty()) return impl.rfind("asio/", 0) == 0;
-    for (auto& prefix : comparators)
-        if (impl.rfind(prefix, 0) == 0) return true;
+    for (auto& prefix : comparators) {
+        // An entry that is itself one of the scenario's implementations names that one alone: raw/nghttp2, not
+        // raw/nghttp2_uring beside it (http2/*); any other is a prefix (raw/libpq: raw/libpq_pipeline and
+        // raw/libpq_blocking).
+        if (std::find(impls.begin(), impls.end(), prefix) != impls.end()) {
+            if (impl == prefix) return true;
+        } else if (impl.rfind(prefix, 0) == 0) {
+            return true;
+        }
+    }
     return false;
 }
 
