@@ -52,8 +52,16 @@ const metric_def* scenario_def::find_instr_metric(std::string_view metric) const
 
 bool scenario_def::is_comparator(std::string_view impl) const {
     if (comparators.empty()) return impl.rfind("asio/", 0) == 0;
-    for (auto& prefix : comparators)
-        if (impl.rfind(prefix, 0) == 0) return true;
+    for (auto& prefix : comparators) {
+        // An entry that is itself one of the scenario's implementations names that one alone: raw/nghttp2, not
+        // raw/nghttp2_uring beside it (http2/*); any other is a prefix (raw/libpq: raw/libpq_pipeline and
+        // raw/libpq_blocking).
+        if (std::find(impls.begin(), impls.end(), prefix) != impls.end()) {
+            if (impl == prefix) return true;
+        } else if (impl.rfind(prefix, 0) == 0) {
+            return true;
+        }
+    }
     return false;
 }
 
@@ -379,7 +387,7 @@ void add_ws_scenarios(std::vector<scenario_def>& s) {
     s.push_back(echo);
 }
 
-// ---- http2: tern::http2's server under h2load, against nghttp2 on a bare epoll loop ----
+// ---- http2: tern::http2's server under h2load, against nghttp2 on a bare epoll loop and a bare io_uring loop ----
 
 // The HTTP/1.1 comparator opens a connection per request in flight of the HTTP/2 point.
 std::int64_t h2_fds(const param_list& p) { return int_param(p, "conns") * int_param(p, "streams") + fd_margin; }
@@ -395,16 +403,19 @@ void add_http2_scenarios(std::vector<scenario_def>& s) {
                       "request fails the point. req_per_s over h2load's run, p50/p99 from its per-request log, and "
                       "the server's CPU time (getrusage over the phase) per request answered. tern: tern::http's "
                       "server with http2::server_protocol(); raw/nghttp2: nghttp2's session API on a hand-written "
-                      "epoll loop, the floor; tern/io_uring-http1: the same route over HTTP/1.1, http/ping_json's "
-                      "wrk with conns x streams connections (as many requests in flight). h2load and wrk run whole "
-                      "seconds",
+                      "epoll loop, the floor; raw/nghttp2_uring: the same server on a hand-written io_uring loop "
+                      "(tern's ring set-up), the floor of the io_uring backend; tern/io_uring-http1: the same route "
+                      "over HTTP/1.1, http/ping_json's wrk with conns x streams connections (as many requests in "
+                      "flight). h2load and wrk run whole seconds",
                       {{"req_per_s", "req/s", better::higher},
                        {"p50_us", "us", better::lower},
                        {"p99_us", "us", better::lower},
                        {"server_cpu_us_per_req", "us", better::lower}},
                       {},
                       {},
-                      true, false, {"tern/io_uring", "tern/epoll", "tern/io_uring-http1", "raw/nghttp2"}, 0, h2_fds};
+                      true, false,
+                      {"tern/io_uring", "tern/epoll", "tern/io_uring-http1", "raw/nghttp2", "raw/nghttp2_uring"}, 0,
+                      h2_fds};
     const std::vector<std::pair<std::int64_t, std::int64_t>> ping_points = {{1, 1}, {1, 100}, {100, 10}};
     for (auto [c, m] : ping_points) {
         const param_list point{{"conns", c}, {"streams", m}};
@@ -420,14 +431,15 @@ void add_http2_scenarios(std::vector<scenario_def>& s) {
                          "GET of /bytes/size answered with `size` bytes of a pattern; the server on one thread on CPU "
                          "0. mb_per_s counts bodies (10^6 bytes), server_cpu_us_per_req is the server's CPU time per "
                          "response; after each phase nghttp downloads one body and every byte is compared. tern: a "
-                         "streaming route writing the body from one static buffer; raw/nghttp2: the same floor as "
-                         "http2/ping_json, copying the body into DATA frames from its read callback",
+                         "streaming route writing the body from one static buffer; raw/nghttp2 and raw/nghttp2_uring: "
+                         "the same floors as http2/ping_json, copying the body into DATA frames from their read "
+                         "callback",
                          {{"mb_per_s", "MB/s", better::higher},
                           {"req_per_s", "req/s", better::higher},
                           {"server_cpu_us_per_req", "us", better::lower}},
                          {},
                          {},
-                         true, false, {"tern/io_uring", "tern/epoll", "raw/nghttp2"}, 0, nullptr};
+                         true, false, {"tern/io_uring", "tern/epoll", "raw/nghttp2", "raw/nghttp2_uring"}, 0, nullptr};
     for (std::int64_t size : {16 * K, 1 * M})
         for (std::int64_t n : {1, 10, 100}) {
             const param_list point{{"streams", n}, {"size", size}};
@@ -934,7 +946,8 @@ void add_instruction_plans(std::vector<scenario_def>& s) {
         return p;
     };
     plan("http2/ping_json", {"request", {h2_point(1, 0), h2_point(100, 0), h2_point(1, 32 * K), h2_point(100, 32 * K)},
-                             served, served_warmup, {"tern/io_uring", "tern/epoll", "raw/nghttp2"}});
+                             served, served_warmup,
+                             {"tern/io_uring", "tern/epoll", "raw/nghttp2", "raw/nghttp2_uring"}});
     instruction_plan tls{"MiB", {{{"direction", std::string("one_way")}, {"size", 16 * K}}}, 32 * M, 4 * M};
     tls.apart = instruction_plan::library::openssl;
     tls.excluded = {{"tern/io_uring", "", two_threads_on_io_uring},
@@ -1135,6 +1148,11 @@ std::vector<impl_def> build_impls() {
         {"raw/nghttp2",
          "nghttp2 1.52's server session API (nghttp2_session_mem_recv/mem_send) on a hand-written epoll loop, one "
          "thread, no runtime: the floor of http2/*",
+         {{"", "tern-bench-raw"}}},
+        {"raw/nghttp2_uring",
+         "raw/nghttp2's server (the same session, callbacks and handler) on a hand-written io_uring loop, one "
+         "thread: a ring set up as tern's io_uring backend sets up its own, one recv and one send in flight per "
+         "connection: the floor of http2/* on io_uring",
          {{"", "tern-bench-raw"}}},
         {"tern/io_uring-http1",
          "tern, io_uring backend: tern::http's HTTP/1.1 server, http2/ping_json's comparator at the same requests in "

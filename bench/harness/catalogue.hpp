@@ -95,7 +95,8 @@ struct scenario_def {
     // What tern is compared with: prefixes of implementation ids, the best of them at each point being the
     // reference of the ratio. Empty: Asio ("asio/"), the suite's comparator. A scenario without an Asio
     // implementation names its own (http/parse: Beast's and http-parser's parsers). The {} lets the catalogue's
-    // aggregate initialisers leave it out without -Wmissing-field-initializers.
+    // aggregate initialisers leave it out without -Wmissing-field-initializers. An entry that is one of `impls`
+    // names that one alone (raw/nghttp2 in http2/*, where raw/nghttp2_uring is not a comparator).
     std::vector<std::string> comparators{};
     // What --instructions counts (no points: nothing), and the metrics it reports, made from it by the catalogue:
     // instr_per_op, and a library's share where one is shown apart.

@@ -138,6 +138,8 @@ void redis_pipeline_benchmark(session&);  // raw/redis-benchmark (in tern-bench-
 void redis_pipeline_benchmark_keys(session&);  // raw/redis-benchmark-keys: the same with -r tasks (as many keys as tasks)
 void http2_ping_json_nghttp2(session&);  // raw/nghttp2: nghttp2's server session on an epoll loop, no runtime
 void http2_streams_nghttp2(session&);
+void http2_ping_json_nghttp2_uring(session&);  // raw/nghttp2_uring: the same server on an io_uring loop
+void http2_streams_nghttp2_uring(session&);
 void pg_select_libpq_blocking(session&);  // in tern-bench-pg: PQexecParams one at a time
 void pg_select_libpq_pipeline(session&);  // in tern-bench-pg: libpq's pipeline mode and poll(), the floor
 void pg_insert_batch_libpq_blocking(session&);  // PQexecParams one at a time; COPY by PQputCopyData

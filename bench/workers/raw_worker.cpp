@@ -29,6 +29,8 @@ constexpr std::array entries = {
     impl_entry{"ws/echo", "raw/epoll", raw_impl::ws_echo_epoll},
     impl_entry{"http2/ping_json", "raw/nghttp2", raw_impl::http2_ping_json_nghttp2},
     impl_entry{"http2/streams", "raw/nghttp2", raw_impl::http2_streams_nghttp2},
+    impl_entry{"http2/ping_json", "raw/nghttp2_uring", raw_impl::http2_ping_json_nghttp2_uring},
+    impl_entry{"http2/streams", "raw/nghttp2_uring", raw_impl::http2_streams_nghttp2_uring},
 };
 
 }  // namespace
