@@ -6,6 +6,7 @@
 // report a metric that the catalogue does not define for its scenario.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -105,8 +106,17 @@ struct scenario_def {
     // A fixed-work scenario's longest expected repetition in seconds, which sets its worker's time limit and the
     // plan's estimate; 0: about a second. For the ones whose slowest implementation takes many seconds per round.
     double fixed_rep_s = 0;
+    // Of impls, those the full profile alone runs: a second floor that the quick profile has no time for.
+    std::vector<std::string> full_only{};
 
     const std::vector<param_list>& points(profile p) const { return p == profile::quick ? quick_points : full_points; }
+    // Whether impl runs in the profile at all (runs_point then says at which points).
+    bool runs_impl(std::string_view impl, profile p) const {
+        const auto listed = [impl](const std::vector<std::string>& v) {
+            return std::find(v.begin(), v.end(), impl) != v.end();
+        };
+        return listed(impls) && !(p == profile::quick && listed(full_only));
+    }
     const metric_def* find_metric(std::string_view metric) const;
     const metric_def* find_instr_metric(std::string_view metric) const;
     bool runs_point(const param_list& point, std::string_view impl, std::string_view config) const {

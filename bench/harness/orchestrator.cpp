@@ -69,7 +69,7 @@ std::vector<planned_run> make_plan(const std::vector<const scenario_def*>& scen,
     for (auto* s : scen)
         for (auto& point : s->points(prof))
             for (auto* i : impls) {
-                if (std::find(s->impls.begin(), s->impls.end(), i->id) == s->impls.end()) continue;
+                if (!s->runs_impl(i->id, prof)) continue;
                 for (auto& v : i->variants)
                     if (s->runs_point(point, i->id, v.config))
                         plan.push_back({s, point, i, v, s->own_duration_s(prof)});
@@ -140,7 +140,7 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
         for (auto& p : s->points(prof)) std::printf("    %s\n", to_display(p).c_str());
         std::string ids;
         for (auto* i : impls)
-            if (std::find(s->impls.begin(), s->impls.end(), i->id) != s->impls.end()) {
+            if (s->runs_impl(i->id, prof)) {
                 ids += (ids.empty() ? "" : ", ") + i->id;
                 if (i->variants.size() > 1) {
                     std::string cfg;
