@@ -403,10 +403,10 @@ void add_http2_scenarios(std::vector<scenario_def>& s) {
                       "request fails the point. req_per_s over h2load's run, p50/p99 from its per-request log, and "
                       "the server's CPU time (getrusage over the phase) per request answered. tern: tern::http's "
                       "server with http2::server_protocol(); raw/nghttp2: nghttp2's session API on a hand-written "
-                      "epoll loop, the floor; raw/nghttp2_uring (full profile): the same server on a hand-written io_uring loop "
-                      "(tern's ring set-up), the floor of the io_uring backend; tern/io_uring-http1: the same route "
-                      "over HTTP/1.1, http/ping_json's wrk with conns x streams connections (as many requests in "
-                      "flight). h2load and wrk run whole seconds",
+                      "epoll loop, the floor; raw/nghttp2_uring (full profile): the same server on a hand-written "
+                      "io_uring loop (tern's ring set-up), the floor of the io_uring backend; tern/io_uring-http1: the "
+                      "same route over HTTP/1.1, http/ping_json's wrk with conns x streams connections (as many "
+                      "requests in flight). h2load and wrk run whole seconds",
                       {{"req_per_s", "req/s", better::higher},
                        {"p50_us", "us", better::lower},
                        {"p99_us", "us", better::lower},
