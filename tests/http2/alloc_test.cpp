@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace {
 
@@ -36,6 +37,20 @@ http::router routes() {
     co_return resp;
   });
   return r;
+}
+
+http::server_options h2_options() {
+  http::server_options o;
+  o.http2 = tern::http2::server_protocol();
+  return o;
+}
+
+// Listens on a loopback port: ep is where to connect.
+std::error_code listen_loopback(http::server& server, tern::net::endpoint& ep) {
+  if (std::error_code ec = server.listen(tern::net::endpoint::loopback_v4(0))) return ec;
+  auto [ec, local] = server.local_endpoint();
+  ep = local;
+  return ec;
 }
 
 void frame_header(char* out, std::size_t length, std::uint8_t type, std::uint8_t flags, std::uint32_t stream) {
@@ -105,12 +120,9 @@ std::size_t allocations_per_run(tern::io_context& ctx, int batch) {
     std::size_t allocations = ~std::size_t{0};
   } r;
   run_bounded(ctx, [](tern::io_context& ctx, result& r, int batch) -> tern::task<void> {
-    http::server_options o;
-    o.http2 = tern::http2::server_protocol();
-    http::server server(ctx, routes(), o);
-    CO_ASSERT_OK(server.listen(tern::net::endpoint::loopback_v4(0)));
-    auto [lec, ep] = server.local_endpoint();
-    CO_ASSERT_OK(lec);
+    http::server server(ctx, routes(), h2_options());
+    tern::net::endpoint ep;
+    CO_ASSERT_OK(listen_loopback(server, ep));
     auto running = tern::spawn(ctx, server.run());
     auto [cec, s] = co_await tern::net::connect(ctx, ep);
     CO_ASSERT_OK(cec);
@@ -144,12 +156,9 @@ std::size_t allocations_of_a_second_connection(tern::io_context& ctx) {
     std::size_t allocations = ~std::size_t{0};
   } r;
   run_bounded(ctx, [](tern::io_context& ctx, result& r) -> tern::task<void> {
-    http::server_options o;
-    o.http2 = tern::http2::server_protocol();
-    http::server server(ctx, routes(), o);
-    CO_ASSERT_OK(server.listen(tern::net::endpoint::loopback_v4(0)));
-    auto [lec, ep] = server.local_endpoint();
-    CO_ASSERT_OK(lec);
+    http::server server(ctx, routes(), h2_options());
+    tern::net::endpoint ep;
+    CO_ASSERT_OK(listen_loopback(server, ep));
     auto running = tern::spawn(ctx, server.run());
     constexpr int batch = 10;
     char buf[65536];
