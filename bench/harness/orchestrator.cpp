@@ -172,9 +172,7 @@ void print_list(const std::vector<const scenario_def*>& scen, const std::vector<
     }
     std::printf("implementations:\n");
     for (auto* i : impls) {
-        bool used = std::any_of(scen.begin(), scen.end(), [&](auto* s) {
-            return std::find(s->impls.begin(), s->impls.end(), i->id) != s->impls.end();
-        });
+        bool used = std::any_of(scen.begin(), scen.end(), [&](auto* s) { return s->runs_impl(i->id, prof); });
         if (!used) continue;
         std::string workers;
         for (auto& v : i->variants)
@@ -588,13 +586,11 @@ int main(int argc, char** argv) {
     if (plan.empty()) {
         std::string valid;
         for (auto& i : implementations())
-            if (std::any_of(scen.begin(), scen.end(), [&](auto* s) {
-                    return std::find(s->impls.begin(), s->impls.end(), i.id) != s->impls.end();
-                }))
+            if (std::any_of(scen.begin(), scen.end(), [&](auto* s) { return s->runs_impl(i.id, o.prof); }))
                 valid += "\n  " + i.id;
         std::fprintf(stderr,
-                     "tern-bench: none of the selected implementations applies to the selected scenarios; they "
-                     "run on:%s\n",
+                     "tern-bench: none of the selected implementations applies to the selected scenarios in this "
+                     "profile; they run on:%s\n",
                      valid.c_str());
         return 2;
     }
