@@ -11,7 +11,7 @@
 //   4. fire the timers that are due.
 // A poster from another thread pays for a wake-up (an eventfd write, or a MSG_RING message from another io_uring
 // loop) only when the loop has announced that it is going to sleep (the sleeping_ flag, checked Dekker-style: a
-// seq_cst store and fence on the loop's side, the poster's seq_cst inbox push or a fence on the other).
+// seq_cst exchange and seq_cst looks on the loop's side, the poster's seq_cst inbox push or a fence on the other).
 //
 // The loop is single-threaded by construction: everything except post(), stop() and wake-ups must be called on the
 // thread running it. run() returns when it is stopped or runs out of work: nothing queued, no operation pending,

@@ -129,8 +129,11 @@ class remote_inbox {
   }
 
   // Loop thread only: a cheap check before paying for the exchange. relaxed: a stale null only delays the item
-  // to the next look, and the look before a sleep comes after a seq_cst fence (io_context::poll_io).
+  // to the next look; the look before a sleep is nonempty_after_barrier().
   bool maybe_nonempty() const noexcept { return head_.load(std::memory_order_relaxed) != nullptr; }
+  // Loop thread only: the look before a sleep, after the seq_cst exchange that announces it (io_context::poll_io);
+  // seq_cst, so that with the poster's seq_cst push and its seq_cst read of the flag one of the two sees the other.
+  bool nonempty_after_barrier() const noexcept { return head_.load(std::memory_order_seq_cst) != nullptr; }
 
   // Loop thread only: takes everything posted so far, as a chain linked oldest first through next (null if none).
   work_item* take_all() noexcept {
