@@ -176,8 +176,10 @@ void fields::add_grown(std::string_view name, std::string_view value) {
   grow_entries(std::size_t{count_} + 1);
   grow_bytes(std::size_t{used_} + name.size() + value.size());
   char* at = bytes() + used_;
-  std::memcpy(at, name.data(), name.size());
-  std::memcpy(at + name.size(), value.data(), value.size());
+  // An empty view may have no storage at all (std::string_view{}, or a field an HTTP/2 peer sent empty), and
+  // memcpy takes no null pointer, whatever the size.
+  if (!name.empty()) std::memcpy(at, name.data(), name.size());
+  if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
   entries()[count_++] = {used_, static_cast<std::uint32_t>(name.size()), static_cast<std::uint32_t>(value.size())};
   used_ += static_cast<std::uint32_t>(name.size() + value.size());
 }
@@ -189,7 +191,7 @@ void fields::set(std::string_view name, std::string_view value) {
     for (std::uint32_t i = 0; i < count_; ++i) {
       if (!iequals(view(e[i]).name, name)) continue;
       if (value.size() <= e[i].value_size && !(value.data() >= bytes() && value.data() < bytes() + byte_capacity_)) {
-        std::memmove(bytes() + e[i].offset + e[i].name_size, value.data(), value.size());
+        if (!value.empty()) std::memmove(bytes() + e[i].offset + e[i].name_size, value.data(), value.size());
         e[i].value_size = static_cast<std::uint32_t>(value.size());
         return;
       }
