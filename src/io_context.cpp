@@ -703,7 +703,7 @@ void io_context::wake_if_announced() noexcept {
 }
 
 // For a state change that is not an inbox push (a guard released, a stop): the seq_cst fence sits between the
-// change and this load, and the loop's seq_cst exchange of sleeping_ before its seq_cst loads of the same state,
+// change and this load, as the loop's seq_cst exchange of sleeping_ sits before its seq_cst loads of that state,
 // so that either the loop's re-check sees the change or this load sees sleeping_ set. The exchange only picks the
 // one waker that makes the system call.
 void io_context::wake_if_sleeping() noexcept {
