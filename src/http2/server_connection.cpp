@@ -819,7 +819,7 @@ task<void> server_connection::read_loop() {
   for (;;) {
     if (dead_) break;
     // A peer that does not read what it asked for gets nothing more read from it until it does.
-    while (writing_ && output_.size() >= opts_.write_size && !dead_) {
+    while (writing_ && !output_has_room() && !dead_) {
       reader_stuck_ = true;
       const std::error_code ec = co_await written_.wait();
       reader_stuck_ = false;
@@ -858,7 +858,7 @@ task<void> server_connection::read_loop() {
 
 bool server_connection::fill_output() {
   nghttp2_session* session = session_.get();
-  while (output_.size() < opts_.write_size) {
+  while (output_has_room()) {
     const std::uint8_t* data = nullptr;
     const ng_ssize n = mem_send(session, &data);
     if (n < 0) {
@@ -1963,8 +1963,8 @@ ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, 
 // nghttp2's send-data callback, inside mem_send right after read_out set NGHTTP2_DATA_FLAG_NO_COPY: the frame as
 // nghttp2 would have written it (header, padding length, the bytes, padding; tern's server asks for no padding)
 // appended to output_. It calls nothing of nghttp2's. mem_send would go on to the next frame without returning,
-// and a run of such frames would grow output_ past a write: at a write's worth it stops there (PAUSE), and
-// fill_output goes on, as after any frame, while output_ has room.
+// and a run of such frames would grow output_ past a write: once output_ has no room for another (PAUSE) it stops
+// there, and fill_output goes on, as after any frame, while output_ has room.
 int server_connection::write_data(const nghttp2_frame& frame, const std::uint8_t* framehd, std::size_t length,
                                   server_stream& s) {
   const std::size_t pad = frame.data.padlen;
@@ -1973,7 +1973,7 @@ int server_connection::write_data(const nghttp2_frame& frame, const std::uint8_t
   output_.append(s.out_.data() + s.out_taken_, length);
   if (pad > 1) output_.append(pad - 1, '\0');
   took(s, length);
-  if (output_.size() < opts_.write_size) return 0;
+  if (output_has_room()) return 0;
   send_paused_ = true;
   return NGHTTP2_ERR_PAUSE;
 }
