@@ -457,7 +457,7 @@ class server_connection final : public http::stop_listener {
   static ng_ssize read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
                            std::uint32_t* flags, nghttp2_data_source* source, void* user);
   // A DATA frame that read_out left uncopied (NGHTTP2_DATA_FLAG_NO_COPY): its header and the stream's bytes put
-  // straight into output_; NGHTTP2_ERR_PAUSE (send_paused_) once output_ holds a write's worth.
+  // straight into output_; NGHTTP2_ERR_PAUSE (send_paused_) once output_ has no room for another frame.
   int write_data(const nghttp2_frame& frame, const std::uint8_t* framehd, std::size_t length, server_stream& s);
   // What nghttp2 has taken of a stream's queued bytes (n of them, from out_taken_): dropped, and the handler
   // waiting for room told when there is some.
