@@ -866,11 +866,11 @@ bool server_connection::fill_output() {
       return false;
     }
     if (n == 0) {
-      if (!send_paused_) return true;
-      // write_data filled output_ and stopped mem_send there: nghttp2 may have more.
-      send_paused_ = false;
+      if (output_has_room()) return true;  // nghttp2 had nothing more
+      // Only write_data leaves output_ full within a mem_send that returns nothing: it paused mem_send there,
+      // and nghttp2 may have more.
       after_session_calls();
-      continue;
+      return false;
     }
     output_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
     after_session_calls();
@@ -1973,9 +1973,7 @@ int server_connection::write_data(const nghttp2_frame& frame, const std::uint8_t
   output_.append(s.out_.data() + s.out_taken_, length);
   if (pad > 1) output_.append(pad - 1, '\0');
   took(s, length);
-  if (output_has_room()) return 0;
-  send_paused_ = true;
-  return NGHTTP2_ERR_PAUSE;
+  return output_has_room() ? 0 : NGHTTP2_ERR_PAUSE;
 }
 
 // The streamed bytes of every stream together wait for the peer within a bound (4 writes' worth): a peer that

@@ -457,7 +457,7 @@ class server_connection final : public http::stop_listener {
   static ng_ssize read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf, std::size_t length,
                            std::uint32_t* flags, nghttp2_data_source* source, void* user);
   // A DATA frame that read_out left uncopied (NGHTTP2_DATA_FLAG_NO_COPY): its header and the stream's bytes put
-  // straight into output_; NGHTTP2_ERR_PAUSE (send_paused_) once output_ has no room for another frame.
+  // straight into output_; NGHTTP2_ERR_PAUSE once output_ has no room for another frame.
   int write_data(const nghttp2_frame& frame, const std::uint8_t* framehd, std::size_t length, server_stream& s);
   // What nghttp2 has taken of a stream's queued bytes (n of them, from out_taken_): dropped, and the handler
   // waiting for room told when there is some.
@@ -578,7 +578,6 @@ class server_connection final : public http::stop_listener {
   clock::time_point idle_since_;
   clock::time_point data_sent_at_;  // the last DATA frame sent
   bool data_gathered_ = false;      // DATA frames wait in output_ for the next write (which sets data_sent_at_)
-  bool send_paused_ = false;        // write_data stopped mem_send with output_ full, not for want of frames
   // The clock as the reader's feed started its first handler (start_stamp), {} until then.
   clock::time_point feed_stamp_{};
   std::int32_t max_stream_id_ = 0;  // the highest stream the peer opened
