@@ -36,8 +36,24 @@ task<std::error_code> response_stream::start(int status, const fields& f, std::o
 
 task<std::error_code> response_stream::write(const_buffer b) { return conn_->send_body(*this, b); }
 
+task<std::error_code> response_stream::write_last(const_buffer b) { return conn_->send_last(*this, b); }
+
 task<std::error_code> response_stream::finish() { return conn_->send_end(*this, nullptr); }
 
 task<std::error_code> response_stream::finish(const fields& trailers) { return conn_->send_end(*this, &trailers); }
+
+namespace detail {
+
+// A declared length that b would not reach exactly is refused before anything goes out, so that a refused
+// write_last leaves the response as it was (the checks of send_body and send_end alone would send b, then refuse).
+task<std::error_code> exchange::send_last(response_stream& s, const_buffer b) {
+  if (s.started_ && !s.finished_ && s.length_ && s.written_ + b.size() != *s.length_) {
+    co_return std::make_error_code(std::errc::invalid_argument);
+  }
+  if (std::error_code ec = co_await send_body(s, b)) co_return ec;
+  co_return co_await send_end(s, nullptr);
+}
+
+}  // namespace detail
 
 }  // namespace tern::http

@@ -1288,9 +1288,11 @@ void server_stream::release_memory() noexcept {
   // The response's state and the body's counts, in the lines the stream's end has just used.
   out_.clear();
   out_taken_ = 0;
+  lent_ = nullptr;
+  lent_size_ = 0;
   written_ = 0;
   length_.reset();
-  out_done_ = discard_ = deferred_ = writer_waiting_ = responded_ = streaming_ = false;
+  out_done_ = discard_ = deferred_ = writer_waiting_ = lender_waiting_ = responded_ = streaming_ = false;
   running_ = closed_ = false;
   close_code_ = 0;
   unconsumed_ = parked_ = body_held_ = 0;
@@ -1911,6 +1913,14 @@ inline void server_connection::took(server_stream& s, std::size_t n) noexcept {
   if (s.queued() == 0) {
     s.out_.clear();
     s.out_taken_ = 0;
+    if (s.lent_ != nullptr) [[unlikely]] {
+      s.lent_ = nullptr;
+      s.lent_size_ = 0;
+      if (s.lender_waiting_) {
+        s.lender_waiting_ = false;
+        s.signal_output();
+      }
+    }
   }
   if (s.streaming_) unqueue(n);
   if (s.writer_waiting_ && s.queued() < opts_.output_per_stream && queued_out_ < queued_cap()) {
@@ -1937,7 +1947,7 @@ ng_ssize server_connection::read_out(nghttp2_session* session, std::int32_t id, 
   if (n >= no_copy_min) {
     *flags |= NGHTTP2_DATA_FLAG_NO_COPY;  // the bytes stay queued until write_data takes them
   } else {
-    std::memcpy(buf, s.out_.data() + s.out_taken_, n);
+    std::memcpy(buf, s.queued_data(), n);
     c.took(s, n);
   }
   if (last) {
@@ -1970,7 +1980,7 @@ int server_connection::write_data(const nghttp2_frame& frame, const std::uint8_t
   const std::size_t pad = frame.data.padlen;
   output_.append(reinterpret_cast<const char*>(framehd), 9);
   if (pad > 0) output_.push_back(static_cast<char>(pad - 1));
-  output_.append(s.out_.data() + s.out_taken_, length);
+  output_.append(s.queued_data(), length);
   if (pad > 1) output_.append(pad - 1, '\0');
   took(s, length);
   return output_has_room() ? 0 : NGHTTP2_ERR_PAUSE;
@@ -2044,22 +2054,71 @@ task<std::error_code> server_connection::wait_for_room(server_stream& s) {
     if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
     s.writer_waiting_ = true;
     if (std::error_code ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout)) {
-      if (ec == tern::error::timed_out) {
-        reset_stream(s, NGHTTP2_CANCEL);
-        // No DATA at all for that long: the peer opens no window for anything the server has for it, and the
-        // connection goes, as one whose socket stops taking bytes goes after the same time. A peer that holds
-        // one stream while others flow loses that stream only.
-        if (!dead_ && clock::now() - data_sent_at_ >= hopts_.write_timeout && !goaway_sent_) {
-          goaway_sent_ = true;
-          (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_NO_ERROR);
-          wake_writer();
-        }
-      }
+      if (ec == tern::error::timed_out) output_timed_out(s);
       co_return ec;
     }
   }
   if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
   co_return std::error_code{};
+}
+
+// A stream's output waited write_timeout for room or for the peer: the stream is reset. With no DATA at all for
+// that long (the peer opens no window for anything the server has for it) the connection goes too, as one whose
+// socket stops taking bytes goes after the same time; a peer that holds one stream while others flow loses that
+// stream only.
+void server_connection::output_timed_out(server_stream& s) {
+  reset_stream(s, NGHTTP2_CANCEL);
+  if (!dead_ && clock::now() - data_sent_at_ >= hopts_.write_timeout && !goaway_sent_) {
+    goaway_sent_ = true;
+    (void)nghttp2_session_terminate_session(session_.get(), NGHTTP2_NO_ERROR);
+    wake_writer();
+  }
+}
+
+// The body's last bytes and its end, with END_STREAM on their last DATA frame. The bytes are lent, not copied: the
+// DATA frames take them from the handler's buffer (write_data) and the handler waits until the last one has, as
+// long as a write waits for room. Copied first, a body already in memory went from the handler's buffer into the
+// stream's and from there into the output, and the stream's buffers of every response in flight (ten of 16 KiB:
+// 160 KiB) passed through L1 on their way. Bytes already queued go first, so those are sent as write would send
+// them, and so are more than output_per_stream bytes (a lent piece counts against the streams' common bound as a
+// queued one does) and a discarded body. If the wait ends early (the stream reset, the connection ending, the
+// write timeout), what is left is copied into the stream before the handler goes on: its buffer is not read after.
+task<std::error_code> server_connection::write_last(server_stream& s, const_buffer b) {
+  if (s.discard_ || s.queued() != 0 || b.size() == 0 || b.size() > opts_.output_per_stream) {
+    if (std::error_code ec = co_await write_body(s, b)) co_return ec;
+    co_return co_await end_body(s, nullptr);
+  }
+  if (std::error_code ec = co_await wait_for_room(s)) co_return ec;
+  s.written_ += b.size();
+  s.out_.clear();
+  s.out_taken_ = 0;
+  s.lent_ = static_cast<const char*>(b.data());
+  s.lent_size_ = b.size();
+  queued_out_ += b.size();
+  s.out_done_ = true;
+  resume(s);
+  wake_writer();
+  std::error_code ec;
+  while (s.lent_ != nullptr) {
+    if (s.closed_ || dead_) {
+      ec = make_error_code(tern::error::operation_canceled);
+      break;
+    }
+    s.lender_waiting_ = true;
+    ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout);
+    if (ec) {
+      if (ec == tern::error::timed_out) output_timed_out(s);
+      break;
+    }
+  }
+  if (s.lent_ != nullptr) {
+    s.lender_waiting_ = false;
+    s.out_.assign(s.queued_data(), s.queued());
+    s.out_taken_ = 0;
+    s.lent_ = nullptr;
+    s.lent_size_ = 0;
+  }
+  co_return ec;
 }
 
 task<std::error_code> server_connection::end_body(server_stream& s, const http::fields* trailers) {
@@ -2115,6 +2174,13 @@ task<std::error_code> server_stream::send_head(http::response_stream& s, int sta
 task<std::error_code> server_stream::send_body(http::response_stream& s, const_buffer b) {
   if (!s.started() || s.finished() || (length_ && written_ + b.size() > *length_)) return refused();
   return conn_->write_body(*this, b);
+}
+
+task<std::error_code> server_stream::send_last(http::response_stream& s, const_buffer b) {
+  if (!conn_->ctx_.running_here()) [[unlikely]] return refused(make_error_code(tern::error::wrong_loop));
+  if (!s.started() || s.finished() || (length_ && written_ + b.size() != *length_)) return refused();
+  mark_finished(s);
+  return conn_->write_last(*this, b);
 }
 
 task<std::error_code> server_stream::send_end(http::response_stream& s, const http::fields* trailers) {

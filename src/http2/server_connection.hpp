@@ -166,6 +166,7 @@ class server_stream final : public http::detail::exchange {
   task<std::error_code> send_head(http::response_stream& s, int status, const http::fields& f,
                                   std::optional<std::uint64_t> length) override;
   task<std::error_code> send_body(http::response_stream& s, const_buffer b) override;
+  task<std::error_code> send_last(http::response_stream& s, const_buffer b) override;
   task<std::error_code> send_end(http::response_stream& s, const http::fields* trailers) override;
 
   std::size_t buffered() const noexcept { return in_.size(); }
@@ -173,7 +174,8 @@ class server_stream final : public http::detail::exchange {
     output_signalled_ = true;
     output_.set();
   }
-  std::size_t queued() const noexcept { return out_.size() - out_taken_; }
+  std::size_t queued() const noexcept { return (lent_ != nullptr ? lent_size_ : out_.size()) - out_taken_; }
+  const char* queued_data() const noexcept { return (lent_ != nullptr ? lent_ : out_.data()) + out_taken_; }
   // At the stream's end: gives back what its request held beyond what the stream keeps (the references to nghttp2's
   // buffers, a large body's pages, a large response buffer), touching only the lines that say whether it did.
   void release_memory() noexcept;
@@ -227,6 +229,7 @@ class server_stream final : public http::detail::exchange {
   bool discard_ = false;           // HEAD, or a status without a body: what the handler writes is not sent
   bool deferred_ = false;          // nghttp2 waits for resume_data
   bool writer_waiting_ = false;    // the handler waits for room in out_
+  bool lender_waiting_ = false;    // the handler waits for its lent bytes to be taken
   bool responded_ = false;         // a final response has been submitted
   bool streaming_ = false;         // its body is written piece by piece (counted in queued_out_)
   bool running_ = false;           // its handler has not ended
@@ -252,6 +255,10 @@ class server_stream final : public http::detail::exchange {
   std::size_t out_taken_ = 0;
   std::uint64_t written_ = 0;
   std::optional<std::uint64_t> length_;
+  // The handler's last bytes (write_last), lent: read where they lie until nghttp2 has taken them all, out_ empty
+  // meanwhile; the handler waits for that (lender_waiting_).
+  const char* lent_ = nullptr;
+  std::size_t lent_size_ = 0;
 
   sync::auto_reset_event input_;
 
@@ -291,7 +298,9 @@ class server_connection final : public http::stop_listener {
   task<std::error_code> start_response(server_stream& s, int status, const http::fields& f,
                                        std::optional<std::uint64_t> length);
   task<std::error_code> write_body(server_stream& s, const_buffer b);
+  task<std::error_code> write_last(server_stream& s, const_buffer b);
   task<std::error_code> wait_for_room(server_stream& s);
+  void output_timed_out(server_stream& s);
   task<std::error_code> end_body(server_stream& s, const http::fields* trailers);
 
  private:

@@ -113,6 +113,16 @@ http::router routes() {
              for (http::field f : body.trailers()) t.add(f.name, f.value);
              (void)co_await out.finish(t);
            });
+  // 40,000 bytes lent with write_last, past the stream's 16 KiB window: the input's WINDOW_UPDATEs, resets and
+  // GOAWAYs decide how much is taken; the buffer is overwritten and freed once write_last returns (ASan sees a read
+  // after that).
+  r.stream(http::method::get, "/last",
+           [](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             auto body = std::make_unique<std::string>(40000, 'l');
+             if (co_await out.start(200, {}, body->size())) co_return;
+             (void)co_await out.write_last(tern::const_buffer(body->data(), body->size()));
+             body->assign(body->size(), 'X');
+           });
   // Starts a response and leaves it unfinished: the stream is reset.
   r.stream(http::method::get, "/half",
            [](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {

@@ -9,6 +9,7 @@
 #include "net_support.hpp"
 
 #include <tern/http/router.hpp>
+#include <tern/http/stream.hpp>
 #include <tern/http/server.hpp>
 #include <tern/http2/server.hpp>
 
@@ -36,6 +37,13 @@ http::router routes() {
     resp.headers.set("Cache-Control", "no-store");
     co_return resp;
   });
+  // A streamed body of 4 KiB sent with write_last: lent to its DATA frames, END_STREAM on the last.
+  r.stream(http::method::get, "/write/{name}",
+           [](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             static const std::string body(4096, 'b');
+             if (co_await out.start(200, {}, body.size())) co_return;
+             (void)co_await out.write_last(tern::const_buffer(body.data(), body.size()));
+           });
   return r;
 }
 
@@ -65,6 +73,9 @@ void frame_header(char* out, std::size_t length, std::uint8_t type, std::uint8_t
 // GET /hello/world: :method GET, :scheme http (static), :path and :authority as literals without indexing.
 constexpr char request_block[] = "\x82\x86\x04\x0c/hello/world\x01\x01t";
 constexpr std::size_t block_size = sizeof request_block - 1;
+// GET /write/world, the same way (a path of the same length).
+constexpr char write_last_block[] = "\x82\x86\x04\x0c/write/world\x01\x01t";
+static_assert(sizeof write_last_block - 1 == block_size);
 
 constexpr std::size_t requests_size = max_batch * (9 + block_size);
 
@@ -72,11 +83,11 @@ constexpr std::size_t requests_size = max_batch * (9 + block_size);
 // as many responses have ended (DATA frames with END_STREAM), following the server's frames in a fixed buffer.
 // The buffers are the caller's: a frame this large would not come from the frame pool.
 tern::task<std::error_code> exchange(tern::net::tcp_socket& s, std::uint32_t& next, int count, char* out, char* buf,
-                                     std::size_t size) {
+                                     std::size_t size, const char* block = request_block) {
   std::size_t at = 0;
   for (int i = 0; i < count; ++i, next += 2) {
     frame_header(out + at, block_size, 1, 0x5, next);  // HEADERS, END_STREAM | END_HEADERS
-    std::memcpy(out + at + 9, request_block, block_size);
+    std::memcpy(out + at + 9, block, block_size);
     at += 9 + block_size;
   }
   auto [wec, wn] = co_await s.write_all(tern::const_buffer(out, at));
@@ -115,11 +126,11 @@ tern::task<std::error_code> say_hello(tern::net::tcp_socket& s) {
 }
 
 // Allocations over requests_measured requests on a warm connection, batch streams at a time.
-std::size_t allocations_per_run(tern::io_context& ctx, int batch) {
+std::size_t allocations_per_run(tern::io_context& ctx, int batch, const char* block = request_block) {
   struct result {
     std::size_t allocations = ~std::size_t{0};
   } r;
-  run_bounded(ctx, [](tern::io_context& ctx, result& r, int batch) -> tern::task<void> {
+  run_bounded(ctx, [](tern::io_context& ctx, result& r, int batch, const char* block) -> tern::task<void> {
     http::server server(ctx, routes(), h2_options());
     tern::net::endpoint ep;
     CO_ASSERT_OK(listen_loopback(server, ep));
@@ -135,17 +146,17 @@ std::size_t allocations_per_run(tern::io_context& ctx, int batch) {
     // queued at once grow it first.
     for (int i = 0; i < 2 * max_batch; ++i) ctx.post([] {});
     for (int i = 0; i < requests_warmup / batch; ++i) {
-      CO_ASSERT_OK(co_await exchange(s, next, batch, out, buf, sizeof buf));
+      CO_ASSERT_OK(co_await exchange(s, next, batch, out, buf, sizeof buf, block));
     }
     start_counting();
     for (int i = 0; i < requests_measured / batch; ++i) {
-      if (co_await exchange(s, next, batch, out, buf, sizeof buf)) break;
+      if (co_await exchange(s, next, batch, out, buf, sizeof buf, block)) break;
     }
     r.allocations = stop_counting();
     s.close();
     server.stop();
     co_await std::move(running);
-  }(ctx, r, batch));
+  }(ctx, r, batch, block));
   return r.allocations;
 }
 
@@ -195,6 +206,12 @@ TEST_P(http2_alloc_test, requests_on_a_warm_connection_allocate_nothing) {
 // the streams beyond it took a new one, an allocation for most requests at 100 in flight.
 TEST_P(http2_alloc_test, requests_at_the_stream_limit_allocate_nothing) {
   EXPECT_EQ(allocations_per_run(ctx, max_batch), 0u) << "heap allocations over " << requests_measured << " requests";
+}
+
+// A body lent to its DATA frames (write_last) and its wait for them to take it allocate nothing either.
+TEST_P(http2_alloc_test, bodies_sent_with_write_last_allocate_nothing) {
+  EXPECT_EQ(allocations_per_run(ctx, 10, write_last_block), 0u)
+      << "heap allocations over " << requests_measured << " requests";
 }
 
 // A connection's streams are the thread's (stream_pool in server_connection.cpp): a new connection's requests take

@@ -99,6 +99,9 @@ struct probe {
   std::atomic<int> finished{0};       // /slow handlers that ran to their end
   std::atomic<bool> release{false};   // /hold waits for it
   std::atomic<std::size_t> read_so_far{0};
+  std::atomic<int> lent_sent{0};      // /last/{n} handlers whose write_last succeeded
+  std::atomic<int> timed_out{0};      // handlers that saw timed_out
+  std::atomic<int> refused{0};        // /last-checked's write_last refused for a length it did not reach
 };
 
 inline http::router test_routes(probe& p) {
@@ -197,6 +200,26 @@ inline http::router test_routes(probe& p) {
                at += k;
              }
              (void)co_await out.finish();
+           });
+  // pattern(n) in one write_last, from a buffer of the handler's own that it overwrites and frees once write_last
+  // has returned: a byte read from it after that arrives as 'X' (or, under ASan, as a use after free).
+  r.stream(http::method::get, "/last/{n}",
+           [&p](http::request& q, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             const std::size_t n = std::stoull(std::string(q.param("n")));
+             auto body = std::make_unique<std::string>(pattern(n));
+             if (co_await out.start(200, {}, n)) co_return;
+             const std::error_code ec = co_await out.write_last(tern::const_buffer(body->data(), body->size()));
+             if (!ec) ++p.lent_sent;
+             else if (ec == tern::error::operation_canceled) ++p.cancelled;
+             else if (ec == tern::error::timed_out) ++p.timed_out;
+             body->assign(body->size(), 'X');
+           });
+  // A declared length of 10: write_last of fewer bytes is refused with nothing sent, then 10 go.
+  r.stream(http::method::get, "/last-checked",
+           [&p](http::request&, http::body_reader&, http::response_stream& out) -> tern::task<void> {
+             if (co_await out.start(200, {}, 10)) co_return;
+             if (co_await out.write_last(tern::const_buffer("short", 5)) == std::errc::invalid_argument) ++p.refused;
+             if (!co_await out.write_last(tern::const_buffer("0123456789", 10))) ++p.lent_sent;
            });
   // one_write_source() in one write: a handler that hands the stream more than its room at once.
   r.stream(http::method::get, "/in-one-write",

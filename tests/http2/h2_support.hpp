@@ -68,6 +68,8 @@ struct h2_answer {
   bool closed = false;
   std::uint32_t close_code = 0;  // NGHTTP2_NO_ERROR unless reset
   bool reset_by_peer = false;    // an RST_STREAM arrived for it
+  int data_frames = 0;
+  int empty_data_frames = 0;     // DATA frames without a byte (an END_STREAM sent on its own)
 
   std::string header(std::string_view name) const {
     for (const auto& [n, v] : headers) {
@@ -431,6 +433,12 @@ class h2_client {
       case NGHTTP2_WINDOW_UPDATE:
         ++c.window_updates_;
         break;
+      case NGHTTP2_DATA: {
+        h2_answer& a = c.streams_[frame->hd.stream_id];
+        ++a.data_frames;
+        if (frame->hd.length == 0) ++a.empty_data_frames;
+        break;
+      }
       default:
         break;
     }

@@ -697,6 +697,90 @@ TEST_P(http2_server_test, one_write_larger_than_the_stream_room_is_queued_a_piec
   EXPECT_EQ(c.answer(id).body_size, one_write_source().size());
 }
 
+// write_last: the body's last bytes lent to the DATA frames, END_STREAM on the last of them (no empty frame of its
+// own), the handler's buffer not read once it has returned. 0 and 65,537 bytes (past output_per_stream) take the
+// path of write() and finish(); 100 bytes are copied into the frame, as any piece under 1 KiB.
+TEST_P(http2_server_test, write_last_ends_the_stream_on_its_last_data_frame) {
+  h2_server srv(GetParam());
+  h2_client c(srv.s.port());
+  const std::vector<std::size_t> sizes = {0, 100, 5000, 16384, 40000, 65536, 65537, 200000};
+  std::vector<std::int32_t> ids;
+  for (std::size_t n : sizes) ids.push_back(c.request("GET", "/last/" + std::to_string(n)));
+  const auto checked = c.request("GET", "/last-checked");
+  ASSERT_TRUE(c.run_until([&] {
+    for (auto id : ids) {
+      if (!c.answer(id).closed) return false;
+    }
+    return c.answer(checked).closed;
+  }));
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const h2_answer& a = c.answer(ids[i]);
+    EXPECT_EQ(a.status, 200) << sizes[i];
+    EXPECT_EQ(a.close_code, 0u) << sizes[i];
+    EXPECT_EQ(a.header("content-length"), std::to_string(sizes[i]));
+    EXPECT_TRUE(a.body == pattern(sizes[i])) << sizes[i] << " bytes: " << a.body.size() << " arrived";
+    if (sizes[i] != 0 && sizes[i] <= 65536) {
+      EXPECT_EQ(a.empty_data_frames, 0) << sizes[i] << " bytes: END_STREAM went in a DATA frame of its own";
+      EXPECT_EQ(static_cast<std::size_t>(a.data_frames), (sizes[i] + 16383) / 16384) << sizes[i];
+    }
+  }
+  EXPECT_EQ(c.answer(checked).status, 200);
+  EXPECT_EQ(c.answer(checked).body, "0123456789");
+  // The same routes over HTTP/1.1 (write, then finish).
+  raw_client h1(srv.s.port());
+  h1.send("GET /last/40000 HTTP/1.1\r\nHost: x\r\n\r\n");
+  const auto r = h1.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.body == pattern(40000)) << r.body.size() << " bytes arrived";
+  h1.send("GET /last-checked HTTP/1.1\r\nHost: x\r\n\r\n");
+  const auto r2 = h1.read_response();
+  EXPECT_EQ(r2.status, 200);
+  EXPECT_EQ(r2.body, "0123456789");
+  // A handler counts once its write_last has returned, which may be after its response has arrived.
+  const int all = static_cast<int>(sizes.size()) + 3;
+  EXPECT_TRUE(c.run_until([&] { return srv.p.lent_sent.load() == all; }, 5s)) << srv.p.lent_sent.load();
+  EXPECT_EQ(srv.p.refused.load(), 2) << "write_last short of the declared length was not refused";
+}
+
+// A peer that resets a stream whose write_last waits for its window: the handler sees operation_canceled, its
+// buffer (overwritten and freed as it returns) is not read again, and the connection goes on.
+TEST_P(http2_server_test, a_reset_under_write_last_cancels_it) {
+  h2_server srv(GetParam());
+  h2_client_options o;
+  o.auto_window = false;
+  o.window = 16384;
+  h2_client c(srv.s.port(), o);
+  const auto id = c.request("GET", "/last/60000");
+  ASSERT_TRUE(c.run_until([&] { return c.answer(id).body_size >= 16384; }));
+  c.run_for(100ms);
+  EXPECT_EQ(c.answer(id).body_size, 16384u) << "more than the window arrived";
+  c.reset(id, NGHTTP2_CANCEL);
+  ASSERT_TRUE(c.run_until([&] { return srv.p.cancelled.load() == 1; }));
+  EXPECT_EQ(c.answer(id).body, pattern(60000).substr(0, 16384));
+  const auto next = c.request("GET", "/hello");
+  ASSERT_TRUE(c.run_until([&] { return c.answer(next).closed; }));
+  EXPECT_EQ(c.answer(next).body, "hello over 2.0\n");
+  EXPECT_EQ(srv.p.lent_sent.load(), 0);
+}
+
+// A write_last to a peer that opens no window is given up after the write timeout: the handler sees timed_out and
+// the stream is reset (with no DATA sent for that long, the connection ends too).
+TEST_P(http2_server_test, a_write_last_to_a_zero_window_peer_times_out) {
+  http::server_options so = h2_server_options();
+  so.write_timeout = 300ms;
+  h2_server srv(GetParam(), std::move(so));
+  h2_client_options o;
+  o.auto_window = false;
+  o.window = 16384;
+  h2_client c(srv.s.port(), o);
+  const auto id = c.request("GET", "/last/60000");
+  ASSERT_TRUE(c.run_until([&] { return srv.p.timed_out.load() == 1; }, 5s));
+  c.run_for(200ms);
+  EXPECT_EQ(c.answer(id).body_size, 16384u);
+  EXPECT_TRUE(c.answer(id).reset_by_peer || c.goaway()) << "the stream was neither reset nor its connection ended";
+  EXPECT_EQ(srv.p.lent_sent.load(), 0);
+}
+
 TEST_P(http2_server_test, rst_stream_of_one_among_many_leaves_the_others_whole) {
   h2_server srv(GetParam());
   h2_client c(srv.s.port());

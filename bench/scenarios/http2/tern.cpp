@@ -1,7 +1,7 @@
 // http2/* for tern: tern::http's server with server_options::http2 (tern::http2 on nghttp2's session), h2c with
 // prior knowledge, on the io_context of one server thread. POST /ping is http/ping_json's route, the same handler
-// and service; GET /bytes/{n} writes its body from one static buffer through the response stream, so that the
-// body's bytes are not copied by the handler. The HTTP/1.1 comparator of http2/ping_json (tern/io_uring-http1) is
+// and service; GET /bytes/{n} writes its body from one static buffer through the response stream (write_last: up to
+// output_per_stream, the DATA frames take it from there), so that the body's bytes are not copied by the handler. The HTTP/1.1 comparator of http2/ping_json (tern/io_uring-http1) is
 // http/ping_json's own server under wrk with as many connections as the HTTP/2 point has requests in flight.
 // POST /upload (h2_upload.hpp) is a whole-body route: the body arrives in the stream's body buffer.
 //
@@ -37,8 +37,7 @@ http::router h2_routes(ping::service& service) {
                       }
                       const auto size = static_cast<std::uint64_t>(n);
                       if (co_await out.start(200, {}, size)) co_return;
-                      if (co_await out.write(tern::const_buffer(h2::body_bytes(), size))) co_return;
-                      (void)co_await out.finish();
+                      (void)co_await out.write_last(tern::const_buffer(h2::body_bytes(), size));
                   });
     routes.post(h2::upload_path, [](http::request& req) -> tern::task<http::response> {
         char answer[h2::upload_answer_size];

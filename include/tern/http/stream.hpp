@@ -33,8 +33,9 @@
 // the body has been read, response_stream::finish(trailers). Over HTTP/1.1, a chunked response carries its trailers
 // in its last chunk (dropped otherwise), and a chunked request's trailers are read and dropped.
 //
-// Lifetimes: the buffers given to read_some and write, and the fields given to start(), are read in place when the
-// operation runs: await each operation at once (a temporary inside the awaited expression lives long enough).
+// Lifetimes: the buffers given to read_some, write and write_last, and the fields given to start(), are read in
+// place when the operation runs: await each operation at once (a temporary inside the awaited expression lives long
+// enough).
 #pragma once
 
 #include <cstddef>
@@ -68,6 +69,9 @@ class exchange {
   virtual task<std::error_code> send_body(response_stream& s, const_buffer b) = 0;
   // trailers: null for none.
   virtual task<std::error_code> send_end(response_stream& s, const fields* trailers) = 0;
+  // The body's last bytes and its end (response_stream::write_last). By default send_body, then send_end; an
+  // exchange that can send the bytes with the end in one go (HTTP/2: END_STREAM on the last DATA frame) does.
+  virtual task<std::error_code> send_last(response_stream& s, const_buffer b);
 
  protected:
   ~exchange() = default;
@@ -107,6 +111,11 @@ class response_stream {
   task<std::error_code> write(const_buffer b);
   // Awaitable: ends the body (the last chunk of a chunked one). Refused when a declared length was not reached.
   task<std::error_code> finish();
+  // Awaitable: write(b), then finish(), in one operation; refused, with nothing sent, when a declared length is not
+  // exactly reached by b. Over HTTP/2 the end rides on b's last DATA frame, and b (up to the server's
+  // output_per_stream) is sent from where it lies, not copied into the stream first: the way to send a body that
+  // is already in memory.
+  task<std::error_code> write_last(const_buffer b);
   // Awaitable: ends the body with trailer fields (HTTP/2: a HEADERS frame after the DATA; HTTP/1.1: in the last
   // chunk of a chunked body, and dropped otherwise).
   task<std::error_code> finish(const fields& trailers);
