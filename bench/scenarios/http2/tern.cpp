@@ -1,8 +1,9 @@
 // http2/* for tern: tern::http's server with server_options::http2 (tern::http2 on nghttp2's session), h2c with
 // prior knowledge, on the io_context of one server thread. POST /ping is http/ping_json's route, the same handler
-// and service; GET /bytes/{n} writes its body from one static buffer through the response stream (write_last: up to
-// output_per_stream, the DATA frames take it from there), so that the body's bytes are not copied by the handler. The HTTP/1.1 comparator of http2/ping_json (tern/io_uring-http1) is
-// http/ping_json's own server under wrk with as many connections as the HTTP/2 point has requests in flight.
+// and service; GET /bytes/{n} writes its body from one static buffer through the response stream, with write_last
+// (up to output_per_stream, the DATA frames take the bytes from there), so that the handler copies none of them.
+// The HTTP/1.1 comparator of http2/ping_json (tern/io_uring-http1) is http/ping_json's own server under wrk with as
+// many connections as the HTTP/2 point has requests in flight.
 // POST /upload (h2_upload.hpp) is a whole-body route: the body arrives in the stream's body buffer.
 //
 // Instruction mode (tern-bench --instructions) counts the server alone, on the worker's own thread (../served.hpp
