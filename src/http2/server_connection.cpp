@@ -1288,8 +1288,8 @@ void server_stream::release_memory() noexcept {
   // The response's state and the body's counts, in the lines the stream's end has just used.
   out_.clear();
   out_taken_ = 0;
-  lent_ = nullptr;
-  lent_size_ = 0;
+  queued_end_ = 0;
+  queued_base_ = out_.data();
   written_ = 0;
   length_.reset();
   out_done_ = discard_ = deferred_ = writer_waiting_ = lender_waiting_ = responded_ = streaming_ = false;
@@ -1895,6 +1895,8 @@ void server_connection::respond(server_stream& s, http::response& r) {
   const bool head_only = s.head_.method == http::method::head;
   s.out_ = std::move(r.body);
   s.out_taken_ = 0;
+  s.queued_base_ = s.out_.data();
+  s.queued_end_ = s.out_.size();
   s.out_done_ = true;
   const bool with_body = !bodiless && !head_only && !s.out_.empty();
   if (with_body) whole_out_ += s.out_.size();
@@ -1913,13 +1915,10 @@ inline void server_connection::took(server_stream& s, std::size_t n) noexcept {
   if (s.queued() == 0) {
     s.out_.clear();
     s.out_taken_ = 0;
-    if (s.lent_ != nullptr) [[unlikely]] {
-      s.lent_ = nullptr;
-      s.lent_size_ = 0;
-      if (s.lender_waiting_) {
-        s.lender_waiting_ = false;
-        s.signal_output();
-      }
+    s.queued_end_ = 0;
+    if (s.lender_waiting_) [[unlikely]] {  // write_last's bytes all taken
+      s.lender_waiting_ = false;
+      s.signal_output();
     }
   }
   if (s.streaming_) unqueue(n);
@@ -2037,6 +2036,8 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
     }
     const std::size_t piece = std::min(left, opts_.output_per_stream - s.queued());
     s.out_.append(data, piece);
+    s.queued_base_ = s.out_.data();
+    s.queued_end_ = s.out_.size();
     queued_out_ += piece;
     data += piece;
     left -= piece;
@@ -2092,14 +2093,14 @@ task<std::error_code> server_connection::write_last(server_stream& s, const_buff
   s.written_ += b.size();
   s.out_.clear();
   s.out_taken_ = 0;
-  s.lent_ = static_cast<const char*>(b.data());
-  s.lent_size_ = b.size();
+  s.queued_base_ = static_cast<const char*>(b.data());
+  s.queued_end_ = b.size();
   queued_out_ += b.size();
   s.out_done_ = true;
   resume(s);
   wake_writer();
   std::error_code ec;
-  while (s.lent_ != nullptr) {
+  while (s.queued() != 0) {
     if (s.closed_ || dead_) {
       ec = make_error_code(tern::error::operation_canceled);
       break;
@@ -2111,12 +2112,12 @@ task<std::error_code> server_connection::write_last(server_stream& s, const_buff
       break;
     }
   }
-  if (s.lent_ != nullptr) {
+  if (s.queued() != 0) {  // still lent
     s.lender_waiting_ = false;
     s.out_.assign(s.queued_data(), s.queued());
     s.out_taken_ = 0;
-    s.lent_ = nullptr;
-    s.lent_size_ = 0;
+    s.queued_base_ = s.out_.data();
+    s.queued_end_ = s.out_.size();
   }
   co_return ec;
 }

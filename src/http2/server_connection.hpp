@@ -174,8 +174,8 @@ class server_stream final : public http::detail::exchange {
     output_signalled_ = true;
     output_.set();
   }
-  std::size_t queued() const noexcept { return (lent_ != nullptr ? lent_size_ : out_.size()) - out_taken_; }
-  const char* queued_data() const noexcept { return (lent_ != nullptr ? lent_ : out_.data()) + out_taken_; }
+  std::size_t queued() const noexcept { return queued_end_ - out_taken_; }
+  const char* queued_data() const noexcept { return queued_base_ + out_taken_; }
   // At the stream's end: gives back what its request held beyond what the stream keeps (the references to nghttp2's
   // buffers, a large body's pages, a large response buffer), touching only the lines that say whether it did.
   void release_memory() noexcept;
@@ -253,12 +253,13 @@ class server_stream final : public http::detail::exchange {
   std::optional<http::request> request_;  // the handler's view of the request (the last one's between requests)
   static_assert(std::is_trivially_destructible_v<http::request>);
   std::size_t out_taken_ = 0;
+  // Where the queued bytes lie: in out_ (out_.data(), out_.size()), or, while write_last lends them, in the
+  // handler's own buffer (out_ empty then; the handler waits, lender_waiting_, until nghttp2 has taken them all).
+  // Set wherever out_ changes, so that reading them asks no question of which.
+  const char* queued_base_ = out_.data();
+  std::size_t queued_end_ = 0;
   std::uint64_t written_ = 0;
   std::optional<std::uint64_t> length_;
-  // The handler's last bytes (write_last), lent: read where they lie until nghttp2 has taken them all, out_ empty
-  // meanwhile; the handler waits for that (lender_waiting_).
-  const char* lent_ = nullptr;
-  std::size_t lent_size_ = 0;
 
   sync::auto_reset_event input_;
 
