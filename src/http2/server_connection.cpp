@@ -2091,8 +2091,7 @@ task<std::error_code> server_connection::write_last(server_stream& s, const_buff
   }
   if (std::error_code ec = co_await wait_for_room(s)) co_return ec;
   s.written_ += b.size();
-  s.out_.clear();
-  s.out_taken_ = 0;
+  // Nothing is queued (above), so out_ is empty and out_taken_ 0 (took() clears them when the last byte goes).
   s.queued_base_ = static_cast<const char*>(b.data());
   s.queued_end_ = b.size();
   queued_out_ += b.size();
