@@ -60,6 +60,9 @@ TEST_P(http2_real_peer_test, curl_prior_knowledge_upgrade_and_alpn) {
                                url(srv.s, "http", "/sha256"),
                            status),
             sha256_hex(body) + " 2");
+  // A body sent with write_last (lent to its DATA frames, END_STREAM on the last).
+  EXPECT_EQ(command_output("curl -s --http2-prior-knowledge" + fmt + url(srv.s, "http", "/last/40000"), status),
+            pattern(40000) + " 2");
   // --http2 on an http:// URL asks for Upgrade: h2c with its first request.
   EXPECT_EQ(command_output("curl -s --http2" + fmt + url(srv.s, "http", "/users/5"), status),
             "user 5  localhost:" + std::to_string(srv.s.port()) + " 2");
@@ -68,6 +71,9 @@ TEST_P(http2_real_peer_test, curl_prior_knowledge_upgrade_and_alpn) {
   EXPECT_EQ(command_output("curl -s --cacert " + pki().ca + " --http2" + fmt + url(secure.s, "https", "/hello"),
                            status),
             "hello over 2.0\n 2");
+  EXPECT_EQ(command_output("curl -s --cacert " + pki().ca + " --http2" + fmt + url(secure.s, "https", "/last/40000"),
+                           status),
+            pattern(40000) + " 2");
   EXPECT_EQ(command_output("curl -s --cacert " + pki().ca + " --http1.1" + fmt + url(secure.s, "https", "/hello"),
                            status),
             "hello over 1.1\n 1.1");
