@@ -2028,7 +2028,7 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
   // output_per_stream bytes whatever the size of the handler's writes (the caller's buffer lives until the write
   // returns, so nothing more needs copying ahead).
   while (left != 0) {
-    if (std::error_code ec = co_await wait_for_room(s)) co_return ec;
+    if (std::error_code ec = co_await wait_output(s, output_wait::room)) co_return ec;
     // What nghttp2 has taken goes first, once it is at least what is left (each byte moves at most once).
     if (s.out_taken_ != 0 && s.out_taken_ >= s.queued()) {
       s.out_.erase(0, s.out_taken_);
@@ -2047,20 +2047,24 @@ task<std::error_code> server_connection::write_body(server_stream& s, const_buff
   co_return std::error_code{};
 }
 
-// Room first: a handler faster than the peer's windows waits here, up to the write timeout, after which the stream
-// is given up (a peer that opens no window keeps nothing of the server's for longer). Empty when the stream may
-// take more bytes.
-task<std::error_code> server_connection::wait_for_room(server_stream& s) {
-  while (s.queued() >= opts_.output_per_stream || queued_out_ >= queued_cap()) {
+// A handler's wait on its stream's output: for room (output_wait::room; a handler faster than the peer's windows
+// waits here before each piece it queues), or until the bytes write_last lent are all taken (output_wait::taken).
+// Up to the write timeout at a time, after which the stream is given up (a peer that opens no window keeps nothing
+// of the server's for longer). Empty when the stream may take more bytes, or when the lent ones are all taken
+// (those are in the output: their stream may have closed since, with its last frame).
+task<std::error_code> server_connection::wait_output(server_stream& s, output_wait what) {
+  const bool room = what == output_wait::room;
+  for (;;) {
+    const bool waits = room ? s.queued() >= opts_.output_per_stream || queued_out_ >= queued_cap() : s.queued() != 0;
+    if (!waits && !room) co_return std::error_code{};
     if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
-    s.writer_waiting_ = true;
+    if (!waits) co_return std::error_code{};
+    (room ? s.writer_waiting_ : s.lender_waiting_) = true;
     if (std::error_code ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout)) {
       if (ec == tern::error::timed_out) output_timed_out(s);
       co_return ec;
     }
   }
-  if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
-  co_return std::error_code{};
 }
 
 // A stream's output waited write_timeout for room or for the peer: the stream is reset. With no DATA at all for
@@ -2089,7 +2093,7 @@ task<std::error_code> server_connection::write_last(server_stream& s, const_buff
     if (std::error_code ec = co_await write_body(s, b)) co_return ec;
     co_return co_await end_body(s, nullptr);
   }
-  if (std::error_code ec = co_await wait_for_room(s)) co_return ec;
+  if (std::error_code ec = co_await wait_output(s, output_wait::room)) co_return ec;
   s.written_ += b.size();
   // Nothing is queued (above), so out_ is empty and out_taken_ 0 (took() clears them when the last byte goes).
   s.queued_base_ = static_cast<const char*>(b.data());
@@ -2098,19 +2102,7 @@ task<std::error_code> server_connection::write_last(server_stream& s, const_buff
   s.out_done_ = true;
   resume(s);
   wake_writer();
-  std::error_code ec;
-  while (s.queued() != 0) {
-    if (s.closed_ || dead_) {
-      ec = make_error_code(tern::error::operation_canceled);
-      break;
-    }
-    s.lender_waiting_ = true;
-    ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout);
-    if (ec) {
-      if (ec == tern::error::timed_out) output_timed_out(s);
-      break;
-    }
-  }
+  const std::error_code ec = co_await wait_output(s, output_wait::taken);
   if (s.queued() != 0) {  // still lent
     s.lender_waiting_ = false;
     s.out_.assign(s.queued_data(), s.queued());

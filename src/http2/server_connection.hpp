@@ -300,7 +300,8 @@ class server_connection final : public http::stop_listener {
                                        std::optional<std::uint64_t> length);
   task<std::error_code> write_body(server_stream& s, const_buffer b);
   task<std::error_code> write_last(server_stream& s, const_buffer b);
-  task<std::error_code> wait_for_room(server_stream& s);
+  enum class output_wait : std::uint8_t { room, taken };
+  task<std::error_code> wait_output(server_stream& s, output_wait what);
   void output_timed_out(server_stream& s);
   task<std::error_code> end_body(server_stream& s, const http::fields* trailers);
 
