@@ -2056,9 +2056,9 @@ task<std::error_code> server_connection::wait_output(server_stream& s, output_wa
   const bool room = what == output_wait::room;
   for (;;) {
     const bool waits = room ? s.queued() >= opts_.output_per_stream || queued_out_ >= queued_cap() : s.queued() != 0;
-    if (!waits && !room) co_return std::error_code{};
-    if (s.closed_ || dead_) co_return make_error_code(tern::error::operation_canceled);
-    if (!waits) co_return std::error_code{};
+    const bool gone = s.closed_ || dead_;
+    if (!waits && (!gone || !room)) co_return std::error_code{};
+    if (gone) co_return make_error_code(tern::error::operation_canceled);
     (room ? s.writer_waiting_ : s.lender_waiting_) = true;
     if (std::error_code ec = co_await with_timeout(s.output_.wait(), hopts_.write_timeout)) {
       if (ec == tern::error::timed_out) output_timed_out(s);
@@ -2093,7 +2093,11 @@ task<std::error_code> server_connection::write_last(server_stream& s, const_buff
     if (std::error_code ec = co_await write_body(s, b)) co_return ec;
     co_return co_await end_body(s, nullptr);
   }
-  if (std::error_code ec = co_await wait_output(s, output_wait::room)) co_return ec;
+  // Nothing is queued (above): only the streams' common bound or the stream's end can hold it back, and the wait's
+  // frame is made only then (the wait for the lent bytes below makes one for every response already).
+  if (queued_out_ >= queued_cap() || s.closed_ || dead_) {
+    if (std::error_code ec = co_await wait_output(s, output_wait::room)) co_return ec;
+  }
   s.written_ += b.size();
   // Nothing is queued (above), so out_ is empty and out_taken_ 0 (took() clears them when the last byte goes).
   s.queued_base_ = static_cast<const char*>(b.data());
