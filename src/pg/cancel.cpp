@@ -10,14 +10,17 @@
 // address as libpq connected to it, then the process id and the key. Rather than trust the layout blindly, it is
 // read once per connection and checked against what libpq does publish: the process id against PQbackendPID, the
 // address against the peer of the connection's own socket. Where either check fails (a libpq whose PGcancel is laid
-// out otherwise), the request is made by PQcancel itself on a thread of its own, which blocks that thread only.
+// out otherwise), the request is made by PQcancel itself on a thread of its own, which blocks that thread only, and
+// a task on the loop follows that thread to its end (cancel_by_thread).
 #include "cancel.hpp"
 
 #include <netinet/in.h>
 #include <sys/un.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -27,6 +30,7 @@
 #include "tern/net/tcp.hpp"
 #include "tern/net/unix.hpp"
 #include "tern/spawn.hpp"
+#include "tern/timer.hpp"
 
 namespace tern::pg::detail {
 
@@ -72,6 +76,13 @@ bool same_peer(const sockaddr_storage& a, socklen_t alen, const sockaddr_storage
     }
     default: return false;
   }
+}
+
+// TERN_PG_CANCEL_BY_THREAD=1 as a connection is made: its cancel requests go by the fallback, PQcancel on a
+// thread, as they do where libpq's PGcancel is laid out otherwise (the tests run that path on this libpq too).
+bool by_thread_only() noexcept {
+  const char* v = std::getenv("TERN_PG_CANCEL_BY_THREAD");
+  return v != nullptr && v[0] == '1';
 }
 
 std::array<unsigned char, 16> request_packet(std::int32_t pid, std::int32_t key) noexcept {
@@ -121,6 +132,33 @@ task<> cancel_over_tcp(io_context& ctx, cancel_target t, void (*landed)(void*) n
   co_await deliver(s, request_packet(t.pid, t.key));
 }
 
+// PQcancel on a thread of its own (the fallback), followed from the loop: landed is called once PQcancel has
+// returned (the server has closed the request's connection, or the request failed), as for a request sent on the
+// loop, so that nothing waiting for the requests on their way (a transaction's BEGIN, a connection handed back to
+// its pool) goes on while this one may still reach the server. The thread holds its own reference to the PGcancel
+// and shares with the task only the flag it sets, which the task looks at every few milliseconds (no wake-up
+// crosses threads): a loop torn down first leaves the thread nothing of its own to touch. PQcancel bounds none of its steps; past give_up, the request is taken to have failed.
+task<> cancel_by_thread(std::shared_ptr<PGcancel> c, void (*landed)(void*) noexcept, void* arg) {
+  const landing done(landed, arg);
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  bool started = true;
+  try {
+    std::thread([c = std::move(c), finished] {
+      char message[256];
+      (void)PQcancel(c.get(), message, sizeof message);
+      finished->store(true, std::memory_order_release);
+    }).detach();
+  } catch (...) {
+    started = false;  // no thread: no request (the query runs to its end)
+  }
+  if (!started) co_return;
+  constexpr auto poll = 5ms;
+  constexpr auto give_up = 30s;
+  for (auto waited = 0ms; waited < give_up && !finished->load(std::memory_order_acquire); waited += poll) {
+    co_await tern::sleep_for(poll);
+  }
+}
+
 }  // namespace
 
 cancel_target read_cancel_target(PGconn* pg) noexcept {
@@ -135,7 +173,7 @@ cancel_target read_cancel_target(PGconn* pg) noexcept {
   std::memcpy(&head, c, sizeof head);
   const pg_sock_addr& raddr = head.raddr;
   if (have_peer && head.be_pid == PQbackendPID(pg) && raddr.salen > 0 && raddr.salen <= sizeof raddr.addr &&
-      same_peer(raddr.addr, raddr.salen, peer, peer_len)) {
+      same_peer(raddr.addr, raddr.salen, peer, peer_len) && !by_thread_only()) {
     t.addr = raddr.addr;
     t.addr_len = raddr.salen;
     t.pid = head.be_pid;
@@ -148,27 +186,17 @@ cancel_target read_cancel_target(PGconn* pg) noexcept {
 }
 
 void send_cancel_request(io_context& ctx, const cancel_target& t, void (*landed)(void*) noexcept, void* arg) noexcept {
-  if (t.valid) {
-    try {
-      tern::spawn(ctx, t.addr.ss_family == AF_UNIX ? cancel_over_unix(ctx, t, landed, arg)
-                                                   : cancel_over_tcp(ctx, t, landed, arg))
-          .detach();
-    } catch (...) {
-      // Out of memory: no request. spawn never starts a task itself, so the task's guard was not made either.
-      landed(arg);
-    }
+  if (!t.valid && !t.fallback) {
+    landed(arg);  // libpq gave no PGcancel: no request
     return;
   }
-  landed(arg);
   try {
-    if (t.fallback) {
-      std::thread([c = t.fallback] {
-        char message[256];
-        PQcancel(c.get(), message, sizeof message);
-      }).detach();
-    }
+    if (!t.valid) tern::spawn(ctx, cancel_by_thread(t.fallback, landed, arg)).detach();
+    else if (t.addr.ss_family == AF_UNIX) tern::spawn(ctx, cancel_over_unix(ctx, t, landed, arg)).detach();
+    else tern::spawn(ctx, cancel_over_tcp(ctx, t, landed, arg)).detach();
   } catch (...) {
-    // Out of memory or threads: the query runs to its end instead.
+    // Out of memory: no request. spawn never starts a task itself, so the task's guard was not made either.
+    landed(arg);
   }
 }
 

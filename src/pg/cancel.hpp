@@ -28,8 +28,8 @@ cancel_target read_cancel_target(PGconn* pg) noexcept;
 
 // Sends a cancel request for t's backend from a task of its own on ctx (it does not wait for it). landed(arg) is
 // called on ctx once the server has closed the request's connection (it has signalled the backend by then), or the
-// request failed, or ctx was torn down with it unfinished; at once, without a request on the loop (no memory, or the
-// PQcancel fallback on a thread of its own, which is not followed).
+// request failed, or ctx was torn down with it unfinished (the PQcancel fallback too: a task on ctx follows its
+// thread); at once when no request is made (no PGcancel, no memory).
 void send_cancel_request(io_context& ctx, const cancel_target& t, void (*landed)(void*) noexcept, void* arg) noexcept;
 
 }  // namespace tern::pg::detail

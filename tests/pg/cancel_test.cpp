@@ -327,41 +327,52 @@ TEST_P(pg_cancel_test, a_query_given_up_while_it_is_sent_leaves_the_pipeline_in_
 // query. So begin() sends BEGIN only once no request is on its way. Here the proxy holds the request back until the
 // cancelled sleep has run to its end; the BEGIN must not have run by then (the process stays idle, not idle in a
 // transaction), and once the request has been let through and ended, the transaction opens and commits.
+// The same by the fallback, PQcancel on a thread (where libpq's PGcancel cannot be read; forced here by
+// TERN_PG_CANCEL_BY_THREAD as the connection is made): the request counts as on its way until PQcancel has returned.
+tern::task<void> begin_after_cancels(pg_cancel_test& t, tern::io_context& ctx, bool by_thread) {
+  pg_proxy proxy(t.db().dir, t.db().port);
+  if (by_thread) ::setenv("TERN_PG_CANCEL_BY_THREAD", "1", 1);
+  pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
+  ::unsetenv("TERN_PG_CANCEL_BY_THREAD");
+  CO_ASSERT(c.is_open());
+  pgl::connection watcher = co_await connect_to(ctx, t.db().socket_conninfo());
+  const int pid = c.backend_pid();
+  auto state = [&]() { return scalar<std::string>(watcher, "SELECT state FROM pg_stat_activity WHERE pid = $1", pid); };
+  proxy.hold_others(true);
+  auto [ec, r] = co_await tern::with_timeout(c.query("SELECT pg_sleep(0.5)"), 50ms);
+  EXPECT_EC(ec, tern::error::timed_out);
+  for (int i = 0; i < 1000 && proxy.others_waiting() == 0; ++i) co_await tern::sleep_for(5ms);
+  CO_ASSERT(proxy.others_waiting() > 0);
+  auto opening = tern::spawn(ctx, c.begin());
+  // The sleep runs to its end, the request held back; then, for a second, the BEGIN must not run.
+  std::string now = co_await state();
+  for (int i = 0; i < 2000 && now == "active"; ++i) {
+    co_await tern::sleep_for(5ms);
+    now = co_await state();
+  }
+  for (int i = 0; i < 100 && now == "idle"; ++i) {
+    co_await tern::sleep_for(10ms);
+    now = co_await state();
+  }
+  EXPECT_EQ(now, "idle") << "BEGIN went out while a cancel request was on its way";
+  proxy.hold_others(false);
+  auto [bec, tx] = co_await std::move(opening);
+  CO_ASSERT_OK(bec);
+  auto [qec, qr] = co_await tx.query("SELECT 7");
+  PG_ASSERT_OK(qec, qr);
+  EXPECT_EQ(qr[0][0].as<int>(), 7);
+  CO_ASSERT_OK(co_await tx.commit());
+  EXPECT_GE(c.stats().cancels_sent, 1u);
+  EXPECT_EQ(c.stats().cancels_by_thread, by_thread ? c.stats().cancels_sent : 0u);
+  EXPECT_EQ(co_await scalar<int>(c, "SELECT 8"), 8);
+}
+
 TEST_P(pg_cancel_test, a_transaction_begins_only_once_the_cancel_requests_on_their_way_have_ended) {
-  run_bounded(ctx, [](pg_cancel_test& t, tern::io_context& ctx) -> tern::task<void> {
-    pg_proxy proxy(t.db().dir, t.db().port);
-    pgl::connection c = co_await connect_to(ctx, proxy.conninfo());
-    CO_ASSERT(c.is_open());
-    pgl::connection watcher = co_await connect_to(ctx, t.db().socket_conninfo());
-    const int pid = c.backend_pid();
-    auto state = [&]() { return scalar<std::string>(watcher, "SELECT state FROM pg_stat_activity WHERE pid = $1", pid); };
-    proxy.hold_others(true);
-    auto [ec, r] = co_await tern::with_timeout(c.query("SELECT pg_sleep(0.5)"), 50ms);
-    EXPECT_EC(ec, tern::error::timed_out);
-    for (int i = 0; i < 1000 && proxy.others_waiting() == 0; ++i) co_await tern::sleep_for(5ms);
-    CO_ASSERT(proxy.others_waiting() > 0);
-    auto opening = tern::spawn(ctx, c.begin());
-    // The sleep runs to its end, the request held back; then, for a second, the BEGIN must not run.
-    std::string now = co_await state();
-    for (int i = 0; i < 2000 && now == "active"; ++i) {
-      co_await tern::sleep_for(5ms);
-      now = co_await state();
-    }
-    for (int i = 0; i < 100 && now == "idle"; ++i) {
-      co_await tern::sleep_for(10ms);
-      now = co_await state();
-    }
-    EXPECT_EQ(now, "idle") << "BEGIN went out while a cancel request was on its way";
-    proxy.hold_others(false);
-    auto [bec, tx] = co_await std::move(opening);
-    CO_ASSERT_OK(bec);
-    auto [qec, qr] = co_await tx.query("SELECT 7");
-    PG_ASSERT_OK(qec, qr);
-    EXPECT_EQ(qr[0][0].as<int>(), 7);
-    CO_ASSERT_OK(co_await tx.commit());
-    EXPECT_GE(c.stats().cancels_sent, 1u);
-    EXPECT_EQ(co_await scalar<int>(c, "SELECT 8"), 8);
-  }(*this, ctx), 60s);
+  run_bounded(ctx, begin_after_cancels(*this, ctx, false), 60s);
+}
+
+TEST_P(pg_cancel_test, a_cancel_request_made_by_pqcancel_on_a_thread_is_on_its_way_until_it_returns) {
+  run_bounded(ctx, begin_after_cancels(*this, ctx, true), 60s);
 }
 
 }  // namespace
