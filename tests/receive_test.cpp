@@ -4,7 +4,8 @@
 // other sockets are served, close with receives pending and bytes queued, and the refusal of plain reads on a
 // socket read with receive(); io_uring's bundled receives (several pool buffers in one completion) across many
 // sockets and a dry pool, and with bundles turned off; io_uring's ring of free buffers moved to larger ones as the
-// pool grows (in order, with the buffers that waited for room), under real traffic and step by step.
+// pool grows (in order, with the buffers that waited for room), under real traffic and step by step; a socket whose
+// reader stopped holds at most its queue's bound of the pool, and its stream then arrives whole.
 #include "net_support.hpp"
 #include "tern/detail/receive_pool.hpp"
 
@@ -513,6 +514,106 @@ TEST_P(bundle_test, interleaved_streams_through_a_dry_pool_arrive_whole) {
   if (kind() == tern::backend_kind::io_uring) {
     EXPECT_GT(small.metrics().receive_pool_dry, 0u);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A socket whose reader has stopped while its peer goes on sending: under io_uring its multishot receive queues
+// what arrives only up to receive_queue buffers (and what one entry into the kernel took), then stops, and the
+// rest waits in the kernel, the peer's window closing; the pool keeps buffers for the other sockets, one of which
+// receives meanwhile without an overflow buffer. Before the bound, that one socket filled the ring as far as its
+// peer could send (512 of 576 free buffers here). Then the stalled stream is read: every byte, in order. epoll
+// reads only for a receive that waits, and queues nothing.
+class receive_queue_test : public ::testing::TestWithParam<tern::backend_kind> {
+ protected:
+  static tern::io_context_options bounded(tern::backend_kind kind) {
+    tern::io_context_options o = options_for(kind);
+    o.receive_buffer_size = 4096;
+    o.receive_buffers = 64;
+    o.receive_buffers_max = 4096;
+    o.receive_queue = 8;
+    return o;
+  }
+  tern::io_context ctx{bounded(GetParam())};
+};
+TERN_INSTANTIATE_BACKENDS(receive_queue_test);
+
+TEST_P(receive_queue_test, a_reader_that_stops_holds_a_bounded_share_of_the_pool) {
+  run_bounded(ctx, [](tern::io_context& ctx) -> tern::task<void> {
+    auto [c1, s1] = co_await connected_pair(ctx);
+    auto [c2, s2] = co_await connected_pair(ctx);
+    auto [c3, s3] = co_await connected_pair(ctx);
+    tern::detail::receive_pool& pool = ctx.receive_pool();
+    // The pool grown first, by a reader that holds every buffer it receives, then lets them all go: its ring then
+    // has hundreds of free buffers, which a socket without a bound would fill as far as its peer can send.
+    {
+      const auto burst = make_pattern(2u << 20, 5);
+      auto burst_writer = tern::spawn(ctx, write_then_shutdown(c2, burst));
+      std::vector<tern::leased_buffer> held;
+      std::size_t got = 0;
+      while (got < burst.size()) {
+        auto [ec, lease] = co_await s2.receive();
+        CO_ASSERT_OK(ec);
+        got += lease.size();
+        held.push_back(std::move(lease));
+      }
+      co_await std::move(burst_writer);
+    }
+    const std::uint32_t free_before = pool.in_ring();
+    // The stalled reader's stream: its first byte read (the multishot armed), then nothing until the peer stalls.
+    const auto payload = make_pattern(48u << 20, 3);
+    CO_ASSERT_OK((co_await c1.write_all(tern::const_buffer(payload.data(), 1))).ec);
+    {
+      auto [ec, lease] = co_await s1.receive();
+      CO_ASSERT_OK(ec);
+      EXPECT_EQ(lease.size(), 1u);
+    }
+    std::size_t sent = 1;
+    bool writing = true;
+    auto writer = tern::spawn(ctx, [](tcp_socket& c, const std::vector<char>& p, std::size_t& sent,
+                                      bool& writing) -> tern::task<void> {
+      while (sent < p.size()) {
+        const std::size_t n = std::min<std::size_t>(256u << 10, p.size() - sent);
+        auto [ec, w] = co_await c.write_all(tern::const_buffer(p.data() + sent, n));
+        sent += w;
+        if (ec) break;
+      }
+      writing = false;
+    }(c1, payload, sent, writing));
+    // Until the peer has stalled (nothing more sent for 300 ms) or sent it all.
+    for (std::size_t last = 0, still = 0; writing && still < 30; co_await tern::sleep_for(ctx, 10ms)) {
+      still = sent == last ? still + 1 : 0;
+      last = sent;
+    }
+    EXPECT_LT(sent, payload.size()) << "the peer was never held back";
+    if (GetParam() == tern::backend_kind::io_uring) {
+      EXPECT_GT(free_before, 256u) << "the pool did not grow";
+      // Its bound, and what the kernel took in the turn before the multishot stopped.
+      EXPECT_LE(free_before - pool.in_ring(), 64u) << "the stalled socket took " << free_before - pool.in_ring()
+                                                      << " of " << free_before << " free buffers";
+    }
+    // Another socket receives from the pool meanwhile.
+    const auto overflows = ctx.metrics().receive_overflows;
+    const auto other = make_pattern(256u << 10, 9);
+    auto other_writer = tern::spawn(ctx, write_then_shutdown(c3, other));
+    std::vector<char> got_other;
+    EXPECT_EQ(co_await receive_all(s3, got_other), tern::net::error::eof);
+    co_await std::move(other_writer);
+    EXPECT_TRUE(got_other == other);
+    EXPECT_EQ(ctx.metrics().receive_overflows, overflows) << "the other socket received into overflow buffers";
+    // The stalled stream, read now: whole and in order.
+    std::vector<char> got(payload.begin(), payload.begin() + 1);
+    while (got.size() < payload.size()) {
+      auto [ec, lease] = co_await s1.receive();
+      CO_ASSERT_OK(ec);
+      got.insert(got.end(), lease.data(), lease.data() + lease.size());
+    }
+    co_await std::move(writer);
+    EXPECT_EQ(sent, payload.size());
+    EXPECT_TRUE(got == payload) << "bytes lost, duplicated or reordered";
+  }(ctx), 120s);
 }
 
 }  // namespace

@@ -113,6 +113,13 @@ struct io_context_options {
   // per buffer; receive() still hands them out one buffer at a time, in order. Fewer completions when a peer sends
   // faster than the reader, nothing different otherwise. false: one buffer per completion.
   bool receive_bundles = true;
+  // io_uring: the bytes a socket's multishot receive takes while no receive() waits are queued on the socket, in
+  // pool buffers, up to receive_queue of them (1 to 255; a few more may land while the multishot is being stopped,
+  // one completion's worth with bundles); the multishot is then stopped, and what the peer sends next waits in the
+  // kernel's socket buffer (its window closing as it fills) until receive() has taken the queued ones. Without
+  // the bound, a peer sending to a socket its reader had left took the whole pool (the other sockets then received
+  // into heap overflow buffers). epoll reads only for a receive() that waits, and queues nothing.
+  unsigned receive_queue = 64;
   // io_uring: a listener keeps one multishot accept armed from its first accept() on, so that a stream of accepts
   // costs no submission each. Connections it accepts while no accept() waits are queued for the next ones, up to
   // accept_queue of them (a few more may land while the multishot is being stopped); the multishot is then stopped

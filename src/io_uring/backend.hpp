@@ -187,6 +187,7 @@ class io_uring_backend final : public backend {
       std::uint32_t len;
       op.set_buffer(pool.pop(d.rx_queue, len));
       op.res = static_cast<int>(len);
+      if (d.rx_queued != 0) --d.rx_queued;
       return true;
     }
     if (d.rx_end != descriptor::rx_open) {
@@ -216,7 +217,8 @@ class io_uring_backend final : public backend {
     }
   }
 
-  // len bytes in buffer id for d: to the receive waiting for them, else onto d's queue.
+  // len bytes in buffer id for d: to the receive waiting for them, else onto d's queue, whose bound stops the
+  // multishot (re-armed by the receive that finds the queue empty).
   void deliver(descriptor& d, std::uint32_t id, std::uint32_t len) noexcept {
     if (io_op* w = std::exchange(d.rx_waiter, nullptr)) {
       auto& r = static_cast<receive_op&>(*w);
@@ -225,6 +227,8 @@ class io_uring_backend final : public backend {
       ctx_.complete(r);
     } else {
       pool_->push(d.rx_queue, id, len);
+      if (d.rx_queued != 255) ++d.rx_queued;
+      if (d.rx_queued >= receive_queue_) cancel_multishot(d);
     }
   }
 
@@ -402,6 +406,7 @@ class io_uring_backend final : public backend {
   // Multishot accept: the bound of a listener's queue (0: off); whether the kernel has it (until a first EINVAL),
   // and whether one has delivered a socket on this ring (after which EINVAL is a listener's own error).
   unsigned accept_queue_;
+  unsigned receive_queue_;  // the bound of a socket's queue of received buffers (io_context_options::receive_queue)
   bool multishot_accept_ = true;
   int failure_ = 0;  // a lasting io_uring_enter failure (-errno) seen outside poll(), for poll() to throw
   bool quiescing_ = false;  // teardown has begun (quiesce): nothing is started or re-armed

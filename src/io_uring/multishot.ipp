@@ -3,7 +3,9 @@
 // receive() (the loop's receive pool, detail/receive_pool.hpp): the pool is a provided-buffer ring registered as
 // buffer group 0, and each socket read with receive() keeps one multishot RECV armed (descriptor::rx_armed).
 // Its CQEs name the buffer the kernel picked; a buffer nobody is waiting for is queued on the descriptor, and the
-// next receive() takes it without entering the kernel. The multishot ends on eof, an error, a cancellation, or an
+// next receive() takes it without entering the kernel. The queue is bounded (io_context_options::receive_queue):
+// at the bound the multishot is cancelled, and a receive() that finds the queue empty arms it again, so a socket
+// whose reader stopped holds that many buffers, not the pool. The multishot ends on eof, an error, a cancellation, or an
 // empty ring (ENOBUFS): the pool then grows by a chunk and the receive is re-armed if someone waits; at the pool's
 // maximum, a waiting receive is submitted as a plain RECV into a heap overflow buffer instead (counted), so an
 // exhausted pool slows a socket down but never leaves it waiting for a buffer. The ring has entries for the

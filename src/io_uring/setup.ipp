@@ -23,6 +23,7 @@ io_uring_backend::io_uring_backend(io_context& ctx, const io_context_options& op
       file_slots_(opts.registered_file_slots),
       buffer_slots_(opts.registered_buffer_slots),
       accept_queue_(opts.accept_queue),
+      receive_queue_(std::clamp(opts.receive_queue, 1u, 255u)),
       zero_copy_threshold_(opts.zero_copy_send_threshold) {
   const unsigned entries = opts.ring_entries;
   // TASKRUN_FLAG: the kernel sets IORING_SQ_TASKRUN in the SQ ring's flags when completions wait for this loop's

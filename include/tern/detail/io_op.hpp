@@ -208,6 +208,9 @@ struct descriptor {
   // support it).
   enum class cached_reads : std::uint8_t { unknown, tried, never };
   cached_reads cached = cached_reads::unknown;
+  // io_uring only: the buffers on rx_queue (below), up to 255, exact whenever the queue is empty; at the loop's
+  // receive_queue the multishot receive is stopped. In what would be padding.
+  std::uint8_t rx_queued = 0;
   // io_uring only: the descriptor's slot in the ring's table of registered files (register_descriptor), which
   // its operations name instead of the fd (IOSQE_FIXED_FILE); -1 when not registered. The fd stays
   // open beside it, for the calls that cannot take a registered file.

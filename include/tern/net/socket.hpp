@@ -73,7 +73,8 @@ class basic_stream_socket : public basic_socket {
   // io_result<leased_buffer> (eof when the peer closed). No buffer is tied up while the socket waits: under
   // io_uring the kernel picks one from a provided-buffer ring when bytes arrive, and the socket keeps a multishot
   // receive armed from its first receive() on, so a stream of reads costs no submission each. Bytes that arrive
-  // between two receive() calls are queued for the next. A socket read with receive() must not also be read with
+  // between two receive() calls are queued for the next (up to io_context_options::receive_queue buffers; the
+  // rest waits in the kernel until those are taken). A socket read with receive() must not also be read with
   // read_some/read_exact (they would find the bytes the queue holds gone): such a read fails with
   // operation_in_progress. See leased_buffer.hpp for the pool's sizing (io_context_options) and its fallbacks.
   detail::receive_awaiter receive() noexcept { return {*ctx_, desc_}; }
