@@ -1,19 +1,18 @@
 // io_uring backend, part of io_uring_backend.cpp: multishot requests and the receive pool's buffer ring.
 //
-// receive() (the loop's receive pool, detail/receive_pool.hpp): the pool is a provided-buffer ring registered as
-// buffer group 0, and each socket read with receive() keeps one multishot RECV armed (descriptor::rx_armed).
-// Its CQEs name the buffer the kernel picked; a buffer nobody is waiting for is queued on the descriptor, and the
-// next receive() takes it without entering the kernel. The queue is bounded (io_context_options::receive_queue):
-// at the bound the multishot is cancelled, and a receive() that finds the queue empty arms it again, so a socket
-// whose reader stopped holds that many buffers, not the pool. The multishot ends on eof, an error, a cancellation, or an
-// empty ring (ENOBUFS): the pool then grows by a chunk and the receive is re-armed if someone waits; at the pool's
-// maximum, a waiting receive is submitted as a plain RECV into a heap overflow buffer instead (counted), so an
-// exhausted pool slows a socket down but never leaves it waiting for a buffer. The ring has entries for the
-// buffers the pool has (a page of them at first), not for its maximum: when the pool grows past it, the ring is
-// moved to a larger one at the end of the turn (move_pool_ring), and a receive that finds it empty before then
-// uses an overflow buffer. Where the kernel has bundles
-// (IORING_FEAT_RECVSEND_BUNDLE, 6.10) the multishot receive is a bundled one: a completion fills as many ring
-// buffers as the waiting bytes need, names the first, and the pool knows the rest by the ring's order
+// receive() (the loop's receive pool, detail/receive_pool.hpp): the pool is a provided-buffer ring registered as buffer
+// group 0, and each socket read with receive() keeps one multishot RECV armed (descriptor::rx_armed). Its CQEs name the
+// buffer the kernel picked; a buffer nobody is waiting for is queued on the descriptor, and the next receive() takes it
+// without entering the kernel. The queue is bounded (io_context_options::receive_queue): at the bound the multishot is
+// cancelled, and a receive() that finds the queue empty arms it again, so a socket whose reader stopped holds that many
+// buffers, not the pool. The multishot ends on eof, an error, a cancellation, or an empty ring (ENOBUFS): the pool then
+// grows by a chunk and the receive is re-armed if someone waits; at the pool's maximum, a waiting receive is submitted
+// as a plain RECV into a heap overflow buffer instead (counted), so an exhausted pool slows a socket down but never
+// leaves it waiting for a buffer. The ring has entries for the buffers the pool has (a page of them at first), not for
+// its maximum: when the pool grows past it, the ring is moved to a larger one at the end of the turn (move_pool_ring),
+// and a receive that finds it empty before then uses an overflow buffer. Where the kernel has bundles
+// (IORING_FEAT_RECVSEND_BUNDLE, 6.10) the multishot receive is a bundled one: a completion fills as many ring buffers
+// as the waiting bytes need, names the first, and the pool knows the rest by the ring's order
 // (receive_pool::ring_next); each is queued or handed out on its own, as if it had come in a completion of its own.
 //
 // accept() on a listener works the same way: its first accept arms a multishot ACCEPT (the descriptor's too),

@@ -137,7 +137,8 @@ task<> cancel_over_tcp(io_context& ctx, cancel_target t, void (*landed)(void*) n
 // loop, so that nothing waiting for the requests on their way (a transaction's BEGIN, a connection handed back to
 // its pool) goes on while this one may still reach the server. The thread holds its own reference to the PGcancel
 // and shares with the task only the flag it sets, which the task looks at every few milliseconds (no wake-up
-// crosses threads): a loop torn down first leaves the thread nothing of its own to touch. PQcancel bounds none of its steps; past give_up, the request is taken to have failed.
+// crosses threads): a loop torn down first leaves the thread nothing of its own to touch. PQcancel bounds none of
+// its steps; past give_up, the request is taken to have failed.
 task<> cancel_by_thread(std::shared_ptr<PGcancel> c, void (*landed)(void*) noexcept, void* arg) {
   const landing done(landed, arg);
   auto finished = std::make_shared<std::atomic<bool>>(false);
