@@ -27,18 +27,25 @@ using tern::net::tcp_socket;
 class receive_test : public backend_test {};
 TERN_INSTANTIATE_BACKENDS(receive_test);
 
-// A loop whose pool is small: buffers of `size` bytes, `initial` at first, at most `max`.
-class small_pool_test : public ::testing::TestWithParam<tern::backend_kind> {
+// A loop on each backend whose pool is sized by `options` (from the backend's own options).
+template <tern::io_context_options (*options)(tern::backend_kind)>
+class pool_fixture : public ::testing::TestWithParam<tern::backend_kind> {
  protected:
-  static tern::io_context_options small(tern::backend_kind kind) {
-    tern::io_context_options o = options_for(kind);
-    o.receive_buffer_size = 1024;
-    o.receive_buffers = 4;
-    o.receive_buffers_max = 8;
-    return o;
-  }
-  tern::io_context ctx{small(GetParam())};
+  tern::io_context ctx{options(GetParam())};
 };
+
+// A pool of `buffers` buffers of `size` bytes at first, at most `max`.
+tern::io_context_options pool_of(tern::backend_kind kind, std::size_t size, unsigned buffers, unsigned max) {
+  tern::io_context_options o = options_for(kind);
+  o.receive_buffer_size = size;
+  o.receive_buffers = buffers;
+  o.receive_buffers_max = max;
+  return o;
+}
+
+// A loop whose pool is small: buffers of 1 KiB, 4 at first, at most 8.
+tern::io_context_options small_pool(tern::backend_kind kind) { return pool_of(kind, 1024, 4, 8); }
+class small_pool_test : public pool_fixture<small_pool> {};
 TERN_INSTANTIATE_BACKENDS(small_pool_test);
 
 // Receives until eof, appending every byte to out; returns the error that ended the stream (eof expected).
@@ -56,6 +63,15 @@ tern::task<void> write_then_shutdown(tcp_socket& c, const std::vector<char>& pay
   auto w = co_await c.write_all(tern::const_buffer(payload));
   EXPECT_OK(w.ec);
   EXPECT_OK(c.shutdown());
+}
+
+// payload sent from c (its writing then shut down) while s receives to eof: true if every byte arrived, in order.
+tern::task<bool> arrives_whole(tern::io_context& ctx, tcp_socket& c, tcp_socket& s, const std::vector<char>& payload) {
+  auto writer = tern::spawn(ctx, write_then_shutdown(c, payload));
+  std::vector<char> got;
+  EXPECT_EQ(co_await receive_all(s, got), tern::net::error::eof);
+  co_await std::move(writer);
+  co_return got == payload;
 }
 
 TEST_P(receive_test, a_stream_arrives_whole_and_in_order_then_eof) {
@@ -304,11 +320,8 @@ TEST_P(receive_test, a_pool_grown_past_its_ring_loses_nothing) {
     held.clear();
     const auto overflows = ctx.metrics().receive_overflows;
     const auto second = make_pattern(1u << 20, 22);
-    auto writer2 = tern::spawn(ctx, write_then_shutdown(client, second));
-    got.clear();
-    EXPECT_EQ(co_await receive_all(server, got), tern::net::error::eof);
-    co_await std::move(writer2);
-    EXPECT_TRUE(got == second) << "bytes lost, duplicated or reordered after the pool grew";
+    EXPECT_TRUE(co_await arrives_whole(ctx, client, server, second))
+        << "bytes lost, duplicated or reordered after the pool grew";
     EXPECT_EQ(ctx.metrics().receive_overflows, overflows) << "a buffer of the grown pool was not in the ring";
   }(ctx), 60s);
   const auto moves = ctx.metrics().receive_ring_moves;
@@ -390,11 +403,7 @@ TEST_P(small_pool_test, a_held_lease_does_not_stall_other_sockets) {
     CO_ASSERT_OK(ec1);
     EXPECT_EQ(held.view(), "held");
     const auto payload = make_pattern(64u << 10, 5);
-    auto writer = tern::spawn(ctx, write_then_shutdown(c2, payload));
-    std::vector<char> got;
-    EXPECT_EQ(co_await receive_all(s2, got), tern::net::error::eof);
-    co_await std::move(writer);
-    EXPECT_TRUE(got == payload);
+    EXPECT_TRUE(co_await arrives_whole(ctx, c2, s2, payload));
     EXPECT_EQ(held.view(), "held") << "the held lease was overwritten";
     held.reset();
   }(ctx), 60s);
@@ -516,9 +525,6 @@ TEST_P(bundle_test, interleaved_streams_through_a_dry_pool_arrive_whole) {
   }
 }
 
-}  // namespace
-
-namespace {
 
 // A socket whose reader has stopped while its peer goes on sending: under io_uring its multishot receive queues
 // what arrives only up to receive_queue buffers (and what one entry into the kernel took), then stops, and the
@@ -526,18 +532,12 @@ namespace {
 // receives meanwhile without an overflow buffer. Before the bound, that one socket filled the ring as far as its
 // peer could send (512 of 576 free buffers here). Then the stalled stream is read: every byte, in order. epoll
 // reads only for a receive that waits, and queues nothing.
-class receive_queue_test : public ::testing::TestWithParam<tern::backend_kind> {
- protected:
-  static tern::io_context_options bounded(tern::backend_kind kind) {
-    tern::io_context_options o = options_for(kind);
-    o.receive_buffer_size = 4096;
-    o.receive_buffers = 64;
-    o.receive_buffers_max = 4096;
-    o.receive_queue = 8;
-    return o;
-  }
-  tern::io_context ctx{bounded(GetParam())};
-};
+tern::io_context_options bounded_queue(tern::backend_kind kind) {
+  tern::io_context_options o = pool_of(kind, 4096, 64, 4096);
+  o.receive_queue = 8;
+  return o;
+}
+class receive_queue_test : public pool_fixture<bounded_queue> {};
 TERN_INSTANTIATE_BACKENDS(receive_queue_test);
 
 TEST_P(receive_queue_test, a_reader_that_stops_holds_a_bounded_share_of_the_pool) {
@@ -597,11 +597,7 @@ TEST_P(receive_queue_test, a_reader_that_stops_holds_a_bounded_share_of_the_pool
     // Another socket receives from the pool meanwhile.
     const auto overflows = ctx.metrics().receive_overflows;
     const auto other = make_pattern(256u << 10, 9);
-    auto other_writer = tern::spawn(ctx, write_then_shutdown(c3, other));
-    std::vector<char> got_other;
-    EXPECT_EQ(co_await receive_all(s3, got_other), tern::net::error::eof);
-    co_await std::move(other_writer);
-    EXPECT_TRUE(got_other == other);
+    EXPECT_TRUE(co_await arrives_whole(ctx, c3, s3, other));
     EXPECT_EQ(ctx.metrics().receive_overflows, overflows) << "the other socket received into overflow buffers";
     // The stalled stream, read now: whole and in order.
     std::vector<char> got(payload.begin(), payload.begin() + 1);
