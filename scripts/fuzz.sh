@@ -15,8 +15,8 @@
 #   --doc         write the run into docs/reliability.md, section "Long fuzzing": a row per target run, the rows of
 #                 the targets not run kept, so that the long run (--seconds 3600, an hour each as the reliability
 #                 suite asks) can be made a few targets at a time. Also when a target crashed: its row says so.
-#   target        request_parser, response_parser, chunked_decoder, http2_server, tls_record, ws_frame,
-#                 resp_parser (default: all)
+#   target        request_parser, response_parser, chunked_decoder, http2_server, http2_client, tls_record,
+#                 ws_frame, resp_parser, pg_value (default: all)
 #
 # Prints libFuzzer's progress (its cov:/ft: lines) and a summary per target: executions, coverage, corpus, and
 # whether it crashed (or violated an invariant, or hung, or ran out of memory), and the CPU time it got (a target

@@ -176,8 +176,14 @@ struct client_callbacks {
     if (r == nullptr || r->have_head) return 0;  // trailers: not kept
     const std::string_view n = view(name), v = view(value);
     if (n == ":status") {
+      // nghttp2 has checked for three digits; a status below 100 ("051") is no HTTP status, and fails its request
+      // as HTTP/1.1's response parser fails the same status line (the stream is reset, the others go on).
       int status = 0;
       (void)std::from_chars(v.data(), v.data() + v.size(), status);
+      if (status < 100) {
+        r->failure = make_error_code(http::error::bad_status_line);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      }
       r->head.status = status;
       return 0;
     }

@@ -271,7 +271,9 @@ std::error_code decode_timestamp(const field_data& f, std::int64_t& out) noexcep
     if (us == std::numeric_limits<std::int64_t>::max() || us == std::numeric_limits<std::int64_t>::min()) {
       return bad_value();  // infinity and -infinity
     }
-    out = us + pg_epoch_us;
+    // From 2000 to 1970: PostgreSQL's last timestamp (294276 AD) is within a few days of int64's end since 2000,
+    // and past it since 1970; a value no int64 of microseconds since 1970 holds is refused, not wrapped.
+    if (__builtin_add_overflow(us, pg_epoch_us, &out)) return bad_value();
     return {};
   }
   // ISO 8601 as DateStyle ISO prints it: "2024-05-06 07:08:09[.123456][+02[:30[:15]]]"
@@ -313,8 +315,12 @@ std::error_code decode_timestamp(const field_data& f, std::int64_t& out) noexcep
     offset_s = sign * (oh * 3600 + om * 60 + os);
   }
   if (i != t.size()) return bad_value();
+  // Years of up to seven digits: their seconds fit an int64, their microseconds not always.
   const std::int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset_s;
-  out = seconds * 1'000'000 + micros;
+  std::int64_t us = 0;
+  if (__builtin_mul_overflow(seconds, std::int64_t{1'000'000}, &us) || __builtin_add_overflow(us, micros, &out)) {
+    return bad_value();
+  }
   return {};
 }
 
@@ -326,13 +332,19 @@ std::error_code decode_date(const field_data& f, std::int32_t& out) noexcept {
     if (d == std::numeric_limits<std::int32_t>::max() || d == std::numeric_limits<std::int32_t>::min()) {
       return bad_value();
     }
-    out = d + pg_epoch_days;
+    // Days from 2000 to days from 1970, refused where an int32 no longer holds them (PostgreSQL's dates end
+    // about 5.9 million years on, a few thousand days short of that).
+    if (__builtin_add_overflow(d, pg_epoch_days, &out)) return bad_value();
     return {};
   }
   std::int64_t days = 0;
   std::size_t used = 0;
   const std::string_view t = text_of(f);
   if (!parse_date(t, days, used) || used != t.size()) return bad_value();
+  // A year of seven digits may be past what an int32 of days holds: refused, not wrapped.
+  if (days < std::numeric_limits<std::int32_t>::min() || days > std::numeric_limits<std::int32_t>::max()) {
+    return bad_value();
+  }
   out = static_cast<std::int32_t>(days);
   return {};
 }

@@ -2,7 +2,8 @@
 // server (h2c with prior knowledge, h2 by ALPN over TLS, HTTP/1.1 when ALPN does not pick h2), the server's
 // max concurrent streams honoured (requests beyond it wait, none fails), a cancelled request's stream reset with
 // the others left running, streaming exchanges both ways, requests a GOAWAY left unprocessed sent again on a new
-// connection (a Python h2 server), and nghttpd (nghttp2's server) in clear and over TLS.
+// connection (a Python h2 server), a status no server may send failing its request alone (another), and nghttpd
+// (nghttp2's server) in clear and over TLS.
 #include "h2_routes.hpp"
 #include "../tls/tls_support.hpp"
 
@@ -186,6 +187,22 @@ TEST_P(http2_client_test, unprocessed_requests_are_sent_again_on_a_new_connectio
       if (r.body.ends_with(" on 1")) ++first_connection;
     }
     EXPECT_EQ(first_connection, 1);  // the one before the GOAWAY's last stream; the others on connection 2
+  }(ctx, server.port()));
+}
+
+// A :status below 100 ("051": three digits, which is all nghttp2 checks) is no HTTP status: the request fails as
+// the same status line fails over HTTP/1.1, its stream is reset, and the connection goes on with the next one.
+TEST_P(http2_client_test, a_status_below_100_fails_its_request_only) {
+  peer_process server(std::string("/usr/bin/python3 ") + TERN_TEST_SOURCE_DIR + "/http2/python_status_server.py 051");
+  run_bounded(ctx, [](tern::io_context& ctx, std::uint16_t port) -> tern::task<void> {
+    http::client c(ctx, h2c_options());
+    const std::string at = "http://127.0.0.1:" + std::to_string(port);
+    auto [ec, r] = co_await c.get(at + "/odd");
+    EXPECT_EQ(ec, http::error::bad_status_line) << ec.message() << " status " << r.status;
+    auto [ok_ec, ok] = co_await c.get(at + "/ok");
+    CO_ASSERT_OK(ok_ec);
+    EXPECT_EQ(ok.status, 200);
+    EXPECT_EQ(ok.body, "ok on 1");  // the connection of the first: the reset stream took nothing else down
   }(ctx, server.port()));
 }
 

@@ -512,4 +512,60 @@ TEST(pg_text_integers, read_exactly_as_from_chars_reads_them) {
   EXPECT_EQ(u, 4294967295u);
 }
 
+// Dates and timestamps at the ends of what they are read into, without a server: PostgreSQL's own range goes
+// past an int32 of days since 1970 (text years of up to seven digits) and past int64 microseconds since 1970
+// (its last timestamp is near int64's end since 2000), and system_clock's nanoseconds end in 2262. Such a value is
+// refused as bad_value; it was wrapped (or overflowed, undefined behaviour) before.
+TEST(pg_dates_and_timestamps, values_past_what_they_are_read_into_are_refused) {
+  auto text = [](std::string_view t) {
+    pgl::detail::field_data f;
+    f.data = t.data();
+    f.length = static_cast<int>(t.size());
+    f.null = false;
+    f.fmt = pgl::format::text;
+    return f;
+  };
+  auto binary = [](const char* bytes, int n, pgl::oid type) {
+    pgl::detail::field_data f;
+    f.data = bytes;
+    f.length = n;
+    f.null = false;
+    f.fmt = pgl::format::binary;
+    f.type = type;
+    return f;
+  };
+  using namespace std::chrono;
+  sys_days day{};
+  EXPECT_FALSE(pgl::field_traits<sys_days>::decode(text("2024-05-06"), day));
+  EXPECT_EQ(day, sys_days(year(2024) / 5 / 6));
+  EXPECT_FALSE(pgl::field_traits<sys_days>::decode(text("5874897-12-31"), day));  // PostgreSQL's last date
+  EXPECT_EQ(day.time_since_epoch().count(), 2'145'042'905);
+  EXPECT_EC(pgl::field_traits<sys_days>::decode(text("9999999-01-01"), day), pgl::error::bad_value);
+  const char zero_days[4] = {0, 0, 0, 0};
+  EXPECT_FALSE(pgl::field_traits<sys_days>::decode(binary(zero_days, 4, pgl::oids::date), day));
+  EXPECT_EQ(day, sys_days(year(2000) / 1 / 1));
+  const char past_int32[4] = {0x7f, static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xfe)};
+  EXPECT_EC(pgl::field_traits<sys_days>::decode(binary(past_int32, 4, pgl::oids::date), day), pgl::error::bad_value);
+
+  sys_time<microseconds> us{};
+  EXPECT_FALSE(pgl::field_traits<sys_time<microseconds>>::decode(text("2263-01-01 00:00:00"), us));
+  EXPECT_EQ(us, sys_days(year(2263) / 1 / 1));
+  EXPECT_FALSE(pgl::field_traits<sys_time<microseconds>>::decode(text("30000-01-01 00:00:00.5"), us));
+  EXPECT_EQ(us, sys_days(year(30000) / 1 / 1) + 500ms);  // (std::chrono::year ends at 32767)
+  EXPECT_EC(pgl::field_traits<sys_time<microseconds>>::decode(text("9999999-01-01 00:00:00"), us),
+            pgl::error::bad_value);
+  const char near_int64_end[8] = {0x7f, static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff),
+                                  static_cast<char>(0xff), static_cast<char>(0xff), static_cast<char>(0xff), 0};
+  EXPECT_EC(pgl::field_traits<sys_time<microseconds>>::decode(binary(near_int64_end, 8, pgl::oids::timestamptz), us),
+            pgl::error::bad_value);
+
+  system_clock::time_point ns{};  // nanoseconds on libstdc++: they end in 2262
+  EXPECT_FALSE(pgl::field_traits<system_clock::time_point>::decode(text("2262-01-01 00:00:00"), ns));
+  EXPECT_EQ(ns, sys_days(year(2262) / 1 / 1));
+  EXPECT_EC(pgl::field_traits<system_clock::time_point>::decode(text("2263-01-01 00:00:00"), ns),
+            pgl::error::bad_value);
+  EXPECT_EC(pgl::field_traits<system_clock::time_point>::decode(text("1677-01-01 00:00:00"), ns),
+            pgl::error::bad_value);
+}
+
 }  // namespace

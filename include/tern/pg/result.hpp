@@ -43,6 +43,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <ratio>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -290,10 +291,20 @@ struct field_traits<std::chrono::time_point<std::chrono::system_clock, Duration>
                                 std::chrono::time_point<std::chrono::system_clock, Duration>& out) noexcept {
     std::int64_t us = 0;
     std::error_code ec = detail::decode_timestamp(f, us);
-    if (!ec) {
-      out = std::chrono::time_point<std::chrono::system_clock, Duration>(
-          std::chrono::duration_cast<Duration>(std::chrono::microseconds(us)));
+    if (ec) return ec;
+    // A duration finer than a microsecond holds less time: system_clock's nanoseconds end in 2262, which a
+    // timestamp may be past. Refused there rather than overflowed.
+    using per_us = std::ratio_divide<std::micro, typename Duration::period>;
+    if constexpr (per_us::den == 1 && per_us::num > 1) {
+      using rep = typename Duration::rep;
+      if constexpr (std::is_integral_v<rep>) {
+        constexpr std::int64_t most = static_cast<std::int64_t>(std::numeric_limits<rep>::max() / per_us::num);
+        constexpr std::int64_t least = static_cast<std::int64_t>(std::numeric_limits<rep>::min() / per_us::num);
+        if (us > most || us < least) return make_error_code(error::bad_value);
+      }
     }
+    out = std::chrono::time_point<std::chrono::system_clock, Duration>(
+        std::chrono::duration_cast<Duration>(std::chrono::microseconds(us)));
     return ec;
   }
 };
