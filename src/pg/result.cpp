@@ -332,8 +332,8 @@ std::error_code decode_date(const field_data& f, std::int32_t& out) noexcept {
     if (d == std::numeric_limits<std::int32_t>::max() || d == std::numeric_limits<std::int32_t>::min()) {
       return bad_value();
     }
-    // Days from 2000 to days from 1970, refused where an int32 no longer holds them (PostgreSQL's dates end
-    // about 5.9 million years on, a few thousand days short of that).
+    // Days from 2000 to days from 1970, refused where an int32 no longer holds them (PostgreSQL's last date,
+    // 5874897-12-31, is 2.4 million days short of that: only a value no server sends gets there).
     if (__builtin_add_overflow(d, pg_epoch_days, &out)) return bad_value();
     return {};
   }

@@ -23,8 +23,8 @@
 #include <string_view>
 
 #include "fuzz_support.hpp"
+#include "h2_fuzz_support.hpp"
 #include "tern/http/protocol.hpp"
-#include "tern/http/transport.hpp"
 #include "tern/http2/client.hpp"
 #include "tern/sync/event.hpp"
 #include "tern/task_group.hpp"
@@ -39,11 +39,10 @@ using namespace std::chrono_literals;
 constexpr std::string_view preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 constexpr std::size_t max_body = 8 * 1024;  // below what a stream's window lets through: the limit is reached
 
-// The client's output: its preface, then frames, followed header by header.
+// The client's output: its preface, then whole frames, SETTINGS first.
 struct output_check {
   std::size_t preface_seen = 0;
-  std::string partial;  // the current frame's header, until it is whole
-  std::size_t skip = 0;
+  frame_follower frames;
   bool first = true;
 
   void feed(std::string_view bytes) {
@@ -52,63 +51,25 @@ struct output_check {
       ++preface_seen;
       bytes.remove_prefix(1);
     }
-    while (!bytes.empty()) {
-      if (skip != 0) {
-        const std::size_t k = std::min(skip, bytes.size());
-        skip -= k;
-        bytes.remove_prefix(k);
-        continue;
-      }
-      partial.push_back(bytes.front());
-      bytes.remove_prefix(1);
-      if (partial.size() < 9) continue;
-      const auto* h = reinterpret_cast<const unsigned char*>(partial.data());
-      skip = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
-      TERN_FUZZ_CHECK(!first || h[3] == 4);  // SETTINGS follows the preface
-      TERN_FUZZ_CHECK(skip <= 16777215);
+    frames.feed(bytes, [this](unsigned type) {
+      TERN_FUZZ_CHECK(!first || type == 4);  // SETTINGS follows the preface
       first = false;
-      partial.clear();
-    }
+    });
   }
-  bool whole() const noexcept { return partial.empty() && skip == 0; }
+  bool whole() const noexcept { return frames.whole(); }
 };
 
 // Transports not yet destroyed: the session owns its transport, so none is left once its tasks have ended.
 int transports_alive = 0;
 
-// The server's side of the connection: the input, in pieces, once the requests are on their way (ready).
-class memory_transport final : public http::transport {
- public:
-  memory_transport(tern::io_context& ctx, std::string_view input, choices& cuts, output_check& out,
-                   tern::sync::manual_reset_event& ready)
-      : socket_(ctx), input_(input), cuts_(cuts), out_(out), ready_(ready) {
-    ++transports_alive;
-  }
-  ~memory_transport() override { --transports_alive; }
-
-  tern::task<std::error_code> handshake() override { co_return std::error_code{}; }
-  tern::task<tern::io_result<std::size_t>> read_some(tern::mutable_buffer b) override {
-    if (std::error_code ec = co_await ready_.wait()) co_return tern::io_result<std::size_t>{ec, 0};
-    if (input_.empty()) co_return tern::io_result<std::size_t>{make_error_code(tern::error::eof), 0};
-    const std::size_t piece = cuts_.one_in(4) ? cuts_.between(1, 4096) : cuts_.between(1, 64);
-    const std::size_t n = std::min({piece, input_.size(), b.size()});
-    std::memcpy(b.data(), input_.data(), n);
-    input_.remove_prefix(n);
-    co_return tern::io_result<std::size_t>{std::error_code{}, n};
-  }
-  tern::task<tern::io_result<std::size_t>> write_all(tern::const_buffer b) override {
-    out_.feed(std::string_view(static_cast<const char*>(b.data()), b.size()));
-    co_return tern::io_result<std::size_t>{std::error_code{}, b.size()};
-  }
-  tern::task<std::error_code> shutdown_send() override { co_return std::error_code{}; }
-  tern::net::tcp_socket& socket() noexcept override { return socket_; }
-
- private:
-  tern::net::tcp_socket socket_;
-  std::string_view input_;
-  choices& cuts_;
-  output_check& out_;
-  tern::sync::manual_reset_event& ready_;
+// What the client writes goes to the check; made and destroyed with the transport, it counts the transports.
+struct to_check {
+  output_check* out;
+  explicit to_check(output_check* o) noexcept : out(o) { ++transports_alive; }
+  to_check(const to_check& other) noexcept : out(other.out) { ++transports_alive; }
+  to_check& operator=(const to_check&) = delete;
+  ~to_check() { --transports_alive; }
+  void operator()(std::string_view bytes) const { out->feed(bytes); }
 };
 
 enum class kind { get, head, post_known, post_unknown, given_up };
@@ -164,7 +125,7 @@ tern::task<void> run(tern::io_context& ctx, std::string_view input, choices& cut
     return o;
   }());
   http::client_handover h{tern::net::tcp_socket(ctx),
-                          std::make_unique<memory_transport>(ctx, input, cuts, out, ready),
+                          std::make_unique<memory_transport<to_check>>(ctx, input, cuts, to_check(&out), &ready),
                           "fuzz.example",
                           "tern-fuzz",
                           {},

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
+#include "h2_fuzz_support.hpp"
 #include "tern/http/router.hpp"
 #include "tern/http/server.hpp"
 #include "tern/http/stream.hpp"
@@ -29,65 +30,27 @@ using namespace tern::fuzz;
 
 constexpr std::string_view preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-// The server's output, followed frame by frame.
+// The server's output: whole frames, SETTINGS first, at most two GOAWAYs.
 struct output_check {
-  std::string partial;  // the current frame's header, until it is whole
-  std::size_t skip = 0;
+  frame_follower frames;
   bool first = true;
   int goaways = 0;
 
   void feed(std::string_view bytes) {
-    while (!bytes.empty()) {
-      if (skip != 0) {
-        const std::size_t k = std::min(skip, bytes.size());
-        skip -= k;
-        bytes.remove_prefix(k);
-        continue;
-      }
-      partial.push_back(bytes.front());
-      bytes.remove_prefix(1);
-      if (partial.size() < 9) continue;
-      const auto* h = reinterpret_cast<const unsigned char*>(partial.data());
-      skip = (std::size_t{h[0]} << 16) | (std::size_t{h[1]} << 8) | h[2];
-      const unsigned type = h[3];
+    frames.feed(bytes, [this](unsigned type) {
       TERN_FUZZ_CHECK(!first || type == 4);  // the server's preface is a SETTINGS frame
-      TERN_FUZZ_CHECK(skip <= 16777215);
       first = false;
       if (type == 7) ++goaways;
       TERN_FUZZ_CHECK(goaways <= 2);
-      partial.clear();
-    }
+    });
   }
-  bool whole() const noexcept { return partial.empty() && skip == 0; }
+  bool whole() const noexcept { return frames.whole(); }
 };
 
-class memory_transport final : public http::transport {
- public:
-  memory_transport(tern::io_context& ctx, std::string_view input, choices& cuts, output_check& out)
-      : socket_(ctx), input_(input), cuts_(cuts), out_(out) {}
-
-  tern::task<std::error_code> handshake() override { co_return std::error_code{}; }
-  tern::task<tern::io_result<std::size_t>> read_some(tern::mutable_buffer b) override {
-    if (input_.empty()) co_return tern::io_result<std::size_t>{make_error_code(tern::error::eof), 0};
-    // Pieces of 1 to 64 bytes mostly, now and then larger: every frame boundary falls anywhere.
-    const std::size_t piece = cuts_.one_in(4) ? cuts_.between(1, 4096) : cuts_.between(1, 64);
-    const std::size_t n = std::min({piece, input_.size(), b.size()});
-    std::memcpy(b.data(), input_.data(), n);
-    input_.remove_prefix(n);
-    co_return tern::io_result<std::size_t>{std::error_code{}, n};
-  }
-  tern::task<tern::io_result<std::size_t>> write_all(tern::const_buffer b) override {
-    out_.feed(std::string_view(static_cast<const char*>(b.data()), b.size()));
-    co_return tern::io_result<std::size_t>{std::error_code{}, b.size()};
-  }
-  tern::task<std::error_code> shutdown_send() override { co_return std::error_code{}; }
-  tern::net::tcp_socket& socket() noexcept override { return socket_; }
-
- private:
-  tern::net::tcp_socket socket_;
-  std::string_view input_;
-  choices& cuts_;
-  output_check& out_;
+// What the server writes goes to the check.
+struct to_check {
+  output_check* out;
+  void operator()(std::string_view bytes) const { out->feed(bytes); }
 };
 
 http::router routes() {
@@ -151,7 +114,7 @@ struct harness {
   }
 
   tern::task<void> serve(std::string_view input, choices& cuts, output_check& out) {
-    memory_transport t(ctx, input, cuts, out);
+    memory_transport<to_check> t(ctx, input, cuts, to_check{&out});
     tern::net::endpoint remote = tern::net::endpoint::loopback_v4(1);
     http::stop_listener* listener = nullptr;
     co_await h2->serve(http::handover{*server, t.socket(), &t, remote, preface, nullptr, {}, {}, &listener});

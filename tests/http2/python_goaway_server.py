@@ -7,14 +7,11 @@ Listens on 127.0.0.1 (a free port) and prints "port N". Every request is answere
 (connections counted from 1). The first connection, once it has 3 requests, answers the first and sends GOAWAY
 with its stream as the last processed, and leaves the others unprocessed: a client must send them
 again on a new connection. Runs until its standard input closes."""
-import socket
-import sys
-import threading
-
 import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+from h2_peer import event_batches, listen_and_serve
 
 
 def serve(sock, number):
@@ -31,14 +28,8 @@ def serve(sock, number):
         conn.send_headers(sid, [(":status", "200"), ("content-length", str(len(body)))])
         conn.send_data(sid, body, end_stream=True)
 
-    while True:
-        try:
-            data = sock.recv(65536)
-        except OSError:
-            break
-        if not data:
-            break
-        for ev in conn.receive_data(data):
+    for events in event_batches(sock, conn):
+        for ev in events:
             if isinstance(ev, h2.events.RequestReceived):
                 paths[ev.stream_id] = dict(ev.headers)[":path"]
                 if first is None:
@@ -53,27 +44,10 @@ def serve(sock, number):
             answer(first)
             conn.close_connection(error_code=h2.errors.ErrorCodes.NO_ERROR, last_stream_id=first)
             gone_away = True
-        out = conn.data_to_send()
-        if out:
-            sock.sendall(out)
-    sock.close()
 
 
 def main():
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    print("port", listener.getsockname()[1], flush=True)
-    count = [0]
-
-    def accept():
-        while True:
-            s, _ = listener.accept()
-            count[0] += 1
-            threading.Thread(target=serve, args=(s, count[0]), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    sys.stdin.read()
+    listen_and_serve(serve)
 
 
 if __name__ == "__main__":
