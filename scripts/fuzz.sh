@@ -16,7 +16,7 @@
 #                 the targets not run kept, so that the long run (--seconds 3600, an hour each as the reliability
 #                 suite asks) can be made a few targets at a time. Also when a target crashed: its row says so.
 #   target        request_parser, response_parser, chunked_decoder, http2_server, http2_client, tls_record,
-#                 ws_frame, ws_handshake, resp_parser, pg_value (default: all)
+#                 ws_frame, ws_handshake, resp_parser, pg_value, pg_result (default: all)
 #
 # Prints libFuzzer's progress (its cov:/ft: lines) and a summary per target: executions, coverage, corpus, and
 # whether it crashed (or violated an invariant, or hung, or ran out of memory), and the CPU time it got (a target

@@ -224,7 +224,7 @@ done
 # over 119 s) run beside the suite at equal priority, as they ran beside the fuzz build before; they end long before
 # the soak. When the suite started only after them, with the low-priority work one thing after another, the end took
 # 443 s (the tests beside the fuzz build, then the suite's 324 s); now about the suite's time.
-# Fuzzing: 30 s each, the ten targets two at a time (the hour-long runs are scripts/fuzz.sh's, recorded in
+# Fuzzing: 30 s each, the eleven targets two at a time (the hour-long runs are scripts/fuzz.sh's, recorded in
 # docs/reliability.md).
 fuzz_seconds=${TERN_TEST_FUZZ_SECONDS:-30}
 late_name=()    # the parts of the low-priority step, numbered from 1 in this order

@@ -48,7 +48,8 @@ void text_integer(const field& f) {
       want = 0;
     }
     // Above int64's range PostgreSQL has no integer type: refused there.
-    if (parsed && static_cast<std::uint64_t>(want) > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    constexpr auto int64_max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    if (parsed && static_cast<std::uint64_t>(want) > int64_max) {
       parsed = false;
     }
   }
